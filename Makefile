@@ -1,0 +1,28 @@
+# `make demo` and `make test` set everything up on a fresh clone, then run.
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+
+.PHONY: setup demo test bench clean
+
+setup: $(STAMP)
+
+$(STAMP): requirements.txt setup.py
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -r requirements.txt
+	$(PY) -m pip install --quiet --no-build-isolation -e .
+	touch $(STAMP)
+
+demo: setup
+	$(PY) -m dali_loaders demo
+
+test: setup
+	$(PY) -m pytest -q tests
+
+bench: setup
+	$(PY) -m dali_loaders bench
+
+clean:
+	rm -rf $(VENV) build *.egg-info

@@ -1,0 +1,260 @@
+"""CIFAR-10 and CIFAR-100: the pickle reader, the DALI pipeline and its torchvision twin.
+
+The file format, once: each batch file is a Python-2 pickle (load with
+encoding="latin1") of a dict whose "data" is an N x 3072 uint8 array, every row one
+32x32 image as its R, then G, then B plane, row-major; the labels are a list of N ints
+under "labels" (CIFAR-10) or "fine_labels" and "coarse_labels" (CIFAR-100).
+"""
+import os
+import pickle
+import warnings
+import zlib
+from typing import Optional
+
+import numpy as np
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+from .distributed import EpochSampler, default_seed, resolve_shard
+from .iterator import DaliLoader, dali_available, pick_device_id
+from .recipes import CIFAR, CifarRecipe, on_255_scale
+
+# dataset -> (folder, train files, test files)
+LAYOUT = {
+    "cifar10": ("cifar-10-batches-py", [f"data_batch_{i}" for i in range(1, 6)], ["test_batch"]),
+    "cifar100": ("cifar-100-python", ["train"], ["test"]),
+}
+LABEL_KEY = {("cifar10", "fine"): "labels", ("cifar100", "fine"): "fine_labels",
+             ("cifar100", "coarse"): "coarse_labels"}
+
+
+def _find_folder(image_dir: str, dataset: str) -> str:
+    folder = LAYOUT[dataset][0]
+    for candidate in (os.path.join(image_dir, folder), image_dir):
+        if os.path.isfile(os.path.join(candidate, LAYOUT[dataset][2][0])):
+            return candidate
+    if not os.path.isdir(image_dir):
+        raise FileNotFoundError(f"CIFAR folder {image_dir!r} does not exist; expected a folder holding "
+                                f"{folder}/ (torchvision's layout) or that folder itself")
+    raise FileNotFoundError(f"no {dataset} data under {image_dir!r}: expected {folder}/ with the python "
+                            f"pickles ({', '.join(LAYOUT[dataset][1] + LAYOUT[dataset][2])}) inside")
+
+
+def _read_batch(path: str, label_key: str):
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"CIFAR batch file {path!r} is missing; download and extract the "
+                                f"python version of the dataset")
+    try:
+        with open(path, "rb") as f:
+            entry = pickle.load(f, encoding="latin1")
+    except Exception as e:
+        raise ValueError(f"{path!r} is not a CIFAR python pickle ({type(e).__name__}: {e})") from None
+    data = entry.get("data") if isinstance(entry, dict) else None
+    labels = entry.get(label_key) if isinstance(entry, dict) else None
+    if not isinstance(data, np.ndarray) or data.dtype != np.uint8 or data.ndim != 2 or data.shape[1] != 3072:
+        found = getattr(data, "shape", type(data).__name__)
+        raise ValueError(f"{path!r}: expected 'data' of shape (N, 3072) uint8, found {found}")
+    if labels is None or len(labels) != len(data):
+        raise ValueError(f"{path!r}: expected {len(data)} labels under {label_key!r}, found "
+                         f"{'none' if labels is None else len(labels)}")
+    return data.reshape(-1, 3, 32, 32).transpose(0, 2, 3, 1), np.asarray(labels, dtype=np.int64)
+
+
+class CifarArrays:
+    """One split of CIFAR in memory: `images` (N, 32, 32, 3) uint8 HWC, `labels` (N,) int64."""
+
+    def __init__(self, image_dir: str, train: bool, dataset: str = "cifar10", label_type: str = "fine"):
+        if dataset not in LAYOUT:
+            raise ValueError(f"dataset must be one of {sorted(LAYOUT)}, got {dataset!r}")
+        if (dataset, label_type) not in LABEL_KEY:
+            raise ValueError(f"label_type {label_type!r} is not available for {dataset}")
+        folder = _find_folder(image_dir, dataset)
+        files = LAYOUT[dataset][1] if train else LAYOUT[dataset][2]
+        parts = [_read_batch(os.path.join(folder, f), LABEL_KEY[dataset, label_type]) for f in files]
+        self.images = np.ascontiguousarray(np.concatenate([p[0] for p in parts]))
+        self.labels = np.concatenate([p[1] for p in parts])
+        self.name = f"{dataset}/{'train' if train else 'test'}/{label_type}"
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+    @property
+    def fingerprint(self) -> str:
+        return f"{self.name}/{len(self)}/{zlib.crc32(self.labels.tobytes()):08x}"
+
+
+class _BatchFeeder:
+    """external_source callback: batch `info.iteration` of `order`. A pure function of the
+    iteration, so a pipeline restored from a DALI checkpoint resumes where it stopped."""
+
+    def __init__(self, arrays: CifarArrays, order: np.ndarray, batch_size: int):
+        self.arrays, self.order, self.batch_size = arrays, order, batch_size
+
+    def __call__(self, info):
+        indices = self.order[info.iteration * self.batch_size:(info.iteration + 1) * self.batch_size]
+        if len(indices) == 0:
+            raise StopIteration
+        return self.arrays.images[indices], self.arrays.labels[indices]
+
+
+def _cifar_graph(feeder: _BatchFeeder, recipe: CifarRecipe, train: bool, cutout: int, device: str):
+    from nvidia.dali import fn, types
+
+    images, labels = fn.external_source(source=feeder, num_outputs=2, batch=True, batch_info=True,
+                                        layout=["HWC", ""], dtype=[types.UINT8, types.INT64])
+    if device == "gpu":
+        images, labels = images.gpu(), labels.gpu()
+    mirror = 0
+    if train:
+        # Zero-pad `padding` px and crop size x size: one slice at an anchor in [-pad, pad].
+        pad = recipe.padding
+        anchor = fn.random.uniform(values=list(range(-pad, pad + 1)), shape=2, dtype=types.INT32)
+        images = fn.slice(images, anchor, np.array([recipe.size, recipe.size], np.int32), axes=(0, 1),
+                          out_of_bounds_policy="pad", fill_values=0)
+        mirror = fn.random.coin_flip(probability=recipe.flip_p)
+    images = fn.crop_mirror_normalize(images, mirror=mirror, dtype=types.FLOAT, output_layout="CHW",
+                                      mean=on_255_scale(recipe.mean), std=on_255_scale(recipe.std))
+    if train and cutout:
+        images = _dali_cutout(images, recipe.size, cutout)
+    return images, labels
+
+
+def _dali_cutout(images, size: int, length: int):
+    """Cutout (DeVries & Taylor): zero a length x length square centred on a uniform pixel,
+    clipped at the border, after normalization."""
+    from nvidia.dali import fn, types
+
+    centre = fn.random.uniform(values=list(range(size)), shape=2, dtype=types.INT32)
+    return fn.erase(images, anchor=fn.cast(centre - length // 2, dtype=types.FLOAT),
+                    shape=[float(length), float(length)], axis_names="HW", fill_value=0.0)
+
+
+def _check_args(type: str, batch_size, val_size: int, cutout: int) -> bool:
+    if type not in ("train", "val", "test"):
+        raise ValueError(f"type must be 'train' or 'val' ('test' is accepted for 'val'), got {type!r}")
+    if not isinstance(batch_size, int) or batch_size < 1:
+        raise ValueError(f"batch_size must be an integer >= 1, got {batch_size!r}")
+    if val_size != 32:
+        raise ValueError(f"val_size must be 32 for CIFAR (its images are 32x32), got {val_size!r}")
+    if not isinstance(cutout, int) or not 0 <= cutout <= 32:
+        raise ValueError(f"cutout must be an integer in [0, 32] pixels, got {cutout!r}")
+    return type == "train"
+
+
+def get_cifar_iter_dali(type, image_dir, batch_size, num_threads=4, local_rank=None, world_size=None,
+                        val_size=32, cutout=0, *, dataset="cifar10", label_type="fine", seed=None,
+                        drop_last=False, device_id=None, rank=None, fallback=True):
+    """A DataLoader-like CIFAR-10/100 iterator on DALI: `for images, labels in loader`.
+
+    images: float32 (B, 3, 32, 32), normalized; labels: int64 (B,); on the GPU if CUDA is
+    available, else on the CPU. `rank`/`world_size` default to torch.distributed's or
+    torchrun's; `local_rank` picks the GPU (and, given alone, the shard, as it used to).
+    """
+    if not dali_available():
+        return _fall_back(fallback, get_cifar_iter_torch, locals())
+    train = _check_args(type, batch_size, val_size, cutout)
+    arrays = CifarArrays(image_dir, train, dataset, label_type)
+    shard = resolve_shard(rank, world_size, local_rank)
+    sampler = EpochSampler(len(arrays), shuffle=train, seed=default_seed(seed, shard), shard=shard)
+    gpu = pick_device_id(device_id, shard.local_rank)
+    recipe = CIFAR[dataset]
+
+    def build_pipeline(order, pipeline_seed, checkpoint):
+        from nvidia.dali import pipeline_def
+
+        graph = pipeline_def(_cifar_graph, enable_checkpointing=True)
+        feeder = _BatchFeeder(arrays, order, batch_size)
+        pipe = graph(feeder, recipe, train, cutout, "cpu" if gpu is None else "gpu",
+                     batch_size=batch_size, num_threads=num_threads, device_id=gpu,
+                     seed=pipeline_seed, checkpoint=checkpoint)
+        pipe.build()
+        return pipe
+
+    return DaliLoader(arrays, build_pipeline, batch_size=batch_size, sampler=sampler, drop_last=drop_last)
+
+
+_warned_fallback = False
+
+
+def _fall_back(fallback: bool, torch_twin, arguments: dict):
+    """No DALI on this platform: the torchvision twin, with a warning (once), or ImportError."""
+    global _warned_fallback
+    if not fallback:
+        raise ImportError("NVIDIA DALI is not installed: `pip install nvidia-dali-cuda120` "
+                          "(or pass fallback=True to get the torchvision loader instead)")
+    if not _warned_fallback:
+        warnings.warn("NVIDIA DALI is not installed; using the torchvision loader instead "
+                      "(`pip install nvidia-dali-cuda120` for the fast path)", RuntimeWarning, stacklevel=3)
+        _warned_fallback = True
+    arguments = {k: v for k, v in arguments.items() if k != "fallback"}
+    return torch_twin(**arguments)
+
+
+# -- the torchvision twin ----------------------------------------------------------------
+
+
+class Cutout(torch.nn.Module):
+    """Zero a length x length square centred on a uniform pixel, clipped at the border."""
+
+    def __init__(self, length: int):
+        super().__init__()
+        self.length = length
+
+    def forward(self, image: torch.Tensor) -> torch.Tensor:
+        height, width = image.shape[-2:]
+        y, x = int(torch.randint(height, ())), int(torch.randint(width, ()))
+        top, left = max(y - self.length // 2, 0), max(x - self.length // 2, 0)
+        bottom, right = y - self.length // 2 + self.length, x - self.length // 2 + self.length
+        image = image.clone()
+        image[..., top:max(bottom, 0), left:max(right, 0)] = 0
+        return image
+
+
+def torch_transform(recipe: CifarRecipe, train: bool, cutout: int):
+    from torchvision import transforms as T
+
+    steps = [T.RandomCrop(recipe.size, padding=recipe.padding), T.RandomHorizontalFlip(recipe.flip_p)] \
+        if train else []
+    steps += [T.ConvertImageDtype(torch.float32), T.Normalize(recipe.mean, recipe.std)]
+    if train and cutout:
+        steps.append(Cutout(cutout))
+    return T.Compose(steps)
+
+
+class CifarDataset(Dataset):
+    """CifarArrays as a torch Dataset (uint8 HWC -> transformed CHW tensors); no md5 check."""
+
+    def __init__(self, arrays: CifarArrays, transform):
+        self.arrays, self.transform = arrays, transform
+
+    def __len__(self) -> int:
+        return len(self.arrays)
+
+    def __getitem__(self, i):
+        image = torch.from_numpy(self.arrays.images[i]).permute(2, 0, 1)
+        return self.transform(image), int(self.arrays.labels[i])
+
+    @property
+    def fingerprint(self) -> str:
+        return self.arrays.fingerprint
+
+
+class TorchLoader(DataLoader):
+    """A DataLoader over an EpochSampler, with DistributedSampler's `set_epoch`."""
+
+    def set_epoch(self, epoch: int) -> None:
+        self.sampler.set_epoch(epoch)
+
+
+def get_cifar_iter_torch(type, image_dir, batch_size, num_threads=4, local_rank=None, world_size=None,
+                         val_size=32, cutout=0, *, dataset="cifar10", label_type="fine", seed=None,
+                         drop_last=False, device_id=None, rank=None):
+    """The torchvision twin of get_cifar_iter_dali: same arguments, same recipe, same sample
+    order; `num_threads` is the number of DataLoader workers. Outputs stay on the CPU."""
+    train = _check_args(type, batch_size, val_size, cutout)
+    arrays = CifarArrays(image_dir, train, dataset, label_type)
+    shard = resolve_shard(rank, world_size, local_rank)
+    sampler = EpochSampler(len(arrays), shuffle=train, seed=default_seed(seed, shard), shard=shard)
+    dataset_ = CifarDataset(arrays, torch_transform(CIFAR[dataset], train, cutout))
+    return TorchLoader(dataset_, batch_size=batch_size, sampler=sampler, num_workers=num_threads,
+                       drop_last=drop_last, persistent_workers=num_threads > 0)

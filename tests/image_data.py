@@ -1,0 +1,83 @@
+"""Writes small image datasets of real files (JPEG, PNG, ...) with PIL for the tests."""
+import os
+
+import numpy as np
+from PIL import Image, ImageDraw
+
+# (width, height): both orientations, odd and even sides, smaller and larger than 256.
+SIZES = [(320, 240), (240, 320), (300, 300), (257, 193), (181, 263), (500, 375), (375, 500),
+         (270, 256), (256, 270), (351, 299), (96, 128), (611, 405)]
+
+
+def photo(width, height, seed):
+    """An RGB image with smooth shading, edges and a little grain, like a photo."""
+    rng = np.random.default_rng(seed)
+    coarse = Image.fromarray(rng.integers(0, 256, (6, 6, 3), dtype=np.uint8))
+    image = coarse.resize((width, height), Image.BICUBIC)
+    draw = ImageDraw.Draw(image)
+    for _ in range(4):
+        x0, x1 = sorted(rng.integers(0, width, 2))
+        y0, y1 = sorted(rng.integers(0, height, 2))
+        fill = tuple(int(c) for c in rng.integers(0, 256, 3))
+        (draw.ellipse if rng.random() < 0.5 else draw.rectangle)([x0, y0, x1, y1], fill=fill)
+    pixels = np.asarray(image, dtype=np.int16) + rng.integers(-6, 7, (height, width, 3))
+    return Image.fromarray(np.clip(pixels, 0, 255).astype(np.uint8))
+
+
+def write_jpeg(path, width, height, seed, quality=None, mode="RGB", **save_args):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    quality = quality or int(np.random.default_rng(seed).integers(75, 96))
+    photo(width, height, seed).convert(mode).save(path, "JPEG", quality=quality, **save_args)
+    return path
+
+
+def write_image_folder(root, counts, seed=0, extension=".JPEG"):
+    """root/<class>/<class>_<i><extension> for each class in `counts` (class -> images);
+    returns the paths written, in ImageFolder's order."""
+    paths = []
+    for c, name in enumerate(sorted(counts)):
+        for i in range(counts[name]):
+            width, height = SIZES[(i + 3 * c) % len(SIZES)]
+            path = os.path.join(root, name, f"{name}_{i:03d}{extension}")
+            paths.append(write_jpeg(path, width, height, seed=seed * 100003 + c * 1009 + i))
+    return paths
+
+
+def write_odd_formats(folder, seed=0):
+    """The files real datasets hold besides plain RGB JPEGs; returns {kind: path}."""
+    os.makedirs(folder, exist_ok=True)
+    paths = {
+        "cmyk": write_jpeg(os.path.join(folder, "cmyk.JPEG"), 300, 200, seed, mode="CMYK"),
+        "gray": write_jpeg(os.path.join(folder, "gray.jpg"), 200, 300, seed + 1, mode="L"),
+        "progressive": write_jpeg(os.path.join(folder, "progressive.jpeg"), 280, 260, seed + 2,
+                                  progressive=True),
+        "png_named_jpeg": os.path.join(folder, "png_inside.JPEG"),
+    }
+    photo(260, 280, seed + 3).save(paths["png_named_jpeg"], "PNG")
+    return paths
+
+
+def write_truncated(path, seed=0):
+    """A JPEG cut off after 60% of its bytes."""
+    data = open(write_jpeg(path, 300, 300, seed), "rb").read()
+    with open(path, "wb") as f:
+        f.write(data[:int(len(data) * 0.6)])
+    return path
+
+
+def write_garbage(path, seed=0):
+    """Random bytes under an image's name."""
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "wb") as f:
+        f.write(np.random.default_rng(seed).integers(0, 256, 5000, dtype=np.uint8).tobytes())
+    return path
+
+
+def write_coordinate_png(path, width, height):
+    """Red = x, green = y, blue = 0 at pixel (x, y) (so width, height <= 256): any crop
+    window can be read back from the pixels, even after a resize (linear maps stay linear)."""
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    x, y = np.meshgrid(np.arange(width), np.arange(height))
+    pixels = np.stack([x, y, np.zeros_like(x)], axis=-1).astype(np.uint8)
+    Image.fromarray(pixels).save(path, "PNG")
+    return path

@@ -153,6 +153,8 @@ def get_cifar_iter_dali(type, image_dir, batch_size, num_threads=4, local_rank=N
     if not dali_available():
         return _fall_back(fallback, get_cifar_iter_torch, locals())
     train = _check_args(type, batch_size, val_size, cutout)
+    if not isinstance(num_threads, int) or num_threads < 1:
+        raise ValueError(f"num_threads must be an integer >= 1 (DALI worker threads), got {num_threads!r}")
     arrays = CifarArrays(image_dir, train, dataset, label_type)
     shard = resolve_shard(rank, world_size, local_rank)
     sampler = EpochSampler(len(arrays), shuffle=train, seed=default_seed(seed, shard), shard=shard)

@@ -279,6 +279,11 @@ def test_bad_arguments_are_named(cifar10, backend, kwargs, culprit):
 NO_DALI = "import sys; sys.modules['nvidia.dali'] = None\n"
 
 
+def test_dali_needs_a_thread(cifar10):
+    with pytest.raises(ValueError, match="num_threads"):
+        get_cifar_iter_dali("train", cifar10, 8, 0)
+
+
 def test_without_dali_warns_once_and_returns_the_twin(cifar10):
     script = NO_DALI + f"""
 import warnings

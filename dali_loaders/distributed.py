@@ -5,6 +5,7 @@ torch.distributed process group; torchrun's environment (RANK, WORLD_SIZE,
 LOCAL_RANK); else a single process. The shard is the *global* rank; the GPU is
 the *local* rank.
 """
+import numbers
 import os
 from dataclasses import dataclass
 from typing import Iterator, Optional
@@ -26,29 +27,60 @@ def _env_int(name: str) -> Optional[int]:
     return int(value) if value not in (None, "") else None
 
 
+def _as_int(name: str, value) -> int:
+    """`value` as an int; numpy integers pass, bools and floats do not."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise ValueError(f"{name} must be an integer, got {value!r}")
+    return int(value)
+
+
+def _found_rank_and_world():
+    """(rank, world size) of the initialized process group, else torchrun's, else (None, None)."""
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        return torch.distributed.get_rank(), torch.distributed.get_world_size()
+    return _env_int("RANK"), _env_int("WORLD_SIZE")
+
+
 def resolve_shard(rank: Optional[int] = None, world_size: Optional[int] = None,
                   local_rank: Optional[int] = None) -> Shard:
-    """The Shard of this process; arguments win over the process group, which wins over the environment."""
-    if torch.distributed.is_available() and torch.distributed.is_initialized():
-        found_rank, found_world = torch.distributed.get_rank(), torch.distributed.get_world_size()
-    else:
-        found_rank, found_world = _env_int("RANK"), _env_int("WORLD_SIZE")
-    if world_size is None:
-        world_size = found_world or 1
+    """The Shard of this process; arguments win over the process group, which wins over the environment.
+
+    `local_rank` picks the GPU. Only in the original API's call `local_rank=i,
+    world_size=n` made outside torchrun and torch.distributed is it also the shard id,
+    as it used to be (right on a single machine only; pass `rank=` on several).
+    """
+    found_rank, found_world = _found_rank_and_world()
+    world_size = _as_int("world_size", world_size if world_size is not None else found_world or 1)
+    if world_size < 1:
+        raise ValueError(f"world_size must be >= 1 (the number of processes reading the data), got {world_size}")
     if rank is None:
-        if found_rank is not None and found_world == world_size:
-            rank = found_rank
-        else:  # the original API passed the shard id as local_rank
-            rank = local_rank if local_rank is not None else 0
-    if local_rank is None:
-        local_rank = _env_int("LOCAL_RANK") or 0
-    if not isinstance(world_size, int) or world_size < 1:
-        raise ValueError(f"world_size must be an integer >= 1, got {world_size!r}")
-    if not isinstance(rank, int) or not 0 <= rank < world_size:
-        raise ValueError(f"rank must be in [0, world_size={world_size}), got {rank!r}")
-    if not isinstance(local_rank, int) or local_rank < 0:
-        raise ValueError(f"local_rank must be an integer >= 0, got {local_rank!r}")
+        rank = _default_rank(world_size, found_rank, found_world, local_rank)
+    rank = _as_int("rank", rank)
+    if not 0 <= rank < world_size:
+        raise ValueError(f"rank must be in [0, world_size={world_size}), the global rank of this "
+                         f"process; got {rank}")
+    local_rank = _as_int("local_rank", local_rank if local_rank is not None else _env_int("LOCAL_RANK") or 0)
+    if local_rank < 0:
+        raise ValueError(f"local_rank must be >= 0 (this process's GPU on its machine), got {local_rank}")
     return Shard(rank, world_size, local_rank)
+
+
+def _default_rank(world_size: int, found_rank: Optional[int], found_world: Optional[int],
+                  local_rank: Optional[int]) -> int:
+    """The global rank when the caller gave none."""
+    if found_rank is not None and found_world == world_size:
+        return found_rank
+    if world_size == 1:
+        return 0
+    if local_rank is not None and found_rank is None:
+        return local_rank  # the original API: one machine, shard id passed as local_rank
+    # Guessing 0 would make every process read the same shard: refuse instead.
+    why = (f"it differs from the world size {found_world} of torch.distributed / torchrun, so their rank "
+           f"does not apply" if found_rank is not None else
+           "neither torch.distributed nor torchrun (RANK) gives this process's rank")
+    raise ValueError(f"world_size={world_size} was given but {why}: pass rank= (the global rank, "
+                     f"0..{world_size - 1}), or launch with torchrun, or call "
+                     f"torch.distributed.init_process_group first")
 
 
 def default_seed(seed: Optional[int], shard: Shard) -> int:
@@ -87,13 +119,17 @@ class EpochSampler(Sampler):
     """
 
     def __init__(self, n: int, *, shuffle: bool, seed: int, shard: Shard):
+        if shuffle and n < shard.world_size:
+            raise ValueError(f"the training set has {n} samples, fewer than world_size="
+                             f"{shard.world_size}: every rank needs at least one; use fewer processes")
         self.n, self.shuffle, self.seed, self.shard = n, shuffle, seed, shard
         self.epoch = 0          # the epoch of the pass in progress, or the next one
         self._next_epoch = 0
 
     def set_epoch(self, epoch: int) -> None:
-        if not isinstance(epoch, int) or epoch < 0:
-            raise ValueError(f"epoch must be an integer >= 0, got {epoch!r}")
+        epoch = _as_int("epoch", epoch)
+        if epoch < 0:
+            raise ValueError(f"epoch must be >= 0, got {epoch}")
         self._next_epoch = epoch
 
     def start_epoch(self) -> int:

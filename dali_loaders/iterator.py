@@ -14,6 +14,8 @@ import torch
 from .distributed import EpochSampler, derived_seed
 
 STATE_VERSION = 1
+STATE_KEYS = ("version", "dataset", "batch_size", "drop_last", "rank", "world_size", "seed",
+              "epoch", "batches_done", "dali")
 
 # build_pipeline(order, seed, checkpoint) -> a DALI pipeline whose outputs are
 # (images, labels) for the samples `order`, in that order, batch after batch.
@@ -54,8 +56,8 @@ class DaliLoader:
         self.drop_last = drop_last
         self._build_pipeline = build_pipeline
         self._explain_failure = explain_failure
-        self._live = None      # (epoch, DALI iterator, batches served) while an epoch runs
-        self._resume = None    # a loaded state, used by the next loop
+        self._live: Optional[_LiveEpoch] = None  # the epoch in progress, if any
+        self._resume: Optional[dict] = None      # a loaded state, used by the next loop
 
     def __len__(self) -> int:
         return self._num_batches(len(self.sampler))
@@ -72,39 +74,41 @@ class DaliLoader:
         return order[:self._num_batches(len(order)) * self.batch_size]
 
     def __iter__(self):
-        self._live = None  # drops the pipeline a `break` left behind
         resume, self._resume = self._resume, None
         if resume:
-            epoch, done, checkpoint = resume["epoch"], resume["batches_done"], resume["dali"]
-            self.sampler.set_epoch(epoch)
+            self.sampler.set_epoch(resume["epoch"])
+            done, checkpoint = resume["batches_done"], resume["dali"]
         else:
             done, checkpoint = 0, None
-        epoch = self.sampler.start_epoch()
-        return self._epoch(epoch, done, checkpoint)
+        # Set now, not at the first batch: a state_dict() taken before it must name this epoch.
+        self._live = _LiveEpoch(self.sampler.start_epoch(), done, checkpoint)
+        return self._epoch(self._live)
 
-    def _epoch(self, epoch: int, done: int, checkpoint: Optional[bytes]):
+    def _epoch(self, live: "_LiveEpoch"):
         from nvidia.dali.plugin.pytorch import DALIGenericIterator
 
-        order = self._epoch_order(epoch)
+        order = self._epoch_order(live.epoch)
         batches = self._num_batches(len(order))
-        if done >= batches:
-            return
-        seed = derived_seed(self.sampler.seed, epoch, self.sampler.shard.rank)
-        pipeline = self._build_pipeline(order, seed, checkpoint)
-        dali_iter = DALIGenericIterator([pipeline], ["images", "labels"], auto_reset=False,
-                                        prepare_first_batch=False)
-        self._live = [epoch, dali_iter, done]
-        for k in range(done, batches):
+        if live.done < batches:
+            seed = derived_seed(self.sampler.seed, live.epoch, self.sampler.shard.rank)
+            pipeline = self._build_pipeline(order, seed, live.checkpoint)
+            live.dali_iter = DALIGenericIterator([pipeline], ["images", "labels"], auto_reset=False,
+                                                 prepare_first_batch=False)
+        for k in range(live.done, batches):
             try:
-                out = next(dali_iter)[0]
+                out = next(live.dali_iter)[0]
             except (RuntimeError, StopIteration) as failure:
-                self._live = None
+                self._end(live)
                 raise self._explain(failure, order[k * self.batch_size:]) from failure
             # The last batch of a reader may be padded with the next epoch's samples: trim.
             n = min(self.batch_size, len(order) - k * self.batch_size)
-            self._live[2] = k + 1
+            live.done = k + 1
             yield out["images"][:n], out["labels"][:n].view(-1).long()
-        self._live = None
+        self._end(live)
+
+    def _end(self, live: "_LiveEpoch") -> None:
+        if self._live is live:  # a loop abandoned earlier must not end the current one
+            self._live = None
 
     def _explain(self, failure: Exception, remaining: np.ndarray) -> Exception:
         explained = self._explain_failure(failure, remaining) if self._explain_failure else None
@@ -114,21 +118,52 @@ class DaliLoader:
 
     def state_dict(self) -> dict:
         """A small picklable state; `load_state_dict` then the next loop continues from here."""
+        if self._resume is not None:  # loaded and not yet used: still the position to go on from
+            return dict(self._resume)
         if self._live is not None:
-            epoch, dali_iter, done = self._live
-            checkpoint = dali_iter.checkpoints()[0]
+            epoch, done, checkpoint = self._live.epoch, self._live.done, self._live.current_checkpoint()
         else:
             epoch, done, checkpoint = self.sampler._next_epoch, 0, None
-        return {"version": STATE_VERSION, "dataset": self.dataset.fingerprint,
+        return {"version": STATE_VERSION, "dataset": dataset_fingerprint(self.dataset),
                 "batch_size": self.batch_size, "drop_last": self.drop_last,
                 "rank": self.sampler.shard.rank, "world_size": self.sampler.shard.world_size,
                 "seed": self.sampler.seed, "epoch": epoch, "batches_done": done, "dali": checkpoint}
 
     def load_state_dict(self, state: dict) -> None:
+        """Makes the next loop yield the batches that were still to come when `state` was taken."""
+        if not isinstance(state, dict):
+            raise TypeError(f"state must be the dict that loader.state_dict() returned, got "
+                            f"{type(state).__name__}")
+        missing = sorted(set(STATE_KEYS) - set(state))
+        if missing:
+            raise ValueError(f"cannot load this state: it lacks {missing}; pass what loader.state_dict() "
+                             f"returned")
+        self._resume = None
         mine = self.state_dict()
         for key in ("version", "dataset", "batch_size", "drop_last", "rank", "world_size"):
-            if state.get(key) != mine[key]:
-                raise ValueError(f"cannot load this state: its {key} is {state.get(key)!r} but this "
+            if state[key] != mine[key]:
+                raise ValueError(f"cannot load this state: its {key} is {state[key]!r} but this "
                                  f"loader's is {mine[key]!r}; build the loader as the saved one was built")
         self.sampler.seed = state["seed"]
-        self._resume = state
+        self._resume = dict(state)
+
+
+class _LiveEpoch:
+    """Where the epoch in progress stands: `done` batches served, from a pipeline that
+    started at `checkpoint` (None: at the epoch's start)."""
+
+    def __init__(self, epoch: int, done: int, checkpoint: Optional[bytes]):
+        self.epoch, self.done, self.checkpoint = epoch, done, checkpoint
+        self.start = done
+        self.dali_iter = None
+
+    def current_checkpoint(self) -> Optional[bytes]:
+        if self.dali_iter is None or self.done == self.start:
+            return self.checkpoint
+        return self.dali_iter.checkpoints()[0]
+
+
+def dataset_fingerprint(dataset) -> str:
+    """What a state must match to be loaded: the dataset's own fingerprint, else its kind and size."""
+    fingerprint = getattr(dataset, "fingerprint", None)
+    return fingerprint if fingerprint is not None else f"{type(dataset).__name__}/{len(dataset)}"

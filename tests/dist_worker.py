@@ -1,0 +1,119 @@
+"""What one process of a distributed run sees, written to a file for tests/test_distributed.py.
+
+    torchrun ... dist_worker.py shards JOB_JSON OUT_DIR
+        Builds the loaders named in the job WITHOUT passing a rank (they must find it),
+        runs a few train epochs and one val pass, and writes OUT_DIR/rank<RANK>.json.
+        With "process_group": true it then initializes a gloo group, hides torchrun's
+        RANK/WORLD_SIZE so only the group can tell the loaders who they are, and does it
+        again, plus the documented val-metric all_reduce.
+
+    python dist_worker.py resume JOB_PICKLE OUT_FILE
+        For each saved state: a fresh loader, load_state_dict, the rest of that epoch and
+        the next whole epoch, all saved with torch.save for a bit-for-bit comparison.
+"""
+import json
+import os
+import pickle
+import sys
+
+import torch
+
+from dali_loaders.recipes import CIFAR, IMAGENET, on_255_scale
+
+
+def make_loader(kind: str, kwargs: dict):
+    """kind "cifar" or "imagefolder", with the get_*_iter_dali keyword arguments."""
+    if kind == "cifar":
+        from dali_loaders.cifar import get_cifar_iter_dali
+        return get_cifar_iter_dali(**kwargs)
+    from dali_loaders.imagenet import get_imagefolder_iter_dali
+    return get_imagefolder_iter_dali(**kwargs)
+
+
+def recipe_mean_std(kind: str, kwargs: dict):
+    recipe = CIFAR[kwargs.get("dataset", "cifar10")] if kind == "cifar" else IMAGENET
+    return torch.tensor(on_255_scale(recipe.mean), dtype=torch.float64), \
+        torch.tensor(on_255_scale(recipe.std), dtype=torch.float64)
+
+
+def decode_indices(images: torch.Tensor, mean: torch.Tensor, std: torch.Tensor, step: int = 1) -> list:
+    """The sample index every image encodes in its pixels (tests/cifar_data.index_images:
+    byte-per-channel; image folders: `step`-spaced levels that survive JPEG/resizing).
+    Reads the centre pixel, which no crop or flip moves off the image."""
+    h, w = images.shape[-2:]
+    rgb = images[:, :, h // 2, w // 2].double().cpu() * std + mean
+    levels = torch.round(rgb / step)
+    if (rgb - levels * step).abs().max() > step / 4:
+        raise AssertionError(f"pixels do not encode an index: {rgb.tolist()}")
+    levels = levels.long()
+    base = 256 // step
+    return (levels[:, 0] * base * base + levels[:, 1] * base + levels[:, 2]).tolist()
+
+
+def run_epochs(loader, epochs: int, decode) -> list:
+    """[[ [indices, labels] per batch ] per epoch], set_epoch-style as with DistributedSampler."""
+    seen = []
+    for epoch in range(epochs):
+        loader.set_epoch(epoch)
+        seen.append([[decode(images), labels.tolist()] for images, labels in loader])
+    return seen
+
+
+def observe(job: dict) -> dict:
+    """What every loader of the job yields in this process."""
+    report = {}
+    for name, spec in job["loaders"].items():
+        # env_kwargs: arguments read from the environment, as the original API's callers did.
+        kwargs = dict(spec["kwargs"], **{k: int(os.environ[v]) for k, v in spec.get("env_kwargs", {}).items()})
+        mean, std = recipe_mean_std(spec["kind"], kwargs)
+        loader = make_loader(spec["kind"], kwargs)
+        shard = loader.sampler.shard
+        report[name] = {"shard_rank": shard.rank, "shard_world_size": shard.world_size,
+                        "gpu_local_rank": shard.local_rank, "len": len(loader),
+                        "epochs": run_epochs(loader, spec["epochs"],
+                                             lambda x: decode_indices(x, mean, std, spec.get("step", 1)))}
+    return report
+
+
+def combined_val_counts(report: dict) -> dict:
+    """The README's recipe: per-rank sums and counts, all_reduce'd after the loop."""
+    combined = {}
+    for name, seen in report.items():
+        samples = [i for batches in seen["epochs"] for indices, _ in batches for i in indices]
+        totals = torch.tensor([len(samples), sum(samples)], dtype=torch.float64)
+        torch.distributed.all_reduce(totals)
+        combined[name] = totals.tolist()
+    return combined
+
+
+def shards(job_path: str, out_dir: str) -> None:
+    with open(job_path) as f:
+        job = json.load(f)
+    result = {"env": {k: os.environ.get(k) for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "GROUP_RANK")},
+              "from_env": observe(job)}
+    if job.get("process_group"):
+        torch.distributed.init_process_group("gloo")
+        for name in ("RANK", "WORLD_SIZE"):  # from here on, only the group knows
+            del os.environ[name]
+        result["from_group"] = observe(job)
+        val = {name: seen for name, seen in result["from_group"].items() if name.endswith("val")}
+        result["val_all_reduce"] = combined_val_counts(val)
+        torch.distributed.destroy_process_group()
+    with open(os.path.join(out_dir, f"rank{result['env']['RANK']}.json"), "w") as f:
+        json.dump(result, f)
+
+
+def resume(job_path: str, out_path: str) -> None:
+    with open(job_path, "rb") as f:
+        job = pickle.load(f)
+    results = {}
+    for name, state in job["states"].items():
+        loader = make_loader(job["kind"], job["kwargs"])
+        loader.load_state_dict(state)
+        rest = list(loader)
+        results[name] = {"rest": rest, "next_epoch": list(loader)}
+    torch.save(results, out_path)
+
+
+if __name__ == "__main__":
+    {"shards": shards, "resume": resume}[sys.argv[1]](*sys.argv[2:])

@@ -180,12 +180,20 @@ def _dali_undecodable(paths: Sequence[str]) -> Optional[str]:
     return None
 
 
+def _dali_reason(message: str) -> str:
+    """The line of a DALI error that says what went wrong (it follows "encountered:")."""
+    lines = [line.strip() for line in message.splitlines() if line.strip()]
+    if "encountered:" in lines[:-1]:
+        return lines[lines.index("encountered:") + 1]
+    return lines[0] if lines else "no message"
+
+
 def _name_the_file(index: ImageFiles, batch_size: int):
     """DaliLoader's explain_failure hook: the image file behind a failed batch, by name."""
 
     def explain(failure: Exception, remaining: np.ndarray) -> Optional[Exception]:
         suspects = [index.files[i] for i in remaining[:SUSPECT_BATCHES * batch_size]]
-        said = str(failure).strip().splitlines()[0] if str(failure).strip() else type(failure).__name__
+        said = _dali_reason(str(failure))
         culprit = next((p for p in suspects if p in str(failure)), None)
         reason = undecodable_reason(culprit) if culprit else None
         if culprit is None:

@@ -54,6 +54,10 @@ def write_odd_formats(folder, seed=0):
         "png_named_jpeg": os.path.join(folder, "png_inside.JPEG"),
     }
     photo(260, 280, seed + 3).save(paths["png_named_jpeg"], "PNG")
+    paths["exif_rotated"] = os.path.join(folder, "exif_rotated.jpg")
+    exif = Image.Exif()
+    exif[0x0112] = 6  # orientation: rotate 90 degrees; ImageFolder (PIL) does not apply it
+    photo(320, 240, seed + 4).save(paths["exif_rotated"], "JPEG", quality=90, exif=exif)
     return paths
 
 
@@ -81,3 +85,33 @@ def write_coordinate_png(path, width, height):
     pixels = np.stack([x, y, np.zeros_like(x)], axis=-1).astype(np.uint8)
     Image.fromarray(pixels).save(path, "PNG")
     return path
+
+
+SOLID_STEP = 48  # colour levels between image ids: far above JPEG's error on a flat colour
+
+
+def solid_colour(image_id):
+    """Image `image_id` (< 125) is one flat colour, its base-5 digits, so any crop,
+    flip or resize of it still says which image it was."""
+    digits = [(image_id // 5 ** k) % 5 for k in range(3)]
+    return tuple(SOLID_STEP // 2 + SOLID_STEP * d for d in digits)
+
+
+def image_id(rgb_means):
+    """The image_id of a flat colour (R, G, B means on the 0..255 scale)."""
+    digits = [int(round((c - SOLID_STEP // 2) / SOLID_STEP)) for c in rgb_means]
+    return sum(d * 5 ** k for k, d in enumerate(digits))
+
+
+def write_solid_folder(root, counts):
+    """Like write_image_folder, but image i (in ImageFolder's order) is solid_colour(i);
+    returns the paths."""
+    paths = []
+    for c, name in enumerate(sorted(counts)):
+        for i in range(counts[name]):
+            width, height = SIZES[len(paths) % len(SIZES)]
+            path = os.path.join(root, name, f"{i:03d}.jpg")
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            Image.new("RGB", (width, height), solid_colour(len(paths))).save(path, "JPEG", quality=90)
+            paths.append(path)
+    return paths

@@ -6,6 +6,7 @@ images found recursively, in sorted order, by their extension (case-insensitive)
 torchvision.datasets.ImageFolder does. ImageNet's `image_dir` holds `train/` and `val/` in that
 layout. A flat folder is accepted too, with a label file of `relative/path label` lines.
 """
+import functools
 import os
 import zlib
 from concurrent.futures import ThreadPoolExecutor
@@ -23,7 +24,7 @@ from .recipes import IMAGENET, IMG_EXTENSIONS, ImageNetRecipe, on_255_scale
 # RandomResizedCrop.get_params draws this many windows before falling back to a centre crop.
 CROP_ATTEMPTS = 10
 # A decode error surfaces while DALI may already be working on the next batches (prefetch).
-SUSPECT_BATCHES = 3
+SUSPECT_BATCHES = 4
 
 
 class ImageDecodeError(RuntimeError):
@@ -120,7 +121,7 @@ class ImageFiles:
     def samples(self):
         return list(zip(self.files, self.labels.tolist()))
 
-    @property
+    @functools.cached_property
     def fingerprint(self) -> str:
         names = "\n".join(os.path.relpath(f, self.root) for f in self.files).encode()
         return f"{os.path.basename(os.path.normpath(self.root))}/{len(self)}/" \
@@ -188,24 +189,31 @@ def _dali_reason(message: str) -> str:
     return lines[0] if lines else "no message"
 
 
+def _first_undecodable(paths: Sequence[str]) -> Optional[str]:
+    """PIL first (fast, and it says why), then DALI's own decoder, one file at a time."""
+    culprit = next((p for p in paths if undecodable_reason(p)), None)
+    if culprit is None and paths:
+        try:
+            culprit = _dali_undecodable(paths)
+        except Exception:  # the check itself failed: keep DALI's original error
+            culprit = None
+    return culprit
+
+
 def _name_the_file(index: ImageFiles, batch_size: int):
     """DaliLoader's explain_failure hook: the image file behind a failed batch, by name."""
 
     def explain(failure: Exception, remaining: np.ndarray) -> Optional[Exception]:
+        message = str(failure)
         suspects = [index.files[i] for i in remaining[:SUSPECT_BATCHES * batch_size]]
-        said = _dali_reason(str(failure))
-        culprit = next((p for p in suspects if p in str(failure)), None)
-        reason = undecodable_reason(culprit) if culprit else None
-        if culprit is None:
-            culprit, reason = next(((p, r) for p in suspects for r in [undecodable_reason(p)] if r),
-                                   (None, None))
-        if culprit is None and suspects:
-            culprit = _dali_undecodable(suspects)
+        named = [p for p in suspects if p in message]   # DALI names truncated files itself
+        culprit = named[0] if named else _first_undecodable(suspects)
         if culprit is None:
             return None
-        return ImageDecodeError(f"cannot decode image file {culprit!r} ({reason or said}); remove or "
-                                f"replace it (dali_loaders.verify_images(root) lists every such file). "
-                                f"DALI said: {said}", path=culprit)
+        reason = undecodable_reason(culprit) or _dali_reason(message)
+        return ImageDecodeError(f"cannot decode image file {culprit!r} ({reason}); remove or replace it "
+                                f"(dali_loaders.verify_images(root) lists every such file). "
+                                f"DALI said: {_dali_reason(message)}", path=culprit)
 
     return explain
 
@@ -313,6 +321,8 @@ def get_imagefolder_iter_dali(root, batch_size, train, num_threads=4, device_id=
     crop and flip; False: resize the short side to val_size, centre-crop crop x crop.
     images: float32 (B, 3, crop, crop), normalized; labels: int64 (B,); on the GPU if CUDA is
     available, else on the CPU. `rank`/`world_size` default to torch.distributed's or torchrun's.
+    `classes` names a label file's labels (default "0", "1", ...); `recipe` holds the numbers.
+    A file that cannot be decoded stops the epoch with an ImageDecodeError naming it.
     """
     if not dali_available():
         return _fall_back(fallback, get_imagefolder_iter_torch, locals())

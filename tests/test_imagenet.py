@@ -325,6 +325,20 @@ def test_mixed_decode_train_every_image_once(solid_dir):
     check_epoch(*collect(loader), solid_dir, range(23))
 
 
+@pytest.mark.parametrize("train", [True, False])
+def test_gpu_graph_is_well_formed_without_a_gpu(imagenet_dir, train):
+    """Runs everywhere: the mixed-decoder graph serializes, which checks every argument
+    name against DALI's schemas for the mixed/GPU backends."""
+    from nvidia.dali import pipeline_def
+
+    files = get_imagenet_iter_torch("val", imagenet_dir, 4, 0).dataset.index.files
+    graph = pipeline_def(imagenet._image_graph, enable_checkpointing=True)
+    pipe = graph(files, [0] * len(files), IMAGENET, train, 224, 256, "gpu", batch_size=4, num_threads=1,
+                 device_id=None, seed=1)
+    serialized = pipe.serialize()
+    assert b"mixed" in serialized and b"jpeg_fancy_upsampling" in serialized
+
+
 # -- bad input ------------------------------------------------------------------------
 
 

@@ -60,7 +60,7 @@ def _read_label_file(root: str, label_file: str):
     if not os.path.isfile(label_file):
         raise FileNotFoundError(f"label file {label_file!r} does not exist; expected lines of "
                                 f"`relative/path label` for the images in {root!r}")
-    files, labels = [], []
+    files, labels, line_of = [], [], {}
     with open(label_file) as f:
         for number, line in enumerate(f, 1):
             if not line.strip():
@@ -69,9 +69,13 @@ def _read_label_file(root: str, label_file: str):
             if len(parts) != 2 or not parts[1].isdigit():
                 raise ValueError(f"{label_file}:{number}: expected `relative/path label` with an "
                                  f"integer label >= 0, got {line.strip()!r}")
-            path = os.path.join(root, parts[0])
+            path = os.path.normpath(os.path.join(root, parts[0]))
             if not os.path.isfile(path):
                 raise FileNotFoundError(f"{label_file}:{number}: image {path!r} does not exist")
+            if path in line_of:   # it would be read twice per epoch
+                raise ValueError(f"{label_file}:{number}: {parts[0]!r} is listed again (first on line "
+                                 f"{line_of[path]}); list each image once")
+            line_of[path] = number
             files.append(path)
             labels.append(int(parts[1]))
     if not files:

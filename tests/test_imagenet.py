@@ -385,6 +385,8 @@ def make_layout(root, layout):
     ({"a.jpg": "image", "labels.txt": "a.jpg 1\nb.jpg 0\n"}, {"label_file": "labels.txt"},
      FileNotFoundError, "b.jpg"),
     ({"a.jpg": "image", "labels.txt": "\n"}, {"label_file": "labels.txt"}, ValueError, "lists no images"),
+    ({"a.jpg": "image", "labels.txt": "a.jpg 1\n./a.jpg 2\n"}, {"label_file": "labels.txt"}, ValueError,
+     "labels.txt:2: './a.jpg' is listed again"),
 ])
 def test_bad_folders(tmp_path, make, layout, kwargs, error, match):
     make_layout(str(tmp_path), layout)

@@ -26,7 +26,7 @@ def make_loader(kind: str, kwargs: dict):
     if kind == "cifar":
         from dali_loaders.cifar import get_cifar_iter_dali
         return get_cifar_iter_dali(**kwargs)
-    from dali_loaders.imagenet import get_imagefolder_iter_dali
+    from dali_loaders.imagenet import get_imagefolder_iter_dali  # kind "imagefolder"
     return get_imagefolder_iter_dali(**kwargs)
 
 
@@ -36,18 +36,19 @@ def recipe_mean_std(kind: str, kwargs: dict):
         torch.tensor(on_255_scale(recipe.std), dtype=torch.float64)
 
 
-def decode_indices(images: torch.Tensor, mean: torch.Tensor, std: torch.Tensor, step: int = 1) -> list:
-    """The sample index every image encodes in its pixels (tests/cifar_data.index_images:
-    byte-per-channel; image folders: `step`-spaced levels that survive JPEG/resizing).
-    Reads the centre pixel, which no crop or flip moves off the image."""
+def decode_indices(images: torch.Tensor, mean: torch.Tensor, std: torch.Tensor, code: dict) -> list:
+    """The sample index every image encodes in its pixels: each channel one digit in base
+    code["base"], written as offset + step * digit, red the most significant (CIFAR's
+    index_images: base 256, step 1; the image folders: a few widely spaced levels, which
+    survive resizing). Reads the centre pixel, which no crop or flip moves off the image."""
+    base, step, offset = code["base"], code["step"], code["offset"]
     h, w = images.shape[-2:]
     rgb = images[:, :, h // 2, w // 2].double().cpu() * std + mean
-    levels = torch.round(rgb / step)
-    if (rgb - levels * step).abs().max() > step / 4:
+    digits = torch.round((rgb - offset) / step)
+    if (rgb - (offset + step * digits)).abs().max() > step / 4 or digits.min() < 0 or digits.max() >= base:
         raise AssertionError(f"pixels do not encode an index: {rgb.tolist()}")
-    levels = levels.long()
-    base = 256 // step
-    return (levels[:, 0] * base * base + levels[:, 1] * base + levels[:, 2]).tolist()
+    digits = digits.long()
+    return (digits[:, 0] * base * base + digits[:, 1] * base + digits[:, 2]).tolist()
 
 
 def run_epochs(loader, epochs: int, decode) -> list:
@@ -71,7 +72,7 @@ def observe(job: dict) -> dict:
         report[name] = {"shard_rank": shard.rank, "shard_world_size": shard.world_size,
                         "gpu_local_rank": shard.local_rank, "len": len(loader),
                         "epochs": run_epochs(loader, spec["epochs"],
-                                             lambda x: decode_indices(x, mean, std, spec.get("step", 1)))}
+                                             lambda x: decode_indices(x, mean, std, spec["code"]))}
     return report
 
 

@@ -1,8 +1,8 @@
 """Sharding across processes, exact-once evaluation and mid-epoch resume (issue 4).
 
 The multi-process tests launch tests/dist_worker.py with torchrun (CPU, gloo) and check
-what each rank wrote: which samples (decoded from the pixels, tests/cifar_data.py's
-index_images), in which batches, with which labels.
+what each rank wrote: which samples (decoded from the pixels: every image encodes its own
+index), in which batches, with which labels. Over a CIFAR-format set and an image folder.
 """
 import json
 import os
@@ -12,26 +12,52 @@ import subprocess
 import sys
 from collections import Counter
 
+import numpy as np
 import pytest
 import torch
+from PIL import Image
 
 from cifar_data import index_images, write_cifar
 from dali_loaders.cifar import get_cifar_iter_dali
 from dali_loaders.distributed import EpochSampler, Shard, resolve_shard
+from dist_worker import make_loader
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 WORKER = os.path.join(HERE, "dist_worker.py")
 TORCHRUN = os.path.join(os.path.dirname(sys.executable), "torchrun")
-N_TRAIN, N_VAL, CLASSES = 500, 100, 10
-VAL_INDICES = list(range(N_TRAIN, N_TRAIN + N_VAL))  # index_images numbers val after train
+N_TRAIN, N_VAL, CLASSES = 500, 100, 10  # 3 divides neither
 EPOCHS = 3
 LAUNCH_TIMEOUT = 300  # seconds; a hung rendezvous must fail the test, not the session
+
+# How an image's pixels spell its index (dist_worker.decode_indices).
+CIFAR_CODE = {"base": 256, "step": 1, "offset": 0}     # cifar_data.index_images
+FOLDER_CODE = {"base": 8, "step": 32, "offset": 16}    # write_index_folder: 512 flat colours
+FOLDER_SIZES = [(40, 36), (36, 44), (48, 48), (33, 41), (64, 40)]  # (width, height)
+
+
+def write_index_folder(root, count):
+    """root/class_<c>/<i>.png: image i (ImageFolder's order) one flat colour spelling i, in
+    class i // (count / CLASSES); lossless, so any crop, flip or resize still says i."""
+    per_class = count // CLASSES
+    for i in range(count):
+        digits = [(i // FOLDER_CODE["base"] ** k) % FOLDER_CODE["base"] for k in (2, 1, 0)]
+        colour = tuple(FOLDER_CODE["offset"] + FOLDER_CODE["step"] * d for d in digits)
+        folder = os.path.join(root, f"class_{i // per_class}")
+        os.makedirs(folder, exist_ok=True)
+        Image.new("RGB", FOLDER_SIZES[i % len(FOLDER_SIZES)], colour).save(os.path.join(folder, f"{i:04d}.png"))
+    return root
 
 
 @pytest.fixture(scope="module")
 def cifar_root(tmp_path_factory):
     return write_cifar(str(tmp_path_factory.mktemp("cifar")), n_train=N_TRAIN, n_test=N_VAL,
                        images=index_images)
+
+
+@pytest.fixture(scope="module")
+def folder_roots(tmp_path_factory):
+    root = tmp_path_factory.mktemp("folder")
+    return {split: write_index_folder(str(root / split), n) for split, n in (("train", N_TRAIN), ("val", N_VAL))}
 
 
 @pytest.fixture
@@ -41,8 +67,20 @@ def no_torchrun_env(monkeypatch):
 
 
 def cifar_spec(root, type, batch_size, epochs, **extra):
-    return {"kind": "cifar", "epochs": epochs,
-            "kwargs": dict(type=type, image_dir=root, batch_size=batch_size, num_threads=1, **extra)}
+    """A loader for dist_worker, and what it must yield: indices first..first+count-1
+    (index_images numbers val after train), labels index % CLASSES."""
+    first, count = (0, N_TRAIN) if type == "train" else (N_TRAIN, N_VAL)
+    return {"kind": "cifar", "epochs": epochs, "code": CIFAR_CODE,
+            "kwargs": dict(type=type, image_dir=root, batch_size=batch_size, num_threads=1, **extra),
+            "expect": {"train": type == "train", "first": first, "count": count, "label_mod": CLASSES}}
+
+
+def folder_spec(roots, type, batch_size, epochs, **extra):
+    count = N_TRAIN if type == "train" else N_VAL
+    return {"kind": "imagefolder", "epochs": epochs, "code": FOLDER_CODE,
+            "kwargs": dict(root=roots[type], batch_size=batch_size, train=type == "train", num_threads=1,
+                           crop=32, val_size=36, **extra),
+            "expect": {"train": type == "train", "first": 0, "count": count, "label_div": count // CLASSES}}
 
 
 def free_port() -> int:
@@ -57,7 +95,7 @@ def worker_env() -> dict:
     return env
 
 
-def launch(node_commands, tmp_path) -> list:
+def launch(node_commands, out_dir) -> list:
     """Runs the torchrun commands together (one per "node"); returns every rank's report."""
     procs = [subprocess.Popen(cmd, env=worker_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                               text=True) for cmd in node_commands]
@@ -69,7 +107,7 @@ def launch(node_commands, tmp_path) -> list:
                 p.kill()
     for p, log in zip(procs, logs):
         assert p.returncode == 0, f"torchrun failed:\n{log[-5000:]}"
-    reports = [json.load(open(tmp_path / name)) for name in sorted(os.listdir(tmp_path))
+    reports = [json.load(open(out_dir / name)) for name in sorted(os.listdir(out_dir))
                if name.startswith("rank")]
     return sorted(reports, key=lambda r: int(r["env"]["RANK"]))
 
@@ -85,64 +123,72 @@ def write_job(tmp_path, job) -> tuple:
 # -- what the reports must show ----------------------------------------------------------
 
 
-def check_labels_match_images(batches):
+def check_labels_match_images(batches, expect):
     for indices, labels in batches:
-        assert labels == [i % CLASSES for i in indices], "labels came apart from their images"
+        want = [i % expect["label_mod"] if "label_mod" in expect else (i - expect["first"]) // expect["label_div"]
+                for i in indices]
+        assert labels == want, "labels came apart from their images"
 
 
-def check_train(per_rank, n, world_size, batch_size, drop_last):
+def check_train(per_rank, expect, world_size, batch_size, drop_last):
     """per_rank[r][epoch] = rank r's batches. Disjoint shards, equal batch counts, coverage."""
+    n, everything = expect["count"], frozenset(range(expect["first"], expect["first"] + expect["count"]))
+    per_rank_samples = n // world_size
+    expected = per_rank_samples - per_rank_samples % batch_size if drop_last else per_rank_samples
     missing_by_epoch = []
     for epoch in range(len(per_rank[0])):
         batches = [ranks[epoch] for ranks in per_rank]
         assert len({len(b) for b in batches}) == 1, f"epoch {epoch}: ranks ran unequal batch counts"
         counts = Counter(i for rank_batches in batches for indices, _ in rank_batches for i in indices)
         assert max(counts.values()) == 1, f"epoch {epoch}: a sample was read twice"
-        assert all(0 <= i < n for i in counts)
-        per_rank_samples = n // world_size
-        expected = per_rank_samples - per_rank_samples % batch_size if drop_last else per_rank_samples
+        assert set(counts) <= everything
         assert len(counts) == world_size * expected, f"epoch {epoch}: {len(counts)} samples read"
         assert n - len(counts) < world_size * batch_size if drop_last else n - len(counts) < world_size
         for rank_batches in batches:
-            check_labels_match_images(rank_batches)
+            check_labels_match_images(rank_batches, expect)
             assert all(len(indices) == batch_size for indices, _ in rank_batches[:-1])
-        missing_by_epoch.append(frozenset(range(n)) - set(counts))
+        missing_by_epoch.append(everything - set(counts))
     if any(missing_by_epoch):  # left-over samples change with the epoch, so none is left out for good
         assert len(set(missing_by_epoch)) == len(missing_by_epoch), "the same samples left out every epoch"
+    orders = [tuple(i for indices, _ in per_rank[0][epoch] for i in indices) for epoch in range(len(per_rank[0]))]
+    assert len(set(orders)) == len(orders), "every epoch must have its own order"
 
 
-def check_val_exactly_once(per_rank, n):
+def check_val_exactly_once(per_rank, expect):
     seen = [i for ranks in per_rank for batches in ranks for indices, _ in batches for i in indices]
-    assert sorted(seen) == VAL_INDICES, "val must read every sample exactly once over all ranks"
+    assert sorted(seen) == list(range(expect["first"], expect["first"] + expect["count"])), \
+        "val must read every sample exactly once over all ranks"
     for ranks in per_rank:
         for batches in ranks:
-            check_labels_match_images(batches)
+            check_labels_match_images(batches, expect)
 
 
 def check_reports(reports, phase, world_size, specs):
     assert len(reports) == world_size
-    assert [r[phase]["cifar_train"]["shard_rank"] for r in reports] == list(range(world_size))
     for name, spec in specs.items():
         views = [r[phase][name] for r in reports]
         assert all(v["shard_world_size"] == world_size for v in views)
         # The shard is the global rank, whatever LOCAL_RANK is.
+        assert [v["shard_rank"] for v in views] == list(range(world_size))
         assert [v["shard_rank"] for v in views] == [int(r["env"]["RANK"]) for r in reports]
         assert [v["gpu_local_rank"] for v in views] == [int(r["env"]["LOCAL_RANK"]) for r in reports]
-        per_rank = [v["epochs"] for v in views]
         assert all(len(v["epochs"][0]) == v["len"] for v in views), "len(loader) is not the batch count"
-        kwargs = spec["kwargs"]
-        if kwargs["type"] == "train":
-            check_train(per_rank, N_TRAIN, world_size, kwargs["batch_size"], kwargs.get("drop_last", False))
+        per_rank = [v["epochs"] for v in views]
+        if spec["expect"]["train"]:
+            check_train(per_rank, spec["expect"], world_size, spec["kwargs"]["batch_size"],
+                        spec["kwargs"].get("drop_last", False))
         else:
-            check_val_exactly_once(per_rank, N_VAL)
+            check_val_exactly_once(per_rank, spec["expect"])
 
 
 # -- 1. one machine, three processes ---------------------------------------------------------
 
 
-def test_torchrun_three_processes_shard_train_and_read_val_exactly_once(cifar_root, tmp_path):
+def test_torchrun_three_processes_shard_train_and_read_val_exactly_once(cifar_root, folder_roots, tmp_path):
     specs = {"cifar_train": cifar_spec(cifar_root, "train", 16, EPOCHS),
-             "cifar_val": cifar_spec(cifar_root, "val", 16, 1)}
+             "cifar_val": cifar_spec(cifar_root, "val", 16, 1),
+             "folder_train": folder_spec(folder_roots, "train", 16, EPOCHS),
+             "folder_val": folder_spec(folder_roots, "val", 16, 1)}
     job_path, out = write_job(tmp_path, {"loaders": specs, "process_group": True})
     reports = launch([[TORCHRUN, "--standalone", "--nproc_per_node=3", WORKER, "shards", job_path, str(out)]],
                      out)
@@ -151,19 +197,23 @@ def test_torchrun_three_processes_shard_train_and_read_val_exactly_once(cifar_ro
     # Found from the group or from torchrun: the very same shards.
     assert [r["from_env"] for r in reports] == [r["from_group"] for r in reports]
     for r in reports:  # the README's all_reduce of per-rank sums and counts
-        assert r["val_all_reduce"]["cifar_val"] == [N_VAL, sum(VAL_INDICES)]
+        for name in ("cifar_val", "folder_val"):
+            expect = specs[name]["expect"]
+            indices = range(expect["first"], expect["first"] + expect["count"])
+            assert r["val_all_reduce"][name] == [len(indices), sum(indices)]
 
 
 # -- 2. two "machines", two processes each ---------------------------------------------------
 
 
-def test_two_torchrun_nodes_shard_by_global_rank(cifar_root, tmp_path):
+def test_two_torchrun_nodes_shard_by_global_rank(cifar_root, folder_roots, tmp_path):
     # The original API's call: local_rank and world_size from the environment. On two
     # machines LOCAL_RANK repeats, so it must pick the GPU only, never the shard.
-    legacy = {"local_rank": "LOCAL_RANK", "world_size": "WORLD_SIZE"}
+    legacy = {"env_kwargs": {"local_rank": "LOCAL_RANK", "world_size": "WORLD_SIZE"}}
     specs = {"cifar_train": cifar_spec(cifar_root, "train", 16, EPOCHS, drop_last=True),
-             "cifar_val": cifar_spec(cifar_root, "val", 16, 1),
-             "cifar_val_legacy_args": dict(cifar_spec(cifar_root, "val", 16, 1), env_kwargs=legacy)}
+             "cifar_val_legacy_args": dict(cifar_spec(cifar_root, "val", 16, 1), **legacy),
+             "folder_train_legacy_args": dict(folder_spec(folder_roots, "train", 16, EPOCHS), **legacy),
+             "folder_val": folder_spec(folder_roots, "val", 16, 1)}
     job_path, out = write_job(tmp_path, {"loaders": specs})
     port = free_port()
     nodes = [[TORCHRUN, "--nnodes=2", "--nproc_per_node=2", f"--node_rank={node}", "--master_addr=127.0.0.1",
@@ -206,22 +256,31 @@ def assert_same_batches(got, want, what):
         assert torch.equal(labels, want_labels), f"{what}: batch {k} labels differ"
 
 
-@pytest.mark.parametrize("kwargs", [
-    dict(type="train", batch_size=16, cutout=8, seed=11),
-    dict(type="train", batch_size=8, seed=5, rank=1, world_size=3, drop_last=True),
-    dict(type="val", batch_size=32, rank=2, world_size=3),
-], ids=["train_one_process", "train_rank1_of_3", "val_rank2_of_3"])
-def test_resume_in_a_new_process_yields_exactly_the_remaining_batches(cifar_root, tmp_path, kwargs,
+RESUME_CASES = {
+    "cifar_train_one_process": ("cifar", dict(type="train", batch_size=16, cutout=8, seed=11)),
+    "cifar_train_rank1_of_3": ("cifar", dict(type="train", batch_size=8, seed=5, rank=1, world_size=3,
+                                             drop_last=True)),
+    "cifar_val_rank2_of_3": ("cifar", dict(type="val", batch_size=32, rank=2, world_size=3)),
+    # 100 images, batches of 8: the last batch is short, where readers.file wraps around.
+    "folder_train_one_process": ("imagefolder", dict(train=True, batch_size=8, seed=3)),
+    "folder_val_rank1_of_3": ("imagefolder", dict(train=False, batch_size=8, rank=1, world_size=3)),
+}
+
+
+@pytest.mark.parametrize("case", sorted(RESUME_CASES))
+def test_resume_in_a_new_process_yields_exactly_the_remaining_batches(case, cifar_root, folder_roots, tmp_path,
                                                                       no_torchrun_env):
-    kwargs = dict(kwargs, image_dir=cifar_root, num_threads=1)
-    uninterrupted = get_cifar_iter_dali(**kwargs)
+    kind, kwargs = RESUME_CASES[case]
+    where = dict(image_dir=cifar_root) if kind == "cifar" else dict(root=folder_roots["val"], crop=32, val_size=36)
+    kwargs = dict(kwargs, num_threads=1, **where)
+    uninterrupted = make_loader(kind, kwargs)
     reference = [list(uninterrupted) for _ in range(4)]
-    interrupted = get_cifar_iter_dali(**kwargs)
+    interrupted = make_loader(kind, kwargs)
     batches, states = save_states_along_the_way(interrupted, 2)
     for epoch in range(2):  # taking states does not disturb the run
         assert_same_batches(batches[epoch], reference[epoch], f"epoch {epoch} while saving states")
     # The new process builds its loaders with seed=None: the state brings the seed.
-    job = {"kind": "cifar", "kwargs": dict(kwargs, seed=None), "states": states}
+    job = {"kind": kind, "kwargs": dict(kwargs, seed=None), "states": states}
     job_path, out_path = tmp_path / "job.pkl", tmp_path / "resumed.pt"
     job_path.write_bytes(pickle.dumps(job))
     subprocess.run([sys.executable, WORKER, "resume", str(job_path), str(out_path)], env=worker_env(),
@@ -232,6 +291,20 @@ def test_resume_in_a_new_process_yields_exactly_the_remaining_batches(cifar_root
         rest, following = expected_after(state, reference)
         assert_same_batches(resumed[name]["rest"], rest, f"{name}: rest of epoch {state['epoch']}")
         assert_same_batches(resumed[name]["next_epoch"], following, f"{name}: the epoch after")
+
+
+@pytest.mark.parametrize("kind", ["cifar", "imagefolder"])
+def test_set_epoch_reproduces_that_epoch_in_a_fresh_loader(kind, cifar_root, folder_roots, no_torchrun_env):
+    where = dict(type="train", image_dir=cifar_root) if kind == "cifar" else \
+        dict(train=True, root=folder_roots["val"], crop=32, val_size=36)
+    kwargs = dict(where, batch_size=16, num_threads=1, seed=7, rank=1, world_size=2)
+    run = make_loader(kind, kwargs)
+    epochs = [list(run) for _ in range(3)]
+    resumed = make_loader(kind, kwargs)
+    resumed.set_epoch(2)
+    assert_same_batches(list(resumed), epochs[2], "set_epoch(2)")
+    resumed.set_epoch(1)
+    assert_same_batches(list(resumed), epochs[1], "set_epoch(1) after epoch 2")
 
 
 def test_state_is_small_and_names_its_position(cifar_root, no_torchrun_env):

@@ -314,10 +314,10 @@ def _train_classes(split: str, label_file: Optional[str]):
     return sorted(entry.name for entry in os.scandir(train) if entry.is_dir()) or None
 
 
-def get_imagefolder_iter_dali(root, batch_size, train, num_threads=4, device_id=None, crop=224,
-                              val_size=256, world_size=None, local_rank=None, *, label_file=None,
-                              seed=None, drop_last=False, rank=None, fallback=True,
-                              recipe=IMAGENET, classes=None):
+def get_imagefolder_iter_dali(root, batch_size, train, num_threads=4, device_id=None,
+                              crop=IMAGENET.crop, val_size=IMAGENET.val_size, world_size=None,
+                              local_rank=None, *, label_file=None, seed=None, drop_last=False, rank=None,
+                              fallback=True, recipe=IMAGENET, classes=None):
     """A DataLoader-like iterator over a class-per-folder dataset on DALI.
 
     `root/<class>/<image>` as torchvision's ImageFolder reads it (same classes, same labels),
@@ -353,8 +353,9 @@ def get_imagefolder_iter_dali(root, batch_size, train, num_threads=4, device_id=
 
 
 def get_imagenet_iter_dali(type, image_dir, batch_size, num_threads=4, device_id=None, num_gpus=1,
-                           crop=224, val_size=256, world_size=None, local_rank=None, *, label_file=None,
-                           seed=None, drop_last=False, rank=None, fallback=True):
+                           crop=IMAGENET.crop, val_size=IMAGENET.val_size, world_size=None,
+                           local_rank=None, *, label_file=None, seed=None, drop_last=False, rank=None,
+                           fallback=True):
     """A DataLoader-like ImageNet iterator on DALI: `for images, labels in loader`.
 
     `image_dir` holds train/<class>/... and val/<class>/... (or a flat val/ with
@@ -422,9 +423,10 @@ class ImageFileDataset(Dataset):
         return self.index.fingerprint
 
 
-def get_imagefolder_iter_torch(root, batch_size, train, num_threads=4, device_id=None, crop=224,
-                               val_size=256, world_size=None, local_rank=None, *, label_file=None,
-                               seed=None, drop_last=False, rank=None, recipe=IMAGENET, classes=None):
+def get_imagefolder_iter_torch(root, batch_size, train, num_threads=4, device_id=None,
+                               crop=IMAGENET.crop, val_size=IMAGENET.val_size, world_size=None,
+                               local_rank=None, *, label_file=None, seed=None, drop_last=False, rank=None,
+                               recipe=IMAGENET, classes=None):
     """The torchvision twin of get_imagefolder_iter_dali: same arguments, same recipe, same
     sample order; `num_threads` is the number of DataLoader workers. Outputs stay on the CPU."""
     _check_args(batch_size, num_threads, crop, val_size)
@@ -438,8 +440,8 @@ def get_imagefolder_iter_torch(root, batch_size, train, num_threads=4, device_id
 
 
 def get_imagenet_iter_torch(type, image_dir, batch_size, num_threads=4, device_id=None, num_gpus=1,
-                            crop=224, val_size=256, world_size=None, local_rank=None, *, label_file=None,
-                            seed=None, drop_last=False, rank=None):
+                            crop=IMAGENET.crop, val_size=IMAGENET.val_size, world_size=None,
+                            local_rank=None, *, label_file=None, seed=None, drop_last=False, rank=None):
     """The torchvision twin of get_imagenet_iter_dali (same arguments, same order)."""
     _check_args(batch_size, num_threads, crop, val_size)
     split = _imagenet_split(type, image_dir)

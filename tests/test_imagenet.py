@@ -105,7 +105,8 @@ def test_flat_val_folder_with_label_file(imagenet_dir, tmp_path):
     shutil.copytree(os.path.join(imagenet_dir, "train"), flat / "train")
     (flat / "val").mkdir()
     lines = []
-    for i, (path, label) in enumerate(get_imagenet_iter_torch("val", imagenet_dir, 4, 0).dataset.index.samples):
+    samples = get_imagenet_iter_torch("val", imagenet_dir, 4, 0).dataset.index.samples
+    for i, (path, label) in enumerate(samples):
         shutil.copy(path, flat / "val" / f"ILSVRC2012_val_{i:08d}.JPEG")
         lines.append(f"ILSVRC2012_val_{i:08d}.JPEG {label}")
     (tmp_path / "val.txt").write_text("\n".join(lines) + "\n")
@@ -201,10 +202,13 @@ def test_same_order_as_the_torchvision_twin(solid_dir):
 
 
 def test_two_ranks_split_the_data(solid_dir):
-    val = [collect(get_imagefolder_iter_dali(solid_dir, 4, False, 1, world_size=2, rank=r))[0] for r in (0, 1)]
-    assert sorted(ids_of(val[0]) + ids_of(val[1])) == list(range(23))
-    train = [ids_of(collect(get_imagefolder_iter_dali(solid_dir, 4, True, 1, world_size=2, rank=r, seed=2))[0])
-             for r in (0, 1)]
+    def ids(train, rank):
+        loader = get_imagefolder_iter_dali(solid_dir, 4, train, 1, world_size=2, rank=rank, seed=2)
+        return ids_of(collect(loader)[0])
+
+    val = [ids(False, rank) for rank in (0, 1)]
+    assert sorted(val[0] + val[1]) == list(range(23))
+    train = [ids(True, rank) for rank in (0, 1)]
     assert len(train[0]) == len(train[1]) == 11 and not set(train[0]) & set(train[1])
 
 
@@ -255,7 +259,8 @@ def test_train_crop_follows_random_resized_crop(tmp_path):
     reference_scale, reference_log_ratio = [], []
     for k in range(4000):
         width, height = CROP_SIZES[k % 4]
-        _, _, h, w = RandomResizedCrop.get_params(torch.empty(3, height, width), IMAGENET.scale, IMAGENET.ratio)
+        _, _, h, w = RandomResizedCrop.get_params(torch.empty(3, height, width), IMAGENET.scale,
+                                                  IMAGENET.ratio)
         reference_scale.append(w * h / (width * height))
         reference_log_ratio.append(np.log(w / h))
     assert len(flips) == 8 * 48
@@ -271,9 +276,11 @@ def test_train_crop_follows_random_resized_crop(tmp_path):
 def test_bad_file_stops_the_epoch_naming_it(tmp_path, write_bad):
     write_solid_folder(str(tmp_path), {"cat": 10, "dog": 10})
     bad = write_bad(str(tmp_path / "dog" / "zz_bad.jpg"))
-    position = {s: list(get_imagefolder_iter_torch(str(tmp_path), 4, True, 0, seed=s).sampler.indices(0)).index(20)
-                for s in range(20)}
-    seed = next(s for s, p in position.items() if p >= 8)   # not in the first batches
+    def position(seed):   # of the bad file (index 20) in the first epoch
+        sampler = get_imagefolder_iter_torch(str(tmp_path), 4, True, 0, seed=seed).sampler
+        return sampler.indices(0).tolist().index(20)
+
+    seed = next(s for s in range(100) if position(s) >= 8)   # not in the first batches
     loader = get_imagefolder_iter_dali(str(tmp_path), 4, True, 2, seed=seed)
     for _ in range(2):   # and again on the next loop: a fresh pipeline, the same answer
         with pytest.raises(ImageDecodeError, match="zz_bad.jpg") as failure:
@@ -381,7 +388,8 @@ def make_layout(root, layout):
     ({"a.jpg": "image"}, {"label_file": "nolabels.txt"}, FileNotFoundError, "nolabels.txt"),
     ({"a.jpg": "image", "labels.txt": "a.jpg 1\nb.jpg\n"}, {"label_file": "labels.txt"}, ValueError,
      r"labels.txt:2"),
-    ({"a.jpg": "image", "labels.txt": "a.jpg cat\n"}, {"label_file": "labels.txt"}, ValueError, r"labels.txt:1"),
+    ({"a.jpg": "image", "labels.txt": "a.jpg cat\n"}, {"label_file": "labels.txt"}, ValueError,
+     r"labels.txt:1"),
     ({"a.jpg": "image", "labels.txt": "a.jpg 1\nb.jpg 0\n"}, {"label_file": "labels.txt"},
      FileNotFoundError, "b.jpg"),
     ({"a.jpg": "image", "labels.txt": "\n"}, {"label_file": "labels.txt"}, ValueError, "lists no images"),

@@ -58,6 +58,13 @@ def write_odd_formats(folder, seed=0):
     exif = Image.Exif()
     exif[0x0112] = 6  # orientation: rotate 90 degrees; ImageFolder (PIL) does not apply it
     photo(320, 240, seed + 4).save(paths["exif_rotated"], "JPEG", quality=90, exif=exif)
+    other = photo(230, 250, seed + 5)   # ImageFolder's other extensions
+    for kind, name, image in [("bmp", "other.BMP", other), ("webp", "other.webp", other),
+                              ("tiff", "other.tif", other), ("pgm", "gray.pgm", other.convert("L")),
+                              ("palette_png", "palette.png", other.convert("P")),
+                              ("rgba_png", "rgba.png", other.convert("RGBA"))]:
+        paths[kind] = os.path.join(folder, name)
+        image.save(paths[kind])
     return paths
 
 

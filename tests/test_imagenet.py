@@ -145,16 +145,18 @@ def test_labels_and_classes_match_imagefolder(tmp_path):
 
 
 def test_cmyk_gray_progressive_png_and_exif_load_as_torchvision_does(tmp_path):
+    """Also BMP, WebP, TIFF, palette and RGBA PNG, PGM. (Not 16-bit PNGs: PIL's convert("RGB")
+    clips them at 255 where DALI scales them, so the two disagree there.)"""
     paths = write_odd_formats(str(tmp_path / "odd"))
     assert Image.open(paths["cmyk"]).mode == "CMYK" and Image.open(paths["gray"]).mode == "L"
     assert Image.open(paths["png_named_jpeg"]).format == "PNG"
-    dali = get_imagefolder_iter_dali(str(tmp_path), 8, False, 1)
-    twin = get_imagefolder_iter_torch(str(tmp_path), 8, False, 0)
+    dali = get_imagefolder_iter_dali(str(tmp_path), 6, False, 1)
+    twin = get_imagefolder_iter_torch(str(tmp_path), 6, False, 0)
     difference = per_image_difference(dali, twin)
     assert len(difference) == len(paths)
     assert difference.max() <= 1.0, dict(zip(dali.dataset.files, difference.tolist()))
-    for images, _ in get_imagefolder_iter_dali(str(tmp_path), 8, True, 1, crop=96):
-        assert images.shape == (len(paths), 3, 96, 96) and torch.isfinite(images).all()
+    train = collect(get_imagefolder_iter_dali(str(tmp_path), 6, True, 1, crop=96))[0]
+    assert train.shape == (len(paths), 3, 96, 96) and torch.isfinite(train).all()
 
 
 # -- 4. exact-once epochs -----------------------------------------------------------------

@@ -7,12 +7,12 @@ index), in which batches, with which labels. Over a CIFAR-format set and an imag
 import json
 import os
 import pickle
+import signal
 import socket
 import subprocess
 import sys
 from collections import Counter
 
-import numpy as np
 import pytest
 import torch
 from PIL import Image
@@ -97,14 +97,15 @@ def worker_env() -> dict:
 
 def launch(node_commands, out_dir) -> list:
     """Runs the torchrun commands together (one per "node"); returns every rank's report."""
+    # Each torchrun in its own process group, so a hung one is killed with its workers.
     procs = [subprocess.Popen(cmd, env=worker_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                              text=True) for cmd in node_commands]
+                              text=True, start_new_session=True) for cmd in node_commands]
     try:
         logs = [p.communicate(timeout=LAUNCH_TIMEOUT)[0] for p in procs]
     finally:
         for p in procs:
             if p.poll() is None:
-                p.kill()
+                os.killpg(p.pid, signal.SIGKILL)
     for p, log in zip(procs, logs):
         assert p.returncode == 0, f"torchrun failed:\n{log[-5000:]}"
     reports = [json.load(open(out_dir / name)) for name in sorted(os.listdir(out_dir))
@@ -354,11 +355,14 @@ def test_original_api_local_rank_is_the_shard_outside_torchrun(no_torchrun_env):
     (dict(rank=0, world_size=2, local_rank=-1), "local_rank"),
     (dict(world_size=3), "rank="),  # several processes, rank unknown: never guess 0
 ])
-def test_bad_rank_or_world_size_is_refused_by_name(arguments, named, no_torchrun_env, cifar_root):
+def test_bad_rank_or_world_size_is_refused_by_name(arguments, named, no_torchrun_env, cifar_root, folder_roots):
     with pytest.raises(ValueError, match=named):
         resolve_shard(**arguments)
     with pytest.raises(ValueError, match=named):
         get_cifar_iter_dali("train", cifar_root, 16, num_threads=1, **arguments)
+    with pytest.raises(ValueError, match=named):
+        make_loader("imagefolder", dict(root=folder_roots["val"], batch_size=16, train=False, num_threads=1,
+                                        **arguments))
 
 
 def test_more_processes_than_training_samples_is_refused():
@@ -366,7 +370,7 @@ def test_more_processes_than_training_samples_is_refused():
         EpochSampler(3, shuffle=True, seed=0, shard=Shard(0, 4, 0))
 
 
-def test_state_of_another_loader_is_refused(cifar_root, tmp_path, no_torchrun_env):
+def test_state_of_another_loader_is_refused(cifar_root, folder_roots, tmp_path, no_torchrun_env):
     def loader(**changes):
         kwargs = dict(type="train", image_dir=cifar_root, batch_size=16, num_threads=1, seed=0)
         return get_cifar_iter_dali(**dict(kwargs, **changes))
@@ -376,10 +380,13 @@ def test_state_of_another_loader_is_refused(cifar_root, tmp_path, no_torchrun_en
     state = saved.state_dict()
     other = write_cifar(str(tmp_path / "other"), n_train=N_TRAIN + 16, n_test=N_VAL)
     for changes, named in [(dict(batch_size=8), "batch_size"), (dict(type="val"), "dataset"),
-                           (dict(image_dir=other), "dataset"), (dict(rank=0, world_size=2), "world_size"), (dict(rank=1, world_size=2), "rank"),
-                           (dict(drop_last=True), "drop_last")]:
+                           (dict(image_dir=other), "dataset"), (dict(rank=0, world_size=2), "world_size"),
+                           (dict(rank=1, world_size=2), "rank"), (dict(drop_last=True), "drop_last")]:
         with pytest.raises(ValueError, match=named):
             loader(**changes).load_state_dict(state)
+    folder = make_loader("imagefolder", dict(root=folder_roots["train"], batch_size=16, train=True, num_threads=1))
+    with pytest.raises(ValueError, match="dataset"):
+        folder.load_state_dict(state)
     with pytest.raises(ValueError, match="lacks"):
         loader().load_state_dict({k: v for k, v in state.items() if k != "dali"})
     with pytest.raises(TypeError, match="state_dict"):

@@ -1,0 +1,116 @@
+"""The data the benchmark runs on when it is given none: made once, cached, reused.
+
+CIFAR: the python pickles of CIFAR-10 (five train batches, one test batch) holding
+random pixels; the loaders' cost does not depend on what the pixels show.
+Images: an ImageNet-style folder (train/<class>/, val/<class>/) of JPEGs 300 to 500 px
+on the short side, smooth and textured like photographs, so that they decode at the
+speed and compress to the size of real ones (random noise would do neither).
+"""
+import os
+import pickle
+import shutil
+from concurrent.futures import ProcessPoolExecutor
+
+import numpy as np
+from tqdm import tqdm
+
+CIFAR_FOLDER = "cifar-10-batches-py"
+CIFAR_TRAIN_FILES = [f"data_batch_{i}" for i in range(1, 6)]
+CIFAR_TEST_FILE = "test_batch"
+DONE = ".complete"  # written last: a folder without it was interrupted and is remade
+
+
+def default_cache_dir() -> str:
+    return os.path.join(os.path.expanduser("~"), ".cache", "dali_loaders", "bench")
+
+
+def _is_complete(folder: str) -> bool:
+    return os.path.isfile(os.path.join(folder, DONE))
+
+
+def _start_fresh(folder: str) -> None:
+    shutil.rmtree(folder, ignore_errors=True)
+    os.makedirs(folder)
+
+
+def _mark_complete(folder: str) -> None:
+    open(os.path.join(folder, DONE), "w").close()
+
+
+def _write_cifar_file(path: str, pixels: np.ndarray, labels: np.ndarray, name: str) -> None:
+    entry = {"batch_label": name, "labels": labels.tolist(),
+             "data": pixels.transpose(0, 3, 1, 2).reshape(len(pixels), 3072),  # R, G, B planes
+             "filenames": [f"{name}_{i}.png" for i in range(len(pixels))]}
+    with open(path, "wb") as f:
+        pickle.dump(entry, f, protocol=2)
+
+
+def make_cifar(cache_dir: str, n_train: int, n_test: int) -> str:
+    """A CIFAR-10 root (holding cifar-10-batches-py/) with n_train + n_test random images."""
+    root = os.path.join(cache_dir, f"cifar10-{n_train}-{n_test}")
+    if _is_complete(root):
+        return root
+    _start_fresh(root)
+    folder = os.path.join(root, CIFAR_FOLDER)
+    os.makedirs(folder)
+    rng = np.random.default_rng(0)
+    sizes = np.diff(np.linspace(0, n_train, len(CIFAR_TRAIN_FILES) + 1).astype(int)).tolist()
+    for name, n in tqdm(list(zip(CIFAR_TRAIN_FILES + [CIFAR_TEST_FILE], sizes + [n_test])),
+                        desc="making CIFAR-10 pickles", unit="file", leave=False):
+        pixels = rng.integers(0, 256, (n, 32, 32, 3), dtype=np.uint8)
+        _write_cifar_file(os.path.join(folder, name), pixels, rng.integers(0, 10, n), name)
+    _mark_complete(root)
+    return root
+
+
+def photo_like(seed: int, height: int, width: int) -> np.ndarray:
+    """An RGB uint8 image with a photograph's mix of smooth regions, edges and grain."""
+    from PIL import Image, ImageFilter
+
+    rng = np.random.default_rng(seed)
+    coarse = rng.integers(0, 256, (rng.integers(3, 9), rng.integers(3, 9), 3), dtype=np.uint8)
+    base = Image.fromarray(coarse).resize((width, height), Image.BICUBIC)
+    detail = rng.integers(0, 256, (height // 4, width // 4, 3), dtype=np.uint8)
+    detail = Image.fromarray(detail).resize((width, height), Image.NEAREST).filter(ImageFilter.GaussianBlur(1))
+    image = 0.7 * np.asarray(base, np.float32) + 0.3 * np.asarray(detail, np.float32)
+    image += rng.normal(0, 8, image.shape)  # sensor grain
+    return np.clip(image, 0, 255).astype(np.uint8)
+
+
+def _write_jpeg(job) -> None:
+    from PIL import Image
+
+    path, seed, short_side = job
+    rng = np.random.default_rng(seed)
+    long_side = int(short_side * rng.uniform(1.0, 1.5))
+    height, width = (short_side, long_side) if rng.random() < 0.75 else (long_side, short_side)
+    Image.fromarray(photo_like(seed, height, width)).save(path, quality=90)
+
+
+def _jpeg_jobs(root: str, counts: dict, classes: int, short_sides) -> list:
+    jobs, seed = [], 0
+    rng = np.random.default_rng(1)
+    for split, n in counts.items():
+        for c in range(classes):
+            os.makedirs(os.path.join(root, split, f"class_{c:03d}"), exist_ok=True)
+        for i in range(n):
+            path = os.path.join(root, split, f"class_{i % classes:03d}", f"{split}_{i:06d}.JPEG")
+            jobs.append((path, seed, int(rng.integers(short_sides[0], short_sides[1] + 1))))
+            seed += 1
+    return jobs
+
+
+def make_image_folder(cache_dir: str, n_train: int, n_val: int, classes: int = 10,
+                      short_sides=(300, 500), workers: int = None) -> str:
+    """An ImageNet-style root (train/<class>/*.JPEG, val/<class>/*.JPEG); made in parallel."""
+    root = os.path.join(cache_dir, f"images-{n_train}-{n_val}-{classes}-{short_sides[0]}-{short_sides[1]}")
+    if _is_complete(root):
+        return root
+    _start_fresh(root)
+    jobs = _jpeg_jobs(root, {"train": n_train, "val": n_val}, classes, short_sides)
+    with ProcessPoolExecutor(workers or os.cpu_count()) as pool:
+        for _ in tqdm(pool.map(_write_jpeg, jobs, chunksize=16), total=len(jobs),
+                      desc="making JPEGs", unit="image", leave=False):
+            pass
+    _mark_complete(root)
+    return root

@@ -1,0 +1,172 @@
+"""`python -m dali_loaders bench`: the DALI loaders against torchvision and the machine's limit.
+
+For CIFAR-10 and an ImageNet-style folder, train and val, it times three loaders side by
+side, each in its own process: the DALI loader; its torchvision twin at its best
+num_workers (0 .. the core count); and the limit: for CIFAR, gathering the batch and
+converting it to float NCHW in one vectorized pass; for images, DALI decoding the same
+files and nothing else. It prints images/s, DALI's speed-up over torchvision, its
+fraction of the limit, time to first batch and peak RSS, then writes a JSON file and a
+PNG chart.
+"""
+import argparse
+import datetime
+import json
+import os
+import platform
+import sys
+import time
+
+from tqdm import tqdm
+
+from . import data, report
+from .session import Plan, Workload, commands_per_workload, time_workload
+
+# mode -> CIFAR train/test images, JPEGs train/val, batch sizes, plan
+MODES = {
+    "full": dict(cifar=(50000, 10000), jpegs=(1280, 500), cifar_batch=256, image_batch=64,
+                 plan=Plan(rounds=3, sweep_batches=None, max_batches=None)),
+    "quick": dict(cifar=(10000, 2000), jpegs=(1024, 256), cifar_batch=256, image_batch=64,
+                  plan=Plan(rounds=3, sweep_batches=None, max_batches=None)),
+    "tiny": dict(cifar=(1024, 512), jpegs=(48, 24), cifar_batch=256, image_batch=16,
+                 plan=Plan(rounds=1, sweep_batches=1, max_batches=None)),
+}
+SWEEP_IMAGES = {"cifar10": 12800, "imagenet": 384}  # per pass while choosing num_workers
+DATASETS = ("cifar10", "imagenet")
+
+
+def cores() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.description = __doc__.split("\n\n")[1].replace("\n", " ")
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    parser.epilog = ("examples:\n"
+                     "  dali-loaders bench                      made-up data, ~5 minutes\n"
+                     "  dali-loaders bench --quick              fewer images, fewer passes\n"
+                     "  dali-loaders bench --data-dir ~/data    real CIFAR-10 and ImageNet\n"
+                     "  dali-loaders bench --only cifar10 --json cifar.json")
+    size = parser.add_mutually_exclusive_group()
+    size.add_argument("--quick", action="store_const", dest="mode", const="quick",
+                      help="10,000 CIFAR and 1,024 JPEG train images (default: 50,000 and 1,280)")
+    size.add_argument("--tiny", action="store_const", dest="mode", const="tiny",
+                      help="a few batches of everything, one round: checks that it runs, not speed")
+    parser.set_defaults(mode="full")
+    parser.add_argument("--data-dir", metavar="DIR",
+                        help="real data instead of made-up: DIR/cifar-10-batches-py/ (torchvision's "
+                             "layout) and DIR/imagenet/{train,val}/<class>/; a missing one is skipped")
+    parser.add_argument("--cifar-dir", metavar="DIR", help="the CIFAR-10 root alone (overrides --data-dir)")
+    parser.add_argument("--imagenet-dir", metavar="DIR",
+                        help="the image folder alone, holding train/ and val/ (overrides --data-dir)")
+    parser.add_argument("--only", choices=DATASETS, action="append",
+                        help="time this dataset only (repeatable; default: both)")
+    parser.add_argument("--threads", type=int, default=cores(), metavar="N",
+                        help="DALI threads, and the most DataLoader workers tried (default: %(default)s, "
+                             "the cores this process may use)")
+    parser.add_argument("--rounds", type=int, metavar="N", help="timed passes per loader (default: 3)")
+    parser.add_argument("--cache-dir", default=data.default_cache_dir(), metavar="DIR",
+                        help="where made-up data is kept between runs (default: %(default)s)")
+    parser.add_argument("--json", metavar="PATH", default="bench-results/bench.json",
+                        help="write every measurement here (default: %(default)s)")
+    parser.add_argument("--plot", metavar="PATH", default="bench-results/bench.png",
+                        help="write the chart here (default: %(default)s)")
+
+
+def _real_root(args, dataset: str):
+    """The user's root for `dataset`, "" if they gave data but not this one, None if none."""
+    explicit = args.cifar_dir if dataset == "cifar10" else args.imagenet_dir
+    if explicit:
+        return explicit
+    if args.data_dir:
+        root = args.data_dir if dataset == "cifar10" else os.path.join(args.data_dir, "imagenet")
+        found = os.path.isdir(os.path.join(root, "cifar-10-batches-py" if dataset == "cifar10" else "train"))
+        return root if found else ""
+    return "" if (args.cifar_dir or args.imagenet_dir) else None
+
+
+def _data_root(args, dataset: str, mode: dict):
+    root = _real_root(args, dataset)
+    if root is None:
+        if dataset == "cifar10":
+            return data.make_cifar(args.cache_dir, *mode["cifar"])
+        return data.make_image_folder(args.cache_dir, *mode["jpegs"])
+    if root == "":
+        print(f"skipping {dataset}: no data for it under the given directories", file=sys.stderr)
+    return root
+
+
+def workloads(args, mode: dict):
+    found = []
+    for dataset in args.only or DATASETS:
+        root = _data_root(args, dataset, mode)
+        if not root:
+            continue
+        batch = mode["cifar_batch" if dataset == "cifar10" else "image_batch"]
+        for split in ("train", "val"):
+            found.append(Workload(dataset, split, root, batch, args.threads))
+    return found
+
+
+def _plan(args, mode: dict, workload: Workload) -> Plan:
+    plan = mode["plan"]
+    sweep = plan.sweep_batches or max(1, SWEEP_IMAGES[workload.dataset] // workload.batch_size)
+    return Plan(rounds=args.rounds or plan.rounds, sweep_batches=sweep, max_batches=plan.max_batches)
+
+
+def machine() -> dict:
+    from importlib.metadata import version
+
+    import torch
+
+    cpu = platform.processor()
+    if os.path.exists("/proc/cpuinfo"):
+        with open("/proc/cpuinfo") as f:
+            cpu = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), cpu)
+    memory_gb = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2 ** 30
+    return {"cpu": cpu, "cores": cores(), "memory_gb": round(memory_gb, 1),
+            "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
+            "python": platform.python_version(), "platform": platform.platform(),
+            "torch": version("torch"), "torchvision": version("torchvision"),
+            "dali": version("nvidia-dali-cuda120")}
+
+
+def _write_json(path: str, document: dict) -> None:
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with open(path, "w") as f:
+        json.dump(document, f, indent=2)
+
+
+def main(args) -> int:
+    started = time.perf_counter()
+    mode = MODES[args.mode]
+    todo = [(w, _plan(args, mode, w)) for w in workloads(args, mode)]
+    if not todo:
+        print("nothing to time: no data found", file=sys.stderr)
+        return 1
+    steps = sum(commands_per_workload(plan, w.threads + 1) for w, plan in todo)
+    results = []
+    with tqdm(total=steps, desc="bench", unit="step", dynamic_ncols=True) as progress:
+        for workload, plan in todo:
+            results.append(time_workload(workload, plan, progress))
+    info = machine()
+    when = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    command = "dali-loaders bench " + " ".join(sys.argv[2:] if sys.argv[1:2] == ["bench"] else sys.argv[1:])
+    checked = report.check_targets(results)
+    document = {"date": when, "command": command.strip(), "mode": args.mode, "machine": info,
+                "seconds": time.perf_counter() - started, "results": results, "targets": checked}
+    _write_json(args.json, document)
+    title = f"{info['cpu']}, {info['cores']} cores, {info['gpu'] or 'no GPU'}, DALI {info['dali']}, {when}"
+    os.makedirs(os.path.dirname(os.path.abspath(args.plot)), exist_ok=True)
+    report.plot(results, args.plot, title)
+    print(f"\n{title}; `{document['command']}` in {document['seconds'] / 60:.1f} min\n")
+    print(report.markdown_table(results))
+    print("\nDALI's ratios are medians over rounds of side-by-side passes.\n")
+    print(report.targets_text(checked))
+    print(f"\nwrote {args.json} and {args.plot}")
+    return 0
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.run")
+    add_arguments(parser)
+    sys.exit(main(parser.parse_args()))

@@ -1,0 +1,193 @@
+"""Timing one workload: the DALI loader, its torchvision twin and the limit, side by side.
+
+Each loader lives in its own worker process (its peak RSS is its own) and they take
+turns: a warm-up pass each, a sweep of the twin's num_workers, then rounds of one pass
+each, in alternating order (A B C, C B A, ...) so that drift in the machine's load
+falls on all of them alike. Only ratios of passes from the same round are reported.
+"""
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from typing import List, Optional
+
+from .contenders import KINDS
+from .worker import REPLY
+
+
+@dataclass
+class Workload:
+    dataset: str          # "cifar10" or "imagenet"
+    split: str            # "train" or "val"
+    data: str             # the dataset root the loaders read
+    batch_size: int
+    threads: int          # DALI threads; also the largest num_workers the twin tries
+    images: int = 0       # samples in the split, filled in after the first pass
+
+    @property
+    def name(self) -> str:
+        return f"{self.dataset}/{self.split}"
+
+
+@dataclass
+class Plan:
+    rounds: int                   # timed passes of each loader
+    sweep_batches: int            # batches per pass while choosing num_workers
+    max_batches: Optional[int]    # batches per timed pass (None: the whole split)
+
+
+class WorkerFailed(RuntimeError):
+    pass
+
+
+class Worker:
+    """One loader's process; `ask` sends a command and returns the reply."""
+
+    def __init__(self, spec: dict):
+        self.spec = spec
+        self.log = tempfile.TemporaryFile(mode="w+")
+        self.process = subprocess.Popen([sys.executable, "-m", "benchmarks.worker", json.dumps(spec)],
+                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log,
+                                        text=True, bufsize=1)
+
+    def read(self) -> dict:
+        for line in self.process.stdout:
+            if line.startswith(REPLY):
+                reply = json.loads(line[len(REPLY):])
+                if "error" in reply:
+                    break
+                return reply
+        self.process.wait()
+        self.log.seek(0)
+        tail = "".join(self.log.readlines()[-15:])
+        raise WorkerFailed(f"the {self.spec['kind']} worker for {self.spec['dataset']}/{self.spec['split']} "
+                           f"failed (exit code {self.process.returncode}):\n{tail}")
+
+    def send(self, **command) -> None:
+        self.process.stdin.write(json.dumps(command) + "\n")
+        self.process.stdin.flush()
+
+    def ask(self, **command) -> dict:
+        self.send(**command)
+        return self.read()
+
+
+def commands_per_workload(plan: Plan, candidates: int) -> int:
+    """How many steps `time_workload` reports to `progress` (the bar's length)."""
+    return 3 + 2 + 2 + 4 * candidates + 2 + 3 * plan.rounds + 3
+
+
+def _throughput(reply: dict) -> float:
+    return reply["images"] / reply["seconds"]
+
+
+def _median(values: List[float]) -> float:
+    return statistics.median(values) if values else float("nan")
+
+
+class Session:
+    """The three workers of one workload and what they measured."""
+
+    def __init__(self, workload: Workload, plan: Plan, progress):
+        self.workload, self.plan, self.progress = workload, plan, progress
+        self.workers = {}
+        self.first_batch_s = {}
+
+    def step(self, what: str) -> None:
+        self.progress.set_postfix_str(f"{self.workload.name}: {what}", refresh=False)
+        self.progress.update(1)
+
+    def start(self) -> None:
+        # The imports run in parallel; the measured work below never does.
+        for kind in KINDS:
+            self.workers[kind] = Worker({"kind": kind, "dataset": self.workload.dataset,
+                                         "split": self.workload.split, "data": self.workload.data,
+                                         "batch_size": self.workload.batch_size,
+                                         "threads": self.workload.threads})
+        for kind, worker in self.workers.items():
+            worker.read()
+            self.step(f"{kind} ready")
+
+    def build(self, kind: str, workers: int = 0) -> float:
+        seconds = self.workers[kind].ask(cmd="build", workers=workers)["first_batch_s"]
+        self.step(f"{kind} first batch")
+        return seconds
+
+    def run(self, kind: str, max_batches: Optional[int]) -> float:
+        reply = self.workers[kind].ask(cmd="run", max_batches=max_batches)
+        self.step(f"{kind} pass")
+        if max_batches is None:
+            self.workload.images = reply["images"]
+        return _throughput(reply)
+
+    def sweep_num_workers(self) -> dict:
+        """num_workers -> (twin's speed / DALI's, first batch s), each against an adjacent DALI pass."""
+        found = {}
+        for workers in range(self.workload.threads + 1):
+            first_batch = self.build("torchvision", workers)
+            self.run("torchvision", self.plan.sweep_batches)  # warm-up: workers up, caches hot
+            dali = self.run("dali", self.plan.sweep_batches)
+            twin = self.run("torchvision", self.plan.sweep_batches)
+            found[workers] = (twin / dali, first_batch)
+        return found
+
+    def rounds(self) -> dict:
+        speeds = {kind: [] for kind in KINDS}
+        for r in range(self.plan.rounds):
+            for kind in (KINDS if r % 2 == 0 else KINDS[::-1]):
+                speeds[kind].append(self.run(kind, self.plan.max_batches))
+        return speeds
+
+    def close(self) -> dict:
+        """Each worker's peak RSS; they shut down in parallel (nothing is timed any more)."""
+        for worker in self.workers.values():
+            worker.send(cmd="quit")
+        memory = {}
+        for kind, worker in self.workers.items():
+            memory[kind] = worker.read()
+            self.step(f"{kind} done")
+        for worker in self.workers.values():
+            worker.process.wait()
+            worker.log.close()
+        return memory
+
+    def kill(self) -> None:
+        for worker in self.workers.values():
+            if worker.process.poll() is None:
+                worker.process.kill()
+
+
+def time_workload(workload: Workload, plan: Plan, progress) -> dict:
+    session = Session(workload, plan, progress)
+    try:
+        session.start()
+        first_batch = {kind: session.build(kind) for kind in ("dali", "limit")}
+        session.run("dali", plan.sweep_batches)
+        session.run("limit", plan.sweep_batches)
+        sweep = session.sweep_num_workers()
+        best = max(sweep, key=lambda w: sweep[w][0])
+        first_batch["torchvision"] = session.build("torchvision", best)
+        session.run("torchvision", plan.sweep_batches)
+        speeds = session.rounds()
+        memory = session.close()
+    finally:
+        session.kill()
+    return summarize(workload, speeds, first_batch, memory, best, sweep)
+
+
+def summarize(workload: Workload, speeds: dict, first_batch: dict, memory: dict, best: int,
+              sweep: dict) -> dict:
+    loaders = {kind: {"images_per_s": _median(speeds[kind]), "runs_images_per_s": speeds[kind],
+                      "first_batch_s": first_batch[kind], **memory[kind]} for kind in KINDS}
+    loaders["torchvision"]["num_workers"] = best
+    loaders["torchvision"]["sweep_speed_vs_dali"] = {str(w): ratio for w, (ratio, _) in sweep.items()}
+    vs_twin = [d / t for d, t in zip(speeds["dali"], speeds["torchvision"])]
+    of_limit = [d / lim for d, lim in zip(speeds["dali"], speeds["limit"])]
+    return {"workload": workload.name, "dataset": workload.dataset, "split": workload.split,
+            "data": os.path.abspath(workload.data), "batch_size": workload.batch_size,
+            "images": workload.images, "threads": workload.threads, "loaders": loaders,
+            "vs_torchvision": _median(vs_twin), "vs_torchvision_runs": vs_twin,
+            "of_limit": _median(of_limit), "of_limit_runs": of_limit}

@@ -1,0 +1,86 @@
+"""One loader in its own process: `python -m benchmarks.worker SPEC_JSON`.
+
+The parent drives it over stdin/stdout, one JSON line each way, so several workers can
+take turns (A, B, A, B, ...) while each keeps its loader, its warm caches and its own
+peak RSS. It says {"ready": true} once its imports are done. Commands:
+  {"cmd": "build", "workers": w}          (re)make the loader; replies first_batch_s, the
+                                          time from construction to the first batch
+  {"cmd": "run", "max_batches": m|null}   one timed pass; replies images, seconds
+  {"cmd": "quit"}                         replies peak_rss_mb (this process) and
+                                          children_peak_rss_mb (its largest DataLoader worker)
+Replies start with REPLY so that whatever a library prints to stdout is skipped.
+"""
+import gc
+import json
+import resource
+import sys
+import time
+
+REPLY = "@bench "
+
+
+def _one_pass(loader, max_batches):
+    """(images, seconds) of one pass, stopping after max_batches if given."""
+    images, start = 0, time.perf_counter()
+    for k, (_, labels) in enumerate(loader):
+        images += len(labels)
+        if max_batches is not None and k + 1 >= max_batches:
+            break
+    return images, time.perf_counter() - start
+
+
+def _first_batch(spec, workers):
+    from .contenders import make_loader
+
+    start = time.perf_counter()
+    loader = make_loader(spec, workers)
+    next(iter(loader))
+    return loader, time.perf_counter() - start
+
+
+def _peak_rss_mb(who) -> float:
+    return resource.getrusage(who).ru_maxrss / 1024  # Linux reports KiB
+
+
+def serve(spec: dict, commands, reply) -> None:
+    from .contenders import preload
+
+    preload(spec)
+    reply({"ready": True})
+    loader = None
+    for line in commands:
+        command = json.loads(line)
+        if command["cmd"] == "build":
+            loader = None
+            gc.collect()  # the previous loader's DataLoader workers exit before the next start
+            loader, seconds = _first_batch(spec, command.get("workers", 0))
+            reply({"first_batch_s": seconds})
+        elif command["cmd"] == "run":
+            images, seconds = _one_pass(loader, command.get("max_batches"))
+            reply({"images": images, "seconds": seconds})
+        elif command["cmd"] == "quit":
+            loader = None
+            gc.collect()
+            reply({"peak_rss_mb": _peak_rss_mb(resource.RUSAGE_SELF),
+                   "children_peak_rss_mb": _peak_rss_mb(resource.RUSAGE_CHILDREN)})
+            return
+
+
+def main() -> None:
+    spec = json.loads(sys.argv[1])
+    out = sys.stdout
+
+    def reply(message: dict) -> None:
+        out.write(REPLY + json.dumps(message) + "\n")
+        out.flush()
+
+    sys.stdout = sys.stderr  # keep library chatter off the reply channel
+    try:
+        serve(spec, sys.stdin, reply)
+    except Exception as e:
+        reply({"error": f"{type(e).__name__}: {e}"})
+        raise
+
+
+if __name__ == "__main__":
+    main()

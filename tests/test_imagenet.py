@@ -274,23 +274,24 @@ def test_train_crop_follows_random_resized_crop(tmp_path):
 # -- 6. bad files -----------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("train", [True, False])
 @pytest.mark.parametrize("write_bad", [write_truncated, write_garbage])
-def test_bad_file_stops_the_epoch_naming_it(tmp_path, write_bad):
+def test_bad_file_stops_the_epoch_naming_it(tmp_path, write_bad, train):
     write_solid_folder(str(tmp_path), {"cat": 10, "dog": 10})
     bad = write_bad(str(tmp_path / "dog" / "zz_bad.jpg"))
     def position(seed):   # of the bad file (index 20) in the first epoch
-        sampler = get_imagefolder_iter_torch(str(tmp_path), 4, True, 0, seed=seed).sampler
+        sampler = get_imagefolder_iter_torch(str(tmp_path), 4, train, 0, seed=seed).sampler
         return sampler.indices(0).tolist().index(20)
 
     seed = next(s for s in range(100) if position(s) >= 8)   # not in the first batches
-    loader = get_imagefolder_iter_dali(str(tmp_path), 4, True, 2, seed=seed)
+    loader = get_imagefolder_iter_dali(str(tmp_path), 4, train, 2, seed=seed)
     for _ in range(2):   # and again on the next loop: a fresh pipeline, the same answer
         with pytest.raises(ImageDecodeError, match="zz_bad.jpg") as failure:
             for _ in loader:
                 pass
         assert failure.value.path == bad
     with pytest.raises(ImageDecodeError, match="zz_bad.jpg"):
-        for _ in get_imagefolder_iter_torch(str(tmp_path), 4, True, 0, seed=seed):
+        for _ in get_imagefolder_iter_torch(str(tmp_path), 4, train, 0, seed=seed):
             pass
 
 

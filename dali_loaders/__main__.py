@@ -20,7 +20,7 @@ def _verify(args) -> int:
     from . import verify_images
 
     bad = verify_images(args.root)
-    for path, reason in bad:
+    for path, reason in bad.items():
         print(f"{path}: {reason}")
     print(f"{len(bad)} undecodable file(s) under {args.root}")
     return 1 if bad else 0

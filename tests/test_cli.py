@@ -1,0 +1,32 @@
+"""The command line: demo and verify (bench has its own test)."""
+import os
+import subprocess
+import sys
+
+import numpy as np
+from PIL import Image
+
+
+def run_cli(*args):
+    return subprocess.run([sys.executable, "-m", "dali_loaders", *args], capture_output=True, text=True)
+
+
+def test_demo_prints_parity_and_speed(tmp_path):
+    done = run_cli("demo", "--cache-dir", str(tmp_path), "--samples", "600")
+    assert done.returncode == 0, done.stderr
+    assert "val parity: labels identical" in done.stdout
+    rows = [line.split() for line in done.stdout.splitlines() if line.startswith(("train ", "val "))]
+    assert [(row[0], row[1]) for row in rows] == [("train", "600"), ("val", "120")]
+    worst = float(done.stdout.rsplit("max |pixel difference| ", 1)[1].split()[0])
+    assert worst <= 1e-5
+
+
+def test_verify_lists_the_bad_files_and_fails(tmp_path):
+    os.makedirs(tmp_path / "cat")
+    Image.fromarray(np.zeros((20, 30, 3), np.uint8)).save(tmp_path / "cat" / "good.jpg")
+    (tmp_path / "cat" / "garbage.jpg").write_bytes(b"not an image")
+    done = run_cli("verify", str(tmp_path))
+    assert done.returncode == 1
+    assert "garbage.jpg" in done.stdout and "good.jpg" not in done.stdout
+    (tmp_path / "cat" / "garbage.jpg").unlink()
+    assert run_cli("verify", str(tmp_path)).returncode == 0

@@ -24,7 +24,7 @@ from dist_worker import make_loader
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 WORKER = os.path.join(HERE, "dist_worker.py")
-TORCHRUN = os.path.join(os.path.dirname(sys.executable), "torchrun")
+TORCHRUN = [sys.executable, "-m", "torch.distributed.run"]  # torchrun, wherever its script is
 N_TRAIN, N_VAL, CLASSES = 500, 100, 10  # 3 divides neither
 EPOCHS = 3
 LAUNCH_TIMEOUT = 300  # seconds; a hung rendezvous must fail the test, not the session
@@ -191,7 +191,7 @@ def test_torchrun_three_processes_shard_train_and_read_val_exactly_once(cifar_ro
              "folder_train": folder_spec(folder_roots, "train", 16, EPOCHS),
              "folder_val": folder_spec(folder_roots, "val", 16, 1)}
     job_path, out = write_job(tmp_path, {"loaders": specs, "process_group": True})
-    reports = launch([[TORCHRUN, "--standalone", "--nproc_per_node=3", WORKER, "shards", job_path, str(out)]],
+    reports = launch([[*TORCHRUN, "--standalone", "--nproc_per_node=3", WORKER, "shards", job_path, str(out)]],
                      out)
     for phase in ("from_env", "from_group"):  # torchrun's RANK, then only the gloo group's rank
         check_reports(reports, phase, 3, specs)
@@ -217,7 +217,7 @@ def test_two_torchrun_nodes_shard_by_global_rank(cifar_root, folder_roots, tmp_p
              "folder_val": folder_spec(folder_roots, "val", 16, 1)}
     job_path, out = write_job(tmp_path, {"loaders": specs})
     port = free_port()
-    nodes = [[TORCHRUN, "--nnodes=2", "--nproc_per_node=2", f"--node_rank={node}", "--master_addr=127.0.0.1",
+    nodes = [[*TORCHRUN, "--nnodes=2", "--nproc_per_node=2", f"--node_rank={node}", "--master_addr=127.0.0.1",
               f"--master_port={port}", WORKER, "shards", job_path, str(out)] for node in (0, 1)]
     reports = launch(nodes, out)
     assert sorted(int(r["env"]["LOCAL_RANK"]) for r in reports) == [0, 0, 1, 1]

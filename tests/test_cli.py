@@ -15,7 +15,7 @@ def test_demo_prints_parity_and_speed(tmp_path):
     done = run_cli("demo", "--cache-dir", str(tmp_path), "--samples", "600")
     assert done.returncode == 0, done.stderr
     assert "val parity: labels identical" in done.stdout
-    rows = [line.split() for line in done.stdout.splitlines() if line.startswith(("train ", "val "))]
+    rows = [line.split() for line in done.stdout.splitlines() if line.split()[:1] in (["train"], ["val"])]
     assert [(row[0], row[1]) for row in rows] == [("train", "600"), ("val", "120")]
     worst = float(done.stdout.rsplit("max |pixel difference| ", 1)[1].split()[0])
     assert worst <= 1e-5

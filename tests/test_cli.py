@@ -15,7 +15,8 @@ def test_demo_prints_parity_and_speed(tmp_path):
     done = run_cli("demo", "--cache-dir", str(tmp_path), "--samples", "600")
     assert done.returncode == 0, done.stderr
     assert "val parity: labels identical" in done.stdout
-    rows = [line.split() for line in done.stdout.splitlines() if line.split()[:1] in (["train"], ["val"])]
+    rows = [line.split() for line in done.stdout.splitlines()]
+    rows = [row for row in rows if len(row) > 1 and row[0] in ("train", "val") and row[1].isdigit()]
     assert [(row[0], row[1]) for row in rows] == [("train", "600"), ("val", "120")]
     worst = float(done.stdout.rsplit("max |pixel difference| ", 1)[1].split()[0])
     assert worst <= 1e-5

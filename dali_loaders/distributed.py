@@ -49,6 +49,8 @@ def resolve_shard(rank: Optional[int] = None, world_size: Optional[int] = None,
     world_size=n` made outside torchrun and torch.distributed is it also the shard id,
     as it used to be (right on a single machine only; pass `rank=` on several).
     """
+    if local_rank is not None:  # checked first: it may stand in for the rank below
+        local_rank = _checked_local_rank(local_rank)
     found_rank, found_world = _found_rank_and_world()
     world_size = _as_int("world_size", world_size if world_size is not None else found_world or 1)
     if world_size < 1:
@@ -59,10 +61,16 @@ def resolve_shard(rank: Optional[int] = None, world_size: Optional[int] = None,
     if not 0 <= rank < world_size:
         raise ValueError(f"rank must be in [0, world_size={world_size}), the global rank of this "
                          f"process; got {rank}")
-    local_rank = _as_int("local_rank", local_rank if local_rank is not None else _env_int("LOCAL_RANK") or 0)
+    if local_rank is None:
+        local_rank = _checked_local_rank(_env_int("LOCAL_RANK") or 0)
+    return Shard(rank, world_size, local_rank)
+
+
+def _checked_local_rank(local_rank) -> int:
+    local_rank = _as_int("local_rank", local_rank)
     if local_rank < 0:
         raise ValueError(f"local_rank must be >= 0 (this process's GPU on its machine), got {local_rank}")
-    return Shard(rank, world_size, local_rank)
+    return local_rank
 
 
 def _default_rank(world_size: int, found_rank: Optional[int], found_world: Optional[int],

@@ -353,6 +353,7 @@ def test_original_api_local_rank_is_the_shard_outside_torchrun(no_torchrun_env):
     (dict(rank=-1, world_size=3), "rank"),
     (dict(rank=1.0, world_size=3), "rank"),
     (dict(rank=0, world_size=2, local_rank=-1), "local_rank"),
+    (dict(world_size=2, local_rank="1"), "local_rank"),
     (dict(world_size=3), "rank="),  # several processes, rank unknown: never guess 0
 ])
 def test_bad_rank_or_world_size_is_refused_by_name(arguments, named, no_torchrun_env, cifar_root, folder_roots):

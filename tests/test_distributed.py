@@ -182,6 +182,24 @@ def check_reports(reports, phase, world_size, specs):
             check_val_exactly_once(per_rank, spec["expect"])
 
 
+# -- the partition itself ------------------------------------------------------------------
+
+
+def test_shard_indices_partition_for_every_size_and_world():
+    for world_size in range(1, 6):
+        for n in range(1, 23):
+            shards = [Shard(r, world_size, 0) for r in range(world_size)]
+            val = [shard_indices(n, shuffle=False, seed=0, epoch=0, shard=s).tolist() for s in shards]
+            assert sorted(sum(val, [])) == list(range(n)), (n, world_size)  # exactly once, no padding
+            assert max(map(len, val)) - min(map(len, val)) <= 1
+            if n < world_size:
+                continue
+            for epoch in range(3):
+                train = [shard_indices(n, shuffle=True, seed=4, epoch=epoch, shard=s).tolist() for s in shards]
+                assert {len(t) for t in train} == {n // world_size}, (n, world_size)
+                assert len(set(sum(train, []))) == n // world_size * world_size, "shards overlap"
+
+
 # -- 1. one machine, three processes ---------------------------------------------------------
 
 
@@ -222,21 +240,6 @@ def test_two_torchrun_nodes_shard_by_global_rank(cifar_root, folder_roots, tmp_p
     reports = launch(nodes, out)
     assert sorted(int(r["env"]["LOCAL_RANK"]) for r in reports) == [0, 0, 1, 1]
     check_reports(reports, "from_env", 4, specs)
-
-
-def test_shard_indices_partition_for_every_size_and_world():
-    for world_size in range(1, 6):
-        for n in range(1, 23):
-            shards = [Shard(r, world_size, 0) for r in range(world_size)]
-            val = [shard_indices(n, shuffle=False, seed=0, epoch=0, shard=s).tolist() for s in shards]
-            assert sorted(sum(val, [])) == list(range(n)), (n, world_size)  # exactly once, no padding
-            assert max(map(len, val)) - min(map(len, val)) <= 1
-            if n < world_size:
-                continue
-            for epoch in range(3):
-                train = [shard_indices(n, shuffle=True, seed=4, epoch=epoch, shard=s).tolist() for s in shards]
-                assert {len(t) for t in train} == {n // world_size}, (n, world_size)
-                assert len(set(sum(train, []))) == n // world_size * world_size, "shards overlap"
 
 
 # -- 3. mid-epoch resume in a new process -----------------------------------------------------

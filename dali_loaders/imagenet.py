@@ -244,6 +244,19 @@ def _centre_offset(extra):
     return half + is_odd * half_is_odd
 
 
+def _centre_crop_window(shape, val_size: int, crop: int):
+    """Resize(val_size) + CenterCrop(crop) as a window of the original image: (top, left)
+    and (bottom, right), floats, in input pixels."""
+    from nvidia.dali import fn, types
+
+    height, width = _torchvision_resize_shape(shape, val_size)
+    scale_y = fn.cast(shape[0], dtype=types.FLOAT) / fn.cast(height, dtype=types.FLOAT)
+    scale_x = fn.cast(shape[1], dtype=types.FLOAT) / fn.cast(width, dtype=types.FLOAT)
+    top = fn.cast(_centre_offset(height - crop), dtype=types.FLOAT)
+    left = fn.cast(_centre_offset(width - crop), dtype=types.FLOAT)
+    return fn.stack(top * scale_y, left * scale_x), fn.stack((top + crop) * scale_y, (left + crop) * scale_x)
+
+
 def _image_graph(files: List[str], labels: List[int], recipe: ImageNetRecipe, train: bool,
                  crop: int, val_size: int, device: str):
     from nvidia.dali import fn, types
@@ -262,11 +275,12 @@ def _image_graph(files: List[str], labels: List[int], recipe: ImageNetRecipe, tr
     else:
         images = fn.decoders.image(encoded, **decode_args)
         shape = fn.peek_image_shape(encoded, dtype=types.INT32, adjust_orientation=False)
-        height, width = _torchvision_resize_shape(shape, val_size)
-        images = fn.resize(images, resize_x=fn.cast(width, dtype=types.FLOAT),
-                           resize_y=fn.cast(height, dtype=types.FLOAT), antialias=True)
-        anchor = fn.stack(_centre_offset(height - crop), _centre_offset(width - crop))
-        images = fn.slice(images, anchor, np.array([crop, crop], np.int32), axis_names="HW")
+        roi_start, roi_end = _centre_crop_window(shape, val_size, crop)
+        # Resample only the window CenterCrop keeps: the same grid and filter as resizing
+        # the whole image, at crop^2 output pixels instead of ~val_size^2 * aspect ratio
+        # (the CPU cost of fn.resize follows its output size).
+        images = fn.resize(images, size=[float(crop), float(crop)], roi_start=roi_start, roi_end=roi_end,
+                           antialias=True)
         mirror = 0
     if device == "gpu":
         labels = labels.gpu()

@@ -7,16 +7,15 @@ under "labels" (CIFAR-10) or "fine_labels" and "coarse_labels" (CIFAR-100).
 """
 import os
 import pickle
-import warnings
 import zlib
 from typing import Optional
 
 import numpy as np
 import torch
-from torch.utils.data import DataLoader, Dataset
+from torch.utils.data import Dataset
 
 from .distributed import EpochSampler, default_seed, resolve_shard
-from .iterator import DaliLoader, dali_available, pick_device_id
+from .iterator import DaliLoader, TorchLoader, build_dali_pipeline, dali_available, fall_back, pick_device_id
 from .recipes import CIFAR, CifarRecipe, on_255_scale
 
 # dataset -> (folder, train files, test files)
@@ -60,6 +59,23 @@ def _read_batch(path: str, label_key: str):
     return data.reshape(-1, 3, 32, 32).transpose(0, 2, 3, 1), np.asarray(labels, dtype=np.int64)
 
 
+def _read_batches(paths, label_key: str):
+    """All the batch files' images, (N, 32, 32, 3), and labels, (N,), read one file at a time
+    into one array: the peak memory is the dataset plus one file, not the dataset twice.
+    Each file holds at most size / 3072 images, so that many rows are reserved; rows never
+    written are never touched and take no memory."""
+    images = np.empty((sum(os.path.getsize(p) for p in paths if os.path.isfile(p)) // 3072, 32, 32, 3),
+                      dtype=np.uint8)
+    labels, filled = [], 0
+    for path in paths:
+        batch, batch_labels = _read_batch(path, label_key)
+        images[filled:filled + len(batch)] = batch
+        labels.append(batch_labels)
+        filled += len(batch)
+        del batch
+    return images[:filled], np.concatenate(labels)
+
+
 class CifarArrays:
     """One split of CIFAR in memory: `images` (N, 32, 32, 3) uint8 HWC, `labels` (N,) int64."""
 
@@ -70,9 +86,8 @@ class CifarArrays:
             raise ValueError(f"label_type {label_type!r} is not available for {dataset}")
         folder = _find_folder(image_dir, dataset)
         files = LAYOUT[dataset][1] if train else LAYOUT[dataset][2]
-        parts = [_read_batch(os.path.join(folder, f), LABEL_KEY[dataset, label_type]) for f in files]
-        self.images = np.ascontiguousarray(np.concatenate([p[0] for p in parts]))
-        self.labels = np.concatenate([p[1] for p in parts])
+        self.images, self.labels = _read_batches([os.path.join(folder, f) for f in files],
+                                                 LABEL_KEY[dataset, label_type])
         self.name = f"{dataset}/{'train' if train else 'test'}/{label_type}"
 
     def __len__(self) -> int:
@@ -151,7 +166,7 @@ def get_cifar_iter_dali(type, image_dir, batch_size, num_threads=4, local_rank=N
     torchrun's; `local_rank` picks the GPU (and, given alone, the shard, as it used to).
     """
     if not dali_available():
-        return _fall_back(fallback, get_cifar_iter_torch, locals())
+        return fall_back(fallback, get_cifar_iter_torch, locals())
     train = _check_args(type, batch_size, val_size, cutout)
     if not isinstance(num_threads, int) or num_threads < 1:
         raise ValueError(f"num_threads must be an integer >= 1 (DALI worker threads), got {num_threads!r}")
@@ -162,34 +177,12 @@ def get_cifar_iter_dali(type, image_dir, batch_size, num_threads=4, local_rank=N
     recipe = CIFAR[dataset]
 
     def build_pipeline(order, pipeline_seed, checkpoint):
-        from nvidia.dali import pipeline_def
-
-        graph = pipeline_def(_cifar_graph, enable_checkpointing=True)
-        feeder = _BatchFeeder(arrays, order, batch_size)
-        pipe = graph(feeder, recipe, train, cutout, "cpu" if gpu is None else "gpu",
-                     batch_size=batch_size, num_threads=num_threads, device_id=gpu,
-                     seed=pipeline_seed, checkpoint=checkpoint)
-        pipe.build()
-        return pipe
+        return build_dali_pipeline(_cifar_graph, _BatchFeeder(arrays, order, batch_size), recipe, train, cutout,
+                                   "cpu" if gpu is None else "gpu", batch_size=batch_size,
+                                   num_threads=num_threads, device_id=gpu, seed=pipeline_seed,
+                                   checkpoint=checkpoint)
 
     return DaliLoader(arrays, build_pipeline, batch_size=batch_size, sampler=sampler, drop_last=drop_last)
-
-
-_warned_fallback = False
-
-
-def _fall_back(fallback: bool, torch_twin, arguments: dict):
-    """No DALI on this platform: the torchvision twin, with a warning (once), or ImportError."""
-    global _warned_fallback
-    if not fallback:
-        raise ImportError("NVIDIA DALI is not installed: `pip install nvidia-dali-cuda120` "
-                          "(or pass fallback=True to get the torchvision loader instead)")
-    if not _warned_fallback:
-        warnings.warn("NVIDIA DALI is not installed; using the torchvision loader instead "
-                      "(`pip install nvidia-dali-cuda120` for the fast path)", RuntimeWarning, stacklevel=3)
-        _warned_fallback = True
-    arguments = {k: v for k, v in arguments.items() if k != "fallback"}
-    return torch_twin(**arguments)
 
 
 # -- the torchvision twin ----------------------------------------------------------------
@@ -239,13 +232,6 @@ class CifarDataset(Dataset):
     @property
     def fingerprint(self) -> str:
         return self.arrays.fingerprint
-
-
-class TorchLoader(DataLoader):
-    """A DataLoader over an EpochSampler, with DistributedSampler's `set_epoch`."""
-
-    def set_epoch(self, epoch: int) -> None:
-        self.sampler.set_epoch(epoch)
 
 
 def get_cifar_iter_torch(type, image_dir, batch_size, num_threads=4, local_rank=None, world_size=None,

@@ -16,9 +16,8 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
-from .cifar import TorchLoader, _fall_back
 from .distributed import EpochSampler, default_seed, resolve_shard
-from .iterator import DaliLoader, dali_available, pick_device_id
+from .iterator import DaliLoader, TorchLoader, build_dali_pipeline, dali_available, fall_back, pick_device_id
 from .recipes import IMAGENET, IMG_EXTENSIONS, ImageNetRecipe, on_255_scale
 
 # RandomResizedCrop.get_params draws this many windows before falling back to a centre crop.
@@ -343,7 +342,7 @@ def get_imagefolder_iter_dali(root, batch_size, train, num_threads=4, device_id=
     A file that cannot be decoded stops the epoch with an ImageDecodeError naming it.
     """
     if not dali_available():
-        return _fall_back(fallback, get_imagefolder_iter_torch, locals())
+        return fall_back(fallback, get_imagefolder_iter_torch, locals())
     _check_args(batch_size, num_threads, crop, val_size)
     train = _check_train(train)
     index = ImageFiles(root, label_file, classes)
@@ -352,15 +351,10 @@ def get_imagefolder_iter_dali(root, batch_size, train, num_threads=4, device_id=
     gpu = pick_device_id(device_id, shard.local_rank)
 
     def build_pipeline(order, pipeline_seed, checkpoint):
-        from nvidia.dali import pipeline_def
-
-        graph = pipeline_def(_image_graph, enable_checkpointing=True)
-        files = [index.files[i] for i in order]
-        pipe = graph(files, index.labels[order].tolist(), recipe, train, crop, val_size,
-                     "cpu" if gpu is None else "gpu", batch_size=batch_size, num_threads=max(1, num_threads),
-                     device_id=gpu, seed=pipeline_seed, checkpoint=checkpoint)
-        pipe.build()
-        return pipe
+        return build_dali_pipeline(_image_graph, [index.files[i] for i in order], index.labels[order].tolist(),
+                                   recipe, train, crop, val_size, "cpu" if gpu is None else "gpu",
+                                   batch_size=batch_size, num_threads=max(1, num_threads), device_id=gpu,
+                                   seed=pipeline_seed, checkpoint=checkpoint)
 
     return DaliLoader(index, build_pipeline, batch_size=batch_size, sampler=sampler, drop_last=drop_last,
                       explain_failure=_name_the_file(index, batch_size))
@@ -379,7 +373,7 @@ def get_imagenet_iter_dali(type, image_dir, batch_size, num_threads=4, device_id
     get_imagefolder_iter_dali.
     """
     if not dali_available():
-        return _fall_back(fallback, get_imagenet_iter_torch, locals())
+        return fall_back(fallback, get_imagenet_iter_torch, locals())
     _check_args(batch_size, num_threads, crop, val_size)
     split = _imagenet_split(type, image_dir)
     return get_imagefolder_iter_dali(split, batch_size, type == "train", num_threads, device_id, crop,

@@ -5,11 +5,14 @@ Each loop builds a fresh DALI pipeline for one epoch (a build takes milliseconds
 mid-epoch), and an epoch is a pure function of (seed, epoch, rank): set_epoch and a
 restored state_dict reproduce it exactly.
 """
+import ctypes
 import math
+import warnings
 from typing import Callable, Optional
 
 import numpy as np
 import torch
+from torch.utils.data import DataLoader
 
 from .distributed import EpochSampler, derived_seed
 
@@ -22,6 +25,16 @@ STATE_KEYS = ("version", "dataset", "batch_size", "drop_last", "rank", "world_si
 PipelineBuilder = Callable[[np.ndarray, int, Optional[bytes]], object]
 
 
+def release_freed_memory() -> None:
+    """Hands the memory a finished pipeline freed back to the OS. Its threads allocate in
+    their own glibc malloc arenas, which keep freed memory: without this, a pipeline per
+    epoch grows the RSS by tens of MB every epoch. A no-op where there is no glibc."""
+    try:
+        ctypes.CDLL(None).malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
+
+
 def dali_available() -> bool:
     try:
         import nvidia.dali  # noqa: F401
@@ -29,6 +42,18 @@ def dali_available() -> bool:
     except ImportError:
         return False
     return True
+
+
+def build_dali_pipeline(graph: Callable, *graph_args, batch_size: int, num_threads: int,
+                        device_id: Optional[int], seed: int, checkpoint: Optional[bytes]):
+    """A built DALI pipeline from a graph function (CPU-only when device_id is None)."""
+    from nvidia.dali import pipeline_def
+
+    pipe = pipeline_def(graph, enable_checkpointing=True)(
+        *graph_args, batch_size=batch_size, num_threads=num_threads, device_id=device_id, seed=seed,
+        checkpoint=checkpoint)
+    pipe.build()
+    return pipe
 
 
 def pick_device_id(device_id: Optional[int], local_rank: int) -> Optional[int]:
@@ -105,6 +130,8 @@ class DaliLoader:
             live.done = k + 1
             yield out["images"][:n], out["labels"][:n].view(-1).long()
         self._end(live)
+        live.dali_iter = None  # the pipeline and its threads go now, not when the loop is collected
+        release_freed_memory()
 
     def _end(self, live: "_LiveEpoch") -> None:
         if self._live is live:  # a loop abandoned earlier must not end the current one
@@ -167,3 +194,27 @@ def dataset_fingerprint(dataset) -> str:
     """What a state must match to be loaded: the dataset's own fingerprint, else its kind and size."""
     fingerprint = getattr(dataset, "fingerprint", None)
     return fingerprint if fingerprint is not None else f"{type(dataset).__name__}/{len(dataset)}"
+
+
+class TorchLoader(DataLoader):
+    """The torchvision twins' loader: a DataLoader over an EpochSampler, with
+    DistributedSampler's `set_epoch`."""
+
+    def set_epoch(self, epoch: int) -> None:
+        self.sampler.set_epoch(epoch)
+
+
+_warned_fallback = False
+
+
+def fall_back(fallback: bool, torch_twin: Callable, arguments: dict):
+    """No DALI on this platform: the torchvision twin, with a warning (once), or ImportError."""
+    global _warned_fallback
+    if not fallback:
+        raise ImportError("NVIDIA DALI is not installed: `pip install nvidia-dali-cuda120` "
+                          "(or pass fallback=True to get the torchvision loader instead)")
+    if not _warned_fallback:
+        warnings.warn("NVIDIA DALI is not installed; using the torchvision loader instead "
+                      "(`pip install nvidia-dali-cuda120` for the fast path)", RuntimeWarning, stacklevel=3)
+        _warned_fallback = True
+    return torch_twin(**{k: v for k, v in arguments.items() if k != "fallback"})

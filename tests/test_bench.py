@@ -1,0 +1,84 @@
+"""`python -m dali_loaders bench --tiny` runs end to end and writes its JSON and chart.
+
+Speed is not tested here (no timing thresholds): the benchmark itself reports it."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+LOADERS = ("dali", "torchvision", "limit")
+LOADER_FIELDS = ("images_per_s", "runs_images_per_s", "first_batch_s", "peak_rss_mb")
+WORKLOADS = ("cifar10/train", "cifar10/val", "imagenet/train", "imagenet/val")
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("bench")
+    command = [sys.executable, "-m", "dali_loaders", "bench", "--tiny", "--threads", "1",
+               "--cache-dir", str(out / "cache"), "--json", str(out / "bench.json"),
+               "--plot", str(out / "bench.png")]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    with open(out / "bench.json") as f:
+        return json.load(f), done.stdout, out
+
+
+def test_every_workload_reports_every_loader(tiny_run):
+    report, _, _ = tiny_run
+    assert [r["workload"] for r in report["results"]] == list(WORKLOADS)
+    for result in report["results"]:
+        assert result["images"] > 0
+        for kind in LOADERS:
+            loader = result["loaders"][kind]
+            for field in LOADER_FIELDS:
+                assert loader[field] is not None, (result["workload"], kind, field)
+            assert loader["images_per_s"] > 0 and loader["peak_rss_mb"] > 0
+            assert len(loader["runs_images_per_s"]) == 1  # --tiny: one round
+        assert result["loaders"]["torchvision"]["num_workers"] in (0, 1)  # 0 .. --threads
+        assert result["vs_torchvision"] > 0 and result["of_limit"] > 0
+
+
+def test_ratios_are_medians_of_side_by_side_runs(tiny_run):
+    report, _, _ = tiny_run
+    for result in report["results"]:
+        dali = result["loaders"]["dali"]["runs_images_per_s"]
+        twin = result["loaders"]["torchvision"]["runs_images_per_s"]
+        limit = result["loaders"]["limit"]["runs_images_per_s"]
+        assert result["vs_torchvision_runs"] == pytest.approx([d / t for d, t in zip(dali, twin)])
+        assert result["of_limit_runs"] == pytest.approx([d / lim for d, lim in zip(dali, limit)])
+
+
+def test_machine_targets_and_command_are_recorded(tiny_run):
+    report, _, _ = tiny_run
+    assert {"cpu", "cores", "memory_gb", "torch", "dali"} <= set(report["machine"])
+    assert report["command"].startswith("dali-loaders bench --tiny")
+    assert {t["workload"] for t in report["targets"]} == {"cifar10/train", "imagenet/train", "imagenet/val"}
+    assert all(isinstance(t["met"], bool) for t in report["targets"])
+
+
+def test_table_and_chart(tiny_run):
+    _, stdout, out = tiny_run
+    assert "| workload (batch) | loader | images/s |" in stdout
+    for workload in WORKLOADS:
+        assert workload in stdout
+    with open(out / "bench.png", "rb") as f:
+        assert f.read(8) == b"\x89PNG\r\n\x1a\n"
+    assert os.path.getsize(out / "bench.png") > 10_000
+
+
+def test_help_describes_the_options():
+    done = subprocess.run([sys.executable, "-m", "dali_loaders", "bench", "--help"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0
+    for option in ("--quick", "--tiny", "--data-dir", "--json", "--plot", "--threads", "--rounds"):
+        assert option in done.stdout
+
+
+def test_missing_data_dir_is_reported(tmp_path):
+    done = subprocess.run([sys.executable, "-m", "dali_loaders", "bench", "--tiny",
+                           "--data-dir", str(tmp_path / "nothing")],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1
+    assert "skipping cifar10" in done.stderr and "nothing to time" in done.stderr

@@ -110,15 +110,12 @@ class DaliLoader:
         return self._epoch(self._live)
 
     def _epoch(self, live: "_LiveEpoch"):
-        from nvidia.dali.plugin.pytorch import DALIGenericIterator
-
         order = self._epoch_order(live.epoch)
         batches = self._num_batches(len(order))
         if live.done < batches:
             seed = derived_seed(self.sampler.seed, live.epoch, self.sampler.shard.rank)
             pipeline = self._build_pipeline(order, seed, live.checkpoint)
-            live.dali_iter = DALIGenericIterator([pipeline], ["images", "labels"], auto_reset=False,
-                                                 prepare_first_batch=False)
+            live.dali_iter = _epoch_iterator(pipeline, runs=batches - live.done)
         for k in range(live.done, batches):
             try:
                 out = next(live.dali_iter)[0]
@@ -173,6 +170,37 @@ class DaliLoader:
                                  f"loader's is {mine[key]!r}; build the loader as the saved one was built")
         self.sampler.seed = state["seed"]
         self._resume = dict(state)
+
+
+def _epoch_iterator(pipeline, runs: int):
+    """A DALIGenericIterator that runs `pipeline` `runs` times and no more.
+
+    The stock iterator keeps prefetch_queue_depth runs in flight, past the end of the
+    epoch too: those are whole batches decoded for nothing (2 of a 20-batch epoch), and
+    the pipeline waits for them before it can be destroyed.
+    """
+    from nvidia.dali import types
+    from nvidia.dali.plugin.pytorch import DALIGenericIterator
+
+    depth = pipeline.prefetch_queue_depth  # what the first schedule_run puts in flight
+    depth = max(depth.values()) if isinstance(depth, dict) else depth
+
+    class EpochIterator(DALIGenericIterator):
+        def __init__(self):
+            self._runs_left = runs  # before the base __init__, which may schedule
+            super().__init__([pipeline], ["images", "labels"], auto_reset=False, prepare_first_batch=False)
+
+        def _schedule_runs(self, release_outputs=True):
+            # Overrides a private method of DALI's base iterator (the one place it schedules).
+            if self._runs_left > 0:
+                self._runs_left -= 1 if self._ever_scheduled else depth
+                return super()._schedule_runs(release_outputs)
+            self._ever_scheduled = True
+            if release_outputs:
+                with pipeline._check_api_type_scope(types.PipelineAPIType.ITERATOR):
+                    pipeline.release_outputs()
+
+    return EpochIterator()
 
 
 class _LiveEpoch:

@@ -99,36 +99,64 @@ class CifarArrays:
 
 
 class _BatchFeeder:
-    """external_source callback: batch `info.iteration` of `order`. A pure function of the
-    iteration, so a pipeline restored from a DALI checkpoint resumes where it stopped."""
+    """external_source callback: batch `info.iteration` of `order` and, when training, each
+    image's random crop and flip. A pure function of (seed, iteration), so a pipeline
+    restored from a DALI checkpoint resumes where it stopped.
 
-    def __init__(self, arrays: CifarArrays, order: np.ndarray, batch_size: int):
+    The crops and flips are drawn here, for the whole batch at once, rather than by DALI's
+    random operators: those work sample by sample, and on 32x32 images their per-sample
+    cost is as large as the crop's. Training images come zero-padded by `padding` px, so
+    that crop_mirror_normalize can crop, flip, normalize and transpose in one pass.
+    """
+
+    def __init__(self, arrays: CifarArrays, order: np.ndarray, batch_size: int,
+                 augment: Optional[CifarRecipe] = None, seed: int = 0):
         self.arrays, self.order, self.batch_size = arrays, order, batch_size
+        self.augment, self.seed = augment, seed
 
     def __call__(self, info):
         indices = self.order[info.iteration * self.batch_size:(info.iteration + 1) * self.batch_size]
         if len(indices) == 0:
             raise StopIteration
-        return self.arrays.images[indices], self.arrays.labels[indices]
+        images, labels = self.arrays.images[indices], self.arrays.labels[indices]
+        if self.augment is None:
+            return images, labels
+        return (self._padded(images), labels) + self._crops_and_flips(len(indices), info.iteration)
+
+    def _padded(self, images: np.ndarray) -> np.ndarray:
+        pad = self.augment.padding
+        padded = np.zeros((len(images), images.shape[1] + 2 * pad, images.shape[2] + 2 * pad, 3), np.uint8)
+        padded[:, pad:pad + images.shape[1], pad:pad + images.shape[2]] = images
+        return padded
+
+    def _crops_and_flips(self, n: int, iteration: int):
+        """Each image's crop origin in the padded image, y and x, uniform in 0 .. 2 * padding, as
+        crop_mirror_normalize's relative positions (origin / (2 * padding): exact in float32);
+        and its flip, 1 with probability flip_p."""
+        rng = np.random.default_rng([self.seed, iteration])
+        span = 2 * self.augment.padding
+        origins = rng.integers(0, span + 1, (2, n))
+        positions = (origins / max(span, 1)).astype(np.float32)
+        flips = (rng.random(n) < self.augment.flip_p).astype(np.int32)
+        return positions[0], positions[1], flips
 
 
 def _cifar_graph(feeder: _BatchFeeder, recipe: CifarRecipe, train: bool, cutout: int, device: str):
     from nvidia.dali import fn, types
 
-    images, labels = fn.external_source(source=feeder, num_outputs=2, batch=True, batch_info=True,
-                                        layout=["HWC", ""], dtype=[types.UINT8, types.INT64])
+    if train:
+        images, labels, crop_y, crop_x, mirror = fn.external_source(
+            source=feeder, num_outputs=5, batch=True, batch_info=True, layout=["HWC", "", "", "", ""],
+            dtype=[types.UINT8, types.INT64, types.FLOAT, types.FLOAT, types.INT32])
+        crop = dict(crop=(recipe.size, recipe.size), crop_pos_x=crop_x, crop_pos_y=crop_y)
+    else:
+        images, labels = fn.external_source(source=feeder, num_outputs=2, batch=True, batch_info=True,
+                                            layout=["HWC", ""], dtype=[types.UINT8, types.INT64])
+        crop, mirror = {}, 0
     if device == "gpu":
         images, labels = images.gpu(), labels.gpu()
-    mirror = 0
-    if train:
-        # Zero-pad `padding` px and crop size x size: one slice at an anchor in [-pad, pad].
-        pad = recipe.padding
-        anchor = fn.random.uniform(values=list(range(-pad, pad + 1)), shape=2, dtype=types.INT32)
-        images = fn.slice(images, anchor, np.array([recipe.size, recipe.size], np.int32), axes=(0, 1),
-                          out_of_bounds_policy="pad", fill_values=0)
-        mirror = fn.random.coin_flip(probability=recipe.flip_p)
     images = fn.crop_mirror_normalize(images, mirror=mirror, dtype=types.FLOAT, output_layout="CHW",
-                                      mean=on_255_scale(recipe.mean), std=on_255_scale(recipe.std))
+                                      mean=on_255_scale(recipe.mean), std=on_255_scale(recipe.std), **crop)
     if train and cutout:
         images = _dali_cutout(images, recipe.size, cutout)
     return images, labels
@@ -177,7 +205,8 @@ def get_cifar_iter_dali(type, image_dir, batch_size, num_threads=4, local_rank=N
     recipe = CIFAR[dataset]
 
     def build_pipeline(order, pipeline_seed, checkpoint):
-        return build_dali_pipeline(_cifar_graph, _BatchFeeder(arrays, order, batch_size), recipe, train, cutout,
+        feeder = _BatchFeeder(arrays, order, batch_size, recipe if train else None, pipeline_seed)
+        return build_dali_pipeline(_cifar_graph, feeder, recipe, train, cutout,
                                    "cpu" if gpu is None else "gpu", batch_size=batch_size,
                                    num_threads=num_threads, device_id=gpu, seed=pipeline_seed,
                                    checkpoint=checkpoint)

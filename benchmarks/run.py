@@ -14,6 +14,7 @@ import json
 import os
 import platform
 import sys
+import textwrap
 import time
 
 from tqdm import tqdm
@@ -24,9 +25,9 @@ from .session import Plan, Workload, commands_per_workload, time_workload
 # mode -> CIFAR train/test images, JPEGs train/val, batch sizes, plan
 MODES = {
     "full": dict(cifar=(50000, 10000), jpegs=(1280, 500), cifar_batch=256, image_batch=64,
-                 plan=Plan(rounds=3, sweep_batches=None, max_batches=None)),
+                 plan=Plan(rounds=3, sweep_batches=None, max_batches=None, min_seconds=3.0)),
     "quick": dict(cifar=(10000, 2000), jpegs=(1024, 256), cifar_batch=256, image_batch=64,
-                  plan=Plan(rounds=3, sweep_batches=None, max_batches=None)),
+                  plan=Plan(rounds=3, sweep_batches=None, max_batches=None, min_seconds=1.0)),
     "tiny": dict(cifar=(1024, 512), jpegs=(48, 24), cifar_batch=256, image_batch=16,
                  plan=Plan(rounds=1, sweep_batches=1, max_batches=None)),
 }
@@ -39,11 +40,11 @@ def cores() -> int:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.description = __doc__.split("\n\n")[1].replace("\n", " ")
+    parser.description = textwrap.fill(__doc__.split("\n\n")[1].replace("\n", " "), 80)
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.epilog = ("examples:\n"
                      "  dali-loaders bench                      made-up data, ~5 minutes\n"
-                     "  dali-loaders bench --quick              fewer images, fewer passes\n"
+                     "  dali-loaders bench --quick              fewer images, ~3 minutes\n"
                      "  dali-loaders bench --data-dir ~/data    real CIFAR-10 and ImageNet\n"
                      "  dali-loaders bench --only cifar10 --json cifar.json")
     size = parser.add_mutually_exclusive_group()
@@ -110,7 +111,8 @@ def workloads(args, mode: dict):
 def _plan(args, mode: dict, workload: Workload) -> Plan:
     plan = mode["plan"]
     sweep = plan.sweep_batches or max(1, SWEEP_IMAGES[workload.dataset] // workload.batch_size)
-    return Plan(rounds=args.rounds or plan.rounds, sweep_batches=sweep, max_batches=plan.max_batches)
+    return Plan(rounds=args.rounds or plan.rounds, sweep_batches=sweep, max_batches=plan.max_batches,
+                min_seconds=plan.min_seconds)
 
 
 def machine() -> dict:

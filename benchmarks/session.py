@@ -37,6 +37,7 @@ class Plan:
     rounds: int                   # timed passes of each loader
     sweep_batches: int            # batches per pass while choosing num_workers
     max_batches: Optional[int]    # batches per timed pass (None: the whole split)
+    min_seconds: float = 0.0      # a timed run repeats passes until this long
 
 
 class WorkerFailed(RuntimeError):
@@ -116,11 +117,11 @@ class Session:
         self.step(f"{kind} first batch")
         return seconds
 
-    def run(self, kind: str, max_batches: Optional[int]) -> float:
-        reply = self.workers[kind].ask(cmd="run", max_batches=max_batches)
+    def run(self, kind: str, max_batches: Optional[int], min_seconds: float = 0.0) -> float:
+        reply = self.workers[kind].ask(cmd="run", max_batches=max_batches, min_seconds=min_seconds)
         self.step(f"{kind} pass")
         if max_batches is None:
-            self.workload.images = reply["images"]
+            self.workload.images = reply["images"] // reply["passes"]
         return _throughput(reply)
 
     def sweep_num_workers(self) -> dict:
@@ -138,7 +139,7 @@ class Session:
         speeds = {kind: [] for kind in KINDS}
         for r in range(self.plan.rounds):
             for kind in (KINDS if r % 2 == 0 else KINDS[::-1]):
-                speeds[kind].append(self.run(kind, self.plan.max_batches))
+                speeds[kind].append(self.run(kind, self.plan.max_batches, self.plan.min_seconds))
         return speeds
 
     def close(self) -> dict:

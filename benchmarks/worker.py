@@ -5,7 +5,8 @@ take turns (A, B, A, B, ...) while each keeps its loader, its warm caches and it
 peak RSS. It says {"ready": true} once its imports are done. Commands:
   {"cmd": "build", "workers": w}          (re)make the loader; replies first_batch_s, the
                                           time from construction to the first batch
-  {"cmd": "run", "max_batches": m|null}   one timed pass; replies images, seconds
+  {"cmd": "run", "max_batches": m|null,   timed passes, as many as fit in min_seconds (at
+   "min_seconds": s}                      least one); replies images, seconds, passes
   {"cmd": "quit"}                         replies peak_rss_mb (this process) and
                                           children_peak_rss_mb (its largest DataLoader worker)
 Replies start with REPLY so that whatever a library prints to stdout is skipped.
@@ -27,6 +28,17 @@ def _one_pass(loader, max_batches):
         if max_batches is not None and k + 1 >= max_batches:
             break
     return images, time.perf_counter() - start
+
+
+def _passes(loader, max_batches, min_seconds: float):
+    """(images, seconds, passes): whole passes until min_seconds have gone by. A fast
+    loader is timed over as long a stretch as a slow one, so that both see the same
+    mix of whatever else the machine is doing."""
+    images = seconds = passes = 0
+    while passes == 0 or seconds < min_seconds:
+        more, took = _one_pass(loader, max_batches)
+        images, seconds, passes = images + more, seconds + took, passes + 1
+    return images, seconds, passes
 
 
 def _first_batch(spec, workers):
@@ -56,8 +68,8 @@ def serve(spec: dict, commands, reply) -> None:
             loader, seconds = _first_batch(spec, command.get("workers", 0))
             reply({"first_batch_s": seconds})
         elif command["cmd"] == "run":
-            images, seconds = _one_pass(loader, command.get("max_batches"))
-            reply({"images": images, "seconds": seconds})
+            images, seconds, passes = _passes(loader, command.get("max_batches"), command.get("min_seconds", 0))
+            reply({"images": images, "seconds": seconds, "passes": passes})
         elif command["cmd"] == "quit":
             loader = None
             gc.collect()

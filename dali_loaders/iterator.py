@@ -113,6 +113,7 @@ class DaliLoader:
         order = self._epoch_order(live.epoch)
         batches = self._num_batches(len(order))
         if live.done < batches:
+            release_freed_memory()  # a loop left with `break` dropped its pipeline just now
             seed = derived_seed(self.sampler.seed, live.epoch, self.sampler.shard.rank)
             pipeline = self._build_pipeline(order, seed, live.checkpoint)
             live.dali_iter = _epoch_iterator(pipeline, runs=batches - live.done)
@@ -179,28 +180,41 @@ def _epoch_iterator(pipeline, runs: int):
     epoch too: those are whole batches decoded for nothing (2 of a 20-batch epoch), and
     the pipeline waits for them before it can be destroyed.
     """
+    global _EpochIterator
+    if _EpochIterator is None:
+        _EpochIterator = _define_epoch_iterator()
+    return _EpochIterator(pipeline, runs)
+
+
+_EpochIterator = None  # defined on first use: DALI is imported only when a DALI loader runs
+
+
+def _define_epoch_iterator():
+    # One class for all epochs, holding no pipeline itself: a class made per epoch would
+    # be a reference cycle keeping that epoch's pipeline, threads and buffers alive until
+    # the garbage collector happens to run.
     from nvidia.dali import types
     from nvidia.dali.plugin.pytorch import DALIGenericIterator
 
-    depth = pipeline.prefetch_queue_depth  # what the first schedule_run puts in flight
-    depth = max(depth.values()) if isinstance(depth, dict) else depth
-
     class EpochIterator(DALIGenericIterator):
-        def __init__(self):
+        def __init__(self, pipeline, runs: int):
             self._runs_left = runs  # before the base __init__, which may schedule
+            depth = pipeline.prefetch_queue_depth  # what the first schedule_run puts in flight
+            self._first_runs = max(depth.values()) if isinstance(depth, dict) else depth
             super().__init__([pipeline], ["images", "labels"], auto_reset=False, prepare_first_batch=False)
 
         def _schedule_runs(self, release_outputs=True):
             # Overrides a private method of DALI's base iterator (the one place it schedules).
             if self._runs_left > 0:
-                self._runs_left -= 1 if self._ever_scheduled else depth
+                self._runs_left -= 1 if self._ever_scheduled else self._first_runs
                 return super()._schedule_runs(release_outputs)
             self._ever_scheduled = True
             if release_outputs:
-                with pipeline._check_api_type_scope(types.PipelineAPIType.ITERATOR):
-                    pipeline.release_outputs()
+                for pipeline in self._pipes:
+                    with pipeline._check_api_type_scope(types.PipelineAPIType.ITERATOR):
+                        pipeline.release_outputs()
 
-    return EpochIterator()
+    return EpochIterator
 
 
 class _LiveEpoch:

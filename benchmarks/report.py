@@ -34,7 +34,8 @@ def check_targets(results: List[dict]) -> List[dict]:
 
 def _loader_label(result: dict, kind: str) -> str:
     if kind == "torchvision":
-        return f"torchvision ({result['loaders'][kind]['num_workers']} workers)"
+        workers = result["loaders"][kind]["num_workers"]
+        return f"torchvision ({workers} worker{'' if workers == 1 else 's'})"
     if kind == "limit":
         return f"limit: {LIMIT_MEANING[result['dataset']]}"
     return f"DALI ({result['threads']} threads)"

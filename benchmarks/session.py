@@ -95,7 +95,6 @@ class Session:
     def __init__(self, workload: Workload, plan: Plan, progress):
         self.workload, self.plan, self.progress = workload, plan, progress
         self.workers = {}
-        self.first_batch_s = {}
 
     def step(self, what: str) -> None:
         self.progress.set_postfix_str(f"{self.workload.name}: {what}", refresh=False)

@@ -1,7 +1,6 @@
 """The results as a table, a list of targets met or missed, and a chart."""
 from typing import List
 
-LABELS = {"dali": "DALI", "torchvision": "torchvision", "limit": "limit"}
 LIMIT_MEANING = {"cifar10": "gather + float NCHW", "imagenet": "DALI decode only"}
 
 # (what, workload, field, at least / at most, bound): the issue's targets for this machine.
@@ -81,21 +80,25 @@ def plot(results: List[dict], path: str, title: str) -> None:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    import matplotlib.ticker
 
-    figure, axes = plt.subplots(1, len(results), figsize=(3.6 * len(results), 4.2), squeeze=False)
+    figure, axes = plt.subplots(1, len(results), figsize=(3.6 * len(results), 4.4), squeeze=False)
     colors = {"dali": "#76b900", "torchvision": "#ee4c2c", "limit": "#9e9e9e"}
     for ax, result in zip(axes[0], results):
         kinds = ["dali", "torchvision", "limit"]
         speeds = [result["loaders"][k]["images_per_s"] for k in kinds]
-        bars = ax.bar([LABELS[k] for k in kinds], speeds, color=[colors[k] for k in kinds])
+        names = ["DALI", f"torchvision\n({result['loaders']['torchvision']['num_workers']} workers)",
+                 "limit\n(" + LIMIT_MEANING[result["dataset"]].replace(" + ", " +\n").replace("DALI ", "") + ")"]
+        bars = ax.bar(names, speeds, color=[colors[k] for k in kinds])
         ax.bar_label(bars, labels=[f"{s:,.0f}" for s in speeds], fontsize=8)
         ax.set_title(f"{result['workload']} (batch {result['batch_size']})", fontsize=10)
         ax.set_ylabel("images/s")
+        ax.yaxis.set_major_formatter(matplotlib.ticker.StrMethodFormatter("{x:,.0f}"))
         ax.set_ylim(0, max(speeds) * 1.25)
-        ax.text(0.5, -0.16, f"DALI: {result['vs_torchvision']:.1f}x torchvision, "
+        ax.text(0.5, -0.33, f"DALI: {result['vs_torchvision']:.1f}x torchvision, "
                             f"{100 * result['of_limit']:.0f}% of limit", transform=ax.transAxes,
                 ha="center", fontsize=8)
-        ax.tick_params(axis="x", labelsize=8)
+        ax.tick_params(axis="x", labelsize=7)
     figure.suptitle(title, fontsize=10)
     figure.tight_layout()
     figure.savefig(path, dpi=110)

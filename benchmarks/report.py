@@ -37,7 +37,7 @@ def _loader_label(result: dict, kind: str) -> str:
         return f"torchvision ({workers} worker{'' if workers == 1 else 's'})"
     if kind == "limit":
         return f"limit: {LIMIT_MEANING[result['dataset']]}"
-    return f"DALI ({result['threads']} threads)"
+    return f"DALI ({result['threads']} thread{'' if result['threads'] == 1 else 's'})"
 
 
 def _rss(loader: dict) -> str:

@@ -33,6 +33,7 @@ MODES = {
 }
 SWEEP_IMAGES = {"cifar10": 12800, "imagenet": 384}  # per pass while choosing num_workers
 DATASETS = ("cifar10", "imagenet")
+REAL_PASS_IMAGES = 12800
 
 
 def cores() -> int:
@@ -64,7 +65,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--threads", type=int, default=cores(), metavar="N",
                         help="DALI threads, and the most DataLoader workers tried (default: %(default)s, "
                              "the cores this process may use)")
-    parser.add_argument("--rounds", type=int, metavar="N", help="timed passes per loader (default: 3)")
+    parser.add_argument("--rounds", type=int, metavar="N", help="timed runs per loader (default: 3)")
+    parser.add_argument("--max-batches", type=int, metavar="N",
+                        help="end each pass after N batches (default: the whole split of made-up data, "
+                             f"{REAL_PASS_IMAGES:,} images of real data)")
     parser.add_argument("--cache-dir", default=data.default_cache_dir(), metavar="DIR",
                         help="where made-up data is kept between runs (default: %(default)s)")
     parser.add_argument("--json", metavar="PATH", default="bench-results/bench.json",
@@ -111,8 +115,18 @@ def workloads(args, mode: dict):
 def _plan(args, mode: dict, workload: Workload) -> Plan:
     plan = mode["plan"]
     sweep = plan.sweep_batches or max(1, SWEEP_IMAGES[workload.dataset] // workload.batch_size)
-    return Plan(rounds=args.rounds or plan.rounds, sweep_batches=sweep, max_batches=plan.max_batches,
+    return Plan(rounds=args.rounds or plan.rounds, sweep_batches=sweep, max_batches=_pass_batches(args, workload),
                 min_seconds=plan.min_seconds)
+
+
+def _pass_batches(args, workload: Workload):
+    """--max-batches; else whole passes over made-up data, and at most REAL_PASS_IMAGES of a
+    real set (a pass over ImageNet's 1.28 M images would take the torchvision twin an hour)."""
+    if args.max_batches:
+        return args.max_batches
+    if _real_root(args, workload.dataset) is None:
+        return None
+    return max(1, REAL_PASS_IMAGES // workload.batch_size)
 
 
 def machine() -> dict:

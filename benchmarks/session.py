@@ -25,7 +25,7 @@ class Workload:
     data: str             # the dataset root the loaders read
     batch_size: int
     threads: int          # DALI threads; also the largest num_workers the twin tries
-    images: int = 0       # samples in the split, filled in after the first pass
+    images: int = 0       # images per timed pass (the split, unless passes are capped)
 
     @property
     def name(self) -> str:
@@ -119,7 +119,7 @@ class Session:
     def run(self, kind: str, max_batches: Optional[int], min_seconds: float = 0.0) -> float:
         reply = self.workers[kind].ask(cmd="run", max_batches=max_batches, min_seconds=min_seconds)
         self.step(f"{kind} pass")
-        if max_batches is None:
+        if kind == "dali":
             self.workload.images = reply["images"] // reply["passes"]
         return _throughput(reply)
 

@@ -37,7 +37,8 @@ def _loader_label(result: dict, kind: str) -> str:
         return f"torchvision ({workers} worker{'' if workers == 1 else 's'})"
     if kind == "limit":
         return f"limit: {LIMIT_MEANING[result['dataset']]}"
-    return f"DALI ({result['threads']} thread{'' if result['threads'] == 1 else 's'})"
+    threads = result["loaders"]["dali"]["num_threads"]
+    return f"DALI ({threads} thread{'' if threads == 1 else 's'})"
 
 
 def _rss(loader: dict) -> str:
@@ -87,7 +88,8 @@ def plot(results: List[dict], path: str, title: str) -> None:
     for ax, result in zip(axes[0], results):
         kinds = ["dali", "torchvision", "limit"]
         speeds = [result["loaders"][k]["images_per_s"] for k in kinds]
-        names = ["DALI", f"torchvision\n({result['loaders']['torchvision']['num_workers']} workers)",
+        threads = result["loaders"]["dali"]["num_threads"]
+        names = [f"DALI\n({threads} thread{'' if threads == 1 else 's'})", f"torchvision\n({result['loaders']['torchvision']['num_workers']} workers)",
                  "limit\n(" + LIMIT_MEANING[result["dataset"]].replace(" + ", " +\n").replace("DALI ", "") + ")"]
         bars = ax.bar(names, speeds, color=[colors[k] for k in kinds])
         ax.bar_label(bars, labels=[f"{s:,.0f}" for s in speeds], fontsize=8)

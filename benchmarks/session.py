@@ -24,7 +24,7 @@ class Workload:
     split: str            # "train" or "val"
     data: str             # the dataset root the loaders read
     batch_size: int
-    threads: int          # DALI threads; also the largest num_workers the twin tries
+    threads: int          # the most DALI threads and DataLoader workers tried
     images: int = 0       # images per timed pass (the split, unless passes are capped)
 
     @property
@@ -78,7 +78,7 @@ class Worker:
 
 def commands_per_workload(plan: Plan, candidates: int) -> int:
     """How many steps `time_workload` reports to `progress` (the bar's length)."""
-    return 3 + 2 + 2 + 4 * candidates + 2 + 3 * plan.rounds + 3
+    return 3 + 6 * (candidates - 1) + 2 + 2 + 4 * candidates + 2 + 3 * plan.rounds + 3
 
 
 def _throughput(reply: dict) -> float:
@@ -111,8 +111,8 @@ class Session:
             worker.read()
             self.step(f"{kind} ready")
 
-    def build(self, kind: str, workers: int = 0) -> float:
-        seconds = self.workers[kind].ask(cmd="build", workers=workers)["first_batch_s"]
+    def build(self, kind: str, workers: int = 0, threads: int = 0) -> float:
+        seconds = self.workers[kind].ask(cmd="build", workers=workers, threads=threads)["first_batch_s"]
         self.step(f"{kind} first batch")
         return seconds
 
@@ -122,6 +122,17 @@ class Session:
         if kind == "dali":
             self.workload.images = reply["images"] // reply["passes"]
         return _throughput(reply)
+
+    def sweep_dali_threads(self) -> dict:
+        """DALI threads -> images/s, the mean of two passes each, taken in the order 1, 2, ..,
+        then back, so that drift falls on all alike. The same choice the twin gets."""
+        found = {}
+        candidates = list(range(1, self.workload.threads + 1))
+        for threads in candidates + candidates[::-1]:
+            self.build("dali", threads=threads)
+            self.run("dali", self.plan.sweep_batches)  # warm-up
+            found.setdefault(threads, []).append(self.run("dali", self.plan.sweep_batches))
+        return {threads: sum(speeds) / len(speeds) for threads, speeds in found.items()}
 
     def sweep_num_workers(self) -> dict:
         """num_workers -> (twin's speed / DALI's, first batch s), each against an adjacent DALI pass."""
@@ -164,7 +175,10 @@ def time_workload(workload: Workload, plan: Plan, progress) -> dict:
     session = Session(workload, plan, progress)
     try:
         session.start()
-        first_batch = {kind: session.build(kind) for kind in ("dali", "limit")}
+        threads = session.sweep_dali_threads()
+        dali_threads = max(threads, key=threads.get)
+        # The limit decodes with the threads DALI's loader got (the CIFAR limit has none).
+        first_batch = {kind: session.build(kind, threads=dali_threads) for kind in ("dali", "limit")}
         session.run("dali", plan.sweep_batches)
         session.run("limit", plan.sweep_batches)
         sweep = session.sweep_num_workers()
@@ -175,13 +189,15 @@ def time_workload(workload: Workload, plan: Plan, progress) -> dict:
         memory = session.close()
     finally:
         session.kill()
-    return summarize(workload, speeds, first_batch, memory, best, sweep)
+    return summarize(workload, speeds, first_batch, memory, best, sweep, dali_threads, threads)
 
 
 def summarize(workload: Workload, speeds: dict, first_batch: dict, memory: dict, best: int,
-              sweep: dict) -> dict:
+              sweep: dict, dali_threads: int, thread_sweep: dict) -> dict:
     loaders = {kind: {"images_per_s": _median(speeds[kind]), "runs_images_per_s": speeds[kind],
                       "first_batch_s": first_batch[kind], **memory[kind]} for kind in KINDS}
+    loaders["dali"]["num_threads"] = dali_threads
+    loaders["dali"]["sweep_images_per_s"] = {str(t): speed for t, speed in thread_sweep.items()}
     loaders["torchvision"]["num_workers"] = best
     loaders["torchvision"]["sweep_speed_vs_dali"] = {str(w): ratio for w, (ratio, _) in sweep.items()}
     vs_twin = [d / t for d, t in zip(speeds["dali"], speeds["torchvision"])]

@@ -3,8 +3,9 @@
 The parent drives it over stdin/stdout, one JSON line each way, so several workers can
 take turns (A, B, A, B, ...) while each keeps its loader, its warm caches and its own
 peak RSS. It says {"ready": true} once its imports are done. Commands:
-  {"cmd": "build", "workers": w}          (re)make the loader; replies first_batch_s, the
-                                          time from construction to the first batch
+  {"cmd": "build", "workers": w,         (re)make the loader with w DataLoader workers (the
+   "threads": t}                          twin) or t DALI threads (the others); replies
+                                          first_batch_s, from construction to the first batch
   {"cmd": "run", "max_batches": m|null,   timed passes, as many as fit in min_seconds (at
    "min_seconds": s}                      least one); replies images, seconds, passes
   {"cmd": "quit"}                         replies peak_rss_mb (this process) and
@@ -65,7 +66,8 @@ def serve(spec: dict, commands, reply) -> None:
         if command["cmd"] == "build":
             loader = None
             gc.collect()  # the previous loader's DataLoader workers exit before the next start
-            loader, seconds = _first_batch(spec, command.get("workers", 0))
+            built = dict(spec, threads=command.get("threads") or spec["threads"])
+            loader, seconds = _first_batch(built, command.get("workers", 0))
             reply({"first_batch_s": seconds})
         elif command["cmd"] == "run":
             images, seconds, passes = _passes(loader, command.get("max_batches"), command.get("min_seconds", 0))

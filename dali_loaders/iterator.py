@@ -196,6 +196,10 @@ def _define_epoch_iterator():
     from nvidia.dali import types
     from nvidia.dali.plugin.pytorch import DALIGenericIterator
 
+    if not hasattr(DALIGenericIterator, "_schedule_runs"):  # a DALI without that private method:
+        return lambda pipeline, runs: DALIGenericIterator(  # the stock iterator, a few runs wasted
+            [pipeline], ["images", "labels"], auto_reset=False, prepare_first_batch=False)
+
     class EpochIterator(DALIGenericIterator):
         def __init__(self, pipeline, runs: int):
             self._runs_left = runs  # before the base __init__, which may schedule

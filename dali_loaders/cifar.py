@@ -14,7 +14,7 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
-from .distributed import EpochSampler, default_seed, resolve_shard
+from .distributed import epoch_sampler
 from .iterator import DaliLoader, TorchLoader, build_dali_pipeline, dali_available, fall_back, pick_device_id
 from .recipes import CIFAR, CifarRecipe, on_255_scale
 
@@ -199,9 +199,9 @@ def get_cifar_iter_dali(type, image_dir, batch_size, num_threads=4, local_rank=N
     if not isinstance(num_threads, int) or num_threads < 1:
         raise ValueError(f"num_threads must be an integer >= 1 (DALI worker threads), got {num_threads!r}")
     arrays = CifarArrays(image_dir, train, dataset, label_type)
-    shard = resolve_shard(rank, world_size, local_rank)
-    sampler = EpochSampler(len(arrays), shuffle=train, seed=default_seed(seed, shard), shard=shard)
-    gpu = pick_device_id(device_id, shard.local_rank)
+    sampler = epoch_sampler(len(arrays), shuffle=train, seed=seed, rank=rank, world_size=world_size,
+                            local_rank=local_rank)
+    gpu = pick_device_id(device_id, sampler.shard.local_rank)
     recipe = CIFAR[dataset]
 
     def build_pipeline(order, pipeline_seed, checkpoint):
@@ -270,8 +270,8 @@ def get_cifar_iter_torch(type, image_dir, batch_size, num_threads=4, local_rank=
     order; `num_threads` is the number of DataLoader workers. Outputs stay on the CPU."""
     train = _check_args(type, batch_size, val_size, cutout)
     arrays = CifarArrays(image_dir, train, dataset, label_type)
-    shard = resolve_shard(rank, world_size, local_rank)
-    sampler = EpochSampler(len(arrays), shuffle=train, seed=default_seed(seed, shard), shard=shard)
+    sampler = epoch_sampler(len(arrays), shuffle=train, seed=seed, rank=rank, world_size=world_size,
+                            local_rank=local_rank)
     dataset_ = CifarDataset(arrays, torch_transform(CIFAR[dataset], train, cutout))
     return TorchLoader(dataset_, batch_size=batch_size, sampler=sampler, num_workers=num_threads,
                        drop_last=drop_last, persistent_workers=num_threads > 0)

@@ -119,6 +119,13 @@ def shard_indices(n: int, *, shuffle: bool, seed: int, epoch: int, shard: Shard)
     return permutation[shard.rank * per_rank:(shard.rank + 1) * per_rank]
 
 
+def epoch_sampler(n: int, *, shuffle: bool, seed: Optional[int], rank: Optional[int],
+                  world_size: Optional[int], local_rank: Optional[int]) -> "EpochSampler":
+    """The EpochSampler of this process, from a loader's arguments (see resolve_shard)."""
+    shard = resolve_shard(rank, world_size, local_rank)
+    return EpochSampler(n, shuffle=shuffle, seed=default_seed(seed, shard), shard=shard)
+
+
 class EpochSampler(Sampler):
     """This rank's samples for each epoch; the torch twins and the DALI loaders share it.
 

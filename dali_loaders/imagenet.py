@@ -16,7 +16,7 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
-from .distributed import EpochSampler, default_seed, resolve_shard
+from .distributed import epoch_sampler
 from .iterator import DaliLoader, TorchLoader, build_dali_pipeline, dali_available, fall_back, pick_device_id
 from .recipes import IMAGENET, IMG_EXTENSIONS, ImageNetRecipe, on_255_scale
 
@@ -346,9 +346,9 @@ def get_imagefolder_iter_dali(root, batch_size, train, num_threads=4, device_id=
     _check_args(batch_size, num_threads, crop, val_size)
     train = _check_train(train)
     index = ImageFiles(root, label_file, classes)
-    shard = resolve_shard(rank, world_size, local_rank)
-    sampler = EpochSampler(len(index), shuffle=train, seed=default_seed(seed, shard), shard=shard)
-    gpu = pick_device_id(device_id, shard.local_rank)
+    sampler = epoch_sampler(len(index), shuffle=train, seed=seed, rank=rank, world_size=world_size,
+                            local_rank=local_rank)
+    gpu = pick_device_id(device_id, sampler.shard.local_rank)
 
     def build_pipeline(order, pipeline_seed, checkpoint):
         return build_dali_pipeline(_image_graph, [index.files[i] for i in order], index.labels[order].tolist(),
@@ -440,8 +440,8 @@ def get_imagefolder_iter_torch(root, batch_size, train, num_threads=4, device_id
     _check_args(batch_size, num_threads, crop, val_size)
     train = _check_train(train)
     index = ImageFiles(root, label_file, classes)
-    shard = resolve_shard(rank, world_size, local_rank)
-    sampler = EpochSampler(len(index), shuffle=train, seed=default_seed(seed, shard), shard=shard)
+    sampler = epoch_sampler(len(index), shuffle=train, seed=seed, rank=rank, world_size=world_size,
+                            local_rank=local_rank)
     dataset = ImageFileDataset(index, torch_transform(recipe, train, crop, val_size))
     return TorchLoader(dataset, batch_size=batch_size, sampler=sampler, num_workers=num_threads,
                        drop_last=drop_last, persistent_workers=num_threads > 0)

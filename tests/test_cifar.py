@@ -310,3 +310,22 @@ def test_gpu_outputs_live_on_the_gpu_and_match_the_cpu(cifar10):
     for (x, y), (u, v) in zip(gpu, cpu, strict=True):
         assert x.is_cuda and y.is_cuda
         assert torch.equal(y.cpu(), v) and (x.cpu() - u).abs().max().item() <= 1e-5
+
+
+@pytest.mark.parametrize("train", [True, False])
+def test_gpu_graph_is_well_formed_without_a_gpu(train):
+    """Runs everywhere: the GPU variant of the one CIFAR graph serializes, which checks every
+    operator and argument against DALI's schemas for the GPU backend."""
+    from nvidia.dali import pipeline_def
+
+    from dali_loaders.cifar import CifarArrays, _BatchFeeder, _cifar_graph
+
+    arrays = CifarArrays.__new__(CifarArrays)
+    arrays.images, arrays.labels = np.zeros((8, 32, 32, 3), np.uint8), np.arange(8)
+    recipe = CIFAR["cifar10"]
+    feeder = _BatchFeeder(arrays, np.arange(8), 4, recipe if train else None, 0)
+    pipe = pipeline_def(_cifar_graph)(feeder, recipe, train, 8, "gpu", batch_size=4, num_threads=1,
+                                      device_id=None, seed=1)
+    serialized = pipe.serialize()
+    assert b"gpu" in serialized  # the CPU variant names no GPU device at all
+    assert b"CropMirrorNormalize" in serialized and (b"Erase" in serialized) == train

@@ -4,7 +4,6 @@ import os
 import pickle
 import subprocess
 import sys
-import warnings
 
 import numpy as np
 import pytest

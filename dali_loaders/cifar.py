@@ -100,19 +100,20 @@ class CifarArrays:
 
 class _BatchFeeder:
     """external_source callback: batch `info.iteration` of `order` and, when training, each
-    image's random crop and flip. A pure function of (seed, iteration), so a pipeline
-    restored from a DALI checkpoint resumes where it stopped.
+    image's random crop, flip and Cutout square. A pure function of (seed, iteration), so a
+    pipeline restored from a DALI checkpoint resumes where it stopped.
 
-    The crops and flips are drawn here, for the whole batch at once, rather than by DALI's
+    The random numbers are drawn here, for the whole batch at once, rather than by DALI's
     random operators: those work sample by sample, and on 32x32 images their per-sample
-    cost is as large as the crop's. Training images come zero-padded by `padding` px, so
-    that crop_mirror_normalize can crop, flip, normalize and transpose in one pass.
+    cost is as large as the crop's. DALI applies them. Training images come zero-padded by
+    `padding` px, so that crop_mirror_normalize can crop, flip, normalize and transpose in
+    one pass.
     """
 
     def __init__(self, arrays: CifarArrays, order: np.ndarray, batch_size: int,
-                 augment: Optional[CifarRecipe] = None, seed: int = 0):
+                 augment: Optional[CifarRecipe] = None, seed: int = 0, cutout: int = 0):
         self.arrays, self.order, self.batch_size = arrays, order, batch_size
-        self.augment, self.seed = augment, seed
+        self.augment, self.seed, self.cutout = augment, seed, cutout
 
     def __call__(self, info):
         indices = self.order[info.iteration * self.batch_size:(info.iteration + 1) * self.batch_size]
@@ -121,7 +122,7 @@ class _BatchFeeder:
         images, labels = self.arrays.images[indices], self.arrays.labels[indices]
         if self.augment is None:
             return images, labels
-        return (self._padded(images), labels) + self._crops_and_flips(len(indices), info.iteration)
+        return (self._padded(images), labels) + self._augmentation(len(indices), info.iteration)
 
     def _padded(self, images: np.ndarray) -> np.ndarray:
         pad = self.augment.padding
@@ -129,47 +130,44 @@ class _BatchFeeder:
         padded[:, pad:pad + images.shape[1], pad:pad + images.shape[2]] = images
         return padded
 
-    def _crops_and_flips(self, n: int, iteration: int):
-        """Each image's crop origin in the padded image, y and x, uniform in 0 .. 2 * padding, as
-        crop_mirror_normalize's relative positions (origin / (2 * padding): exact in float32);
-        and its flip, 1 with probability flip_p."""
+    def _augmentation(self, n: int, iteration: int) -> tuple:
+        """Per image: the crop origin in the padded image, y and x, uniform in 0 .. 2 * padding,
+        as crop_mirror_normalize's relative positions (origin / (2 * padding): exact in float32);
+        the flip, 1 with probability flip_p; with Cutout, the erased square's top-left corner,
+        its centre uniform over the image (DeVries & Taylor: clipped at the border)."""
         rng = np.random.default_rng([self.seed, iteration])
         span = 2 * self.augment.padding
         origins = rng.integers(0, span + 1, (2, n))
         positions = (origins / max(span, 1)).astype(np.float32)
         flips = (rng.random(n) < self.augment.flip_p).astype(np.int32)
-        return positions[0], positions[1], flips
+        drawn = (positions[0], positions[1], flips)
+        if self.cutout:
+            centres = rng.integers(0, self.augment.size, (n, 2))
+            drawn += ((centres - self.cutout // 2).astype(np.float32),)
+        return drawn
 
 
 def _cifar_graph(feeder: _BatchFeeder, recipe: CifarRecipe, train: bool, cutout: int, device: str):
     from nvidia.dali import fn, types
 
     if train:
-        images, labels, crop_y, crop_x, mirror = fn.external_source(
-            source=feeder, num_outputs=5, batch=True, batch_info=True, layout=["HWC", "", "", "", ""],
-            dtype=[types.UINT8, types.INT64, types.FLOAT, types.FLOAT, types.INT32])
+        drawn = [types.FLOAT, types.FLOAT, types.INT32] + [types.FLOAT] * bool(cutout)
+        images, labels, crop_y, crop_x, mirror, *cutout_corner = fn.external_source(
+            source=feeder, num_outputs=2 + len(drawn), batch=True, batch_info=True,
+            layout=["HWC"] + [""] * (1 + len(drawn)), dtype=[types.UINT8, types.INT64] + drawn)
         crop = dict(crop=(recipe.size, recipe.size), crop_pos_x=crop_x, crop_pos_y=crop_y)
     else:
         images, labels = fn.external_source(source=feeder, num_outputs=2, batch=True, batch_info=True,
                                             layout=["HWC", ""], dtype=[types.UINT8, types.INT64])
-        crop, mirror = {}, 0
+        crop, mirror, cutout_corner = {}, 0, []
     if device == "gpu":
         images, labels = images.gpu(), labels.gpu()
     images = fn.crop_mirror_normalize(images, mirror=mirror, dtype=types.FLOAT, output_layout="CHW",
                                       mean=on_255_scale(recipe.mean), std=on_255_scale(recipe.std), **crop)
-    if train and cutout:
-        images = _dali_cutout(images, recipe.size, cutout)
+    if cutout_corner:  # zeroed after normalization, as in the Cutout paper
+        images = fn.erase(images, anchor=cutout_corner[0], shape=[float(cutout), float(cutout)],
+                          axis_names="HW", fill_value=0.0)
     return images, labels
-
-
-def _dali_cutout(images, size: int, length: int):
-    """Cutout (DeVries & Taylor): zero a length x length square centred on a uniform pixel,
-    clipped at the border, after normalization."""
-    from nvidia.dali import fn, types
-
-    centre = fn.random.uniform(values=list(range(size)), shape=2, dtype=types.INT32)
-    return fn.erase(images, anchor=fn.cast(centre - length // 2, dtype=types.FLOAT),
-                    shape=[float(length), float(length)], axis_names="HW", fill_value=0.0)
 
 
 def _check_args(type: str, batch_size, val_size: int, cutout: int) -> bool:
@@ -205,7 +203,7 @@ def get_cifar_iter_dali(type, image_dir, batch_size, num_threads=4, local_rank=N
     recipe = CIFAR[dataset]
 
     def build_pipeline(order, pipeline_seed, checkpoint):
-        feeder = _BatchFeeder(arrays, order, batch_size, recipe if train else None, pipeline_seed)
+        feeder = _BatchFeeder(arrays, order, batch_size, recipe if train else None, pipeline_seed, cutout)
         return build_dali_pipeline(_cifar_graph, feeder, recipe, train, cutout,
                                    "cpu" if gpu is None else "gpu", batch_size=batch_size,
                                    num_threads=num_threads, device_id=gpu, seed=pipeline_seed,

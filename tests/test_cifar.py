@@ -322,7 +322,7 @@ def test_gpu_graph_is_well_formed_without_a_gpu(train):
     arrays = CifarArrays.__new__(CifarArrays)
     arrays.images, arrays.labels = np.zeros((8, 32, 32, 3), np.uint8), np.arange(8)
     recipe = CIFAR["cifar10"]
-    feeder = _BatchFeeder(arrays, np.arange(8), 4, recipe if train else None, 0)
+    feeder = _BatchFeeder(arrays, np.arange(8), 4, recipe if train else None, 0, 8)
     pipe = pipeline_def(_cifar_graph)(feeder, recipe, train, 8, "gpu", batch_size=4, num_threads=1,
                                       device_id=None, seed=1)
     serialized = pipe.serialize()

@@ -1,22 +1,18 @@
 """The data the benchmark runs on when it is given none: made once, cached, reused.
 
-CIFAR: the python pickles of CIFAR-10 (five train batches, one test batch) holding
-random pixels; the loaders' cost does not depend on what the pixels show.
+CIFAR: the python pickles of CIFAR-10, written by dali_loaders.synthetic, holding random
+pixels; the loaders' cost does not depend on what the pixels show.
 Images: an ImageNet-style folder (train/<class>/, val/<class>/) of JPEGs 300 to 500 px
 on the short side, smooth and textured like photographs, so that they decode at the
 speed and compress to the size of real ones (random noise would do neither).
 """
 import os
-import pickle
 import shutil
 from concurrent.futures import ProcessPoolExecutor
 
 import numpy as np
 from tqdm import tqdm
 
-CIFAR_FOLDER = "cifar-10-batches-py"
-CIFAR_TRAIN_FILES = [f"data_batch_{i}" for i in range(1, 6)]
-CIFAR_TEST_FILE = "test_batch"
 DONE = ".complete"  # written last: a folder without it was interrupted and is remade
 
 
@@ -37,28 +33,17 @@ def _mark_complete(folder: str) -> None:
     open(os.path.join(folder, DONE), "w").close()
 
 
-def _write_cifar_file(path: str, pixels: np.ndarray, labels: np.ndarray, name: str) -> None:
-    entry = {"batch_label": name, "labels": labels.tolist(),
-             "data": pixels.transpose(0, 3, 1, 2).reshape(len(pixels), 3072),  # R, G, B planes
-             "filenames": [f"{name}_{i}.png" for i in range(len(pixels))]}
-    with open(path, "wb") as f:
-        pickle.dump(entry, f, protocol=2)
-
-
 def make_cifar(cache_dir: str, n_train: int, n_test: int) -> str:
     """A CIFAR-10 root (holding cifar-10-batches-py/) with n_train + n_test random images."""
+    from dali_loaders.synthetic import write_cifar
+
     root = os.path.join(cache_dir, f"cifar10-{n_train}-{n_test}")
     if _is_complete(root):
         return root
     _start_fresh(root)
-    folder = os.path.join(root, CIFAR_FOLDER)
-    os.makedirs(folder)
     rng = np.random.default_rng(0)
-    sizes = np.diff(np.linspace(0, n_train, len(CIFAR_TRAIN_FILES) + 1).astype(int)).tolist()
-    for name, n in tqdm(list(zip(CIFAR_TRAIN_FILES + [CIFAR_TEST_FILE], sizes + [n_test])),
-                        desc="making CIFAR-10 pickles", unit="file", leave=False):
-        pixels = rng.integers(0, 256, (n, 32, 32, 3), dtype=np.uint8)
-        _write_cifar_file(os.path.join(folder, name), pixels, rng.integers(0, 10, n), name)
+    write_cifar(root, "cifar10", n_train, n_test,
+                images=lambda n, offset: rng.integers(0, 256, (n, 32, 32, 3), dtype=np.uint8))
     _mark_complete(root)
     return root
 

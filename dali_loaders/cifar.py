@@ -15,7 +15,8 @@ import torch
 from torch.utils.data import Dataset
 
 from .distributed import epoch_sampler
-from .iterator import DaliLoader, TorchLoader, build_dali_pipeline, dali_available, fall_back, pick_device_id
+from .iterator import (DaliLoader, TorchLoader, build_dali_pipeline, check_count, dali_available, fall_back,
+                       pick_device_id)
 from .recipes import CIFAR, CifarRecipe, on_255_scale
 
 # dataset -> (folder, train files, test files)
@@ -173,8 +174,7 @@ def _cifar_graph(feeder: _BatchFeeder, recipe: CifarRecipe, train: bool, cutout:
 def _check_args(type: str, batch_size, val_size: int, cutout: int) -> bool:
     if type not in ("train", "val", "test"):
         raise ValueError(f"type must be 'train' or 'val' ('test' is accepted for 'val'), got {type!r}")
-    if not isinstance(batch_size, int) or batch_size < 1:
-        raise ValueError(f"batch_size must be an integer >= 1, got {batch_size!r}")
+    check_count("batch_size", batch_size, 1)
     if val_size != 32:
         raise ValueError(f"val_size must be 32 for CIFAR (its images are 32x32), got {val_size!r}")
     if not isinstance(cutout, int) or not 0 <= cutout <= 32:
@@ -194,8 +194,7 @@ def get_cifar_iter_dali(type, image_dir, batch_size, num_threads=4, local_rank=N
     if not dali_available():
         return fall_back(fallback, get_cifar_iter_torch, locals())
     train = _check_args(type, batch_size, val_size, cutout)
-    if not isinstance(num_threads, int) or num_threads < 1:
-        raise ValueError(f"num_threads must be an integer >= 1 (DALI worker threads), got {num_threads!r}")
+    check_count("num_threads", num_threads, 1, " (DALI worker threads)")
     arrays = CifarArrays(image_dir, train, dataset, label_type)
     sampler = epoch_sampler(len(arrays), shuffle=train, seed=seed, rank=rank, world_size=world_size,
                             local_rank=local_rank)

@@ -17,7 +17,8 @@ import torch
 from torch.utils.data import Dataset
 
 from .distributed import epoch_sampler
-from .iterator import DaliLoader, TorchLoader, build_dali_pipeline, dali_available, fall_back, pick_device_id
+from .iterator import (DaliLoader, TorchLoader, build_dali_pipeline, check_count, dali_available, fall_back,
+                       pick_device_id)
 from .recipes import IMAGENET, IMG_EXTENSIONS, ImageNetRecipe, on_255_scale
 
 # RandomResizedCrop.get_params draws this many windows before falling back to a centre crop.
@@ -289,12 +290,9 @@ def _image_graph(files: List[str], labels: List[int], recipe: ImageNetRecipe, tr
 
 
 def _check_args(batch_size, num_threads, crop, val_size) -> None:
-    if not isinstance(batch_size, int) or batch_size < 1:
-        raise ValueError(f"batch_size must be an integer >= 1, got {batch_size!r}")
-    if not isinstance(num_threads, int) or num_threads < 0:
-        raise ValueError(f"num_threads must be an integer >= 0, got {num_threads!r}")
-    if not isinstance(crop, int) or crop < 1:
-        raise ValueError(f"crop must be an integer >= 1 pixels, got {crop!r}")
+    check_count("batch_size", batch_size, 1)
+    check_count("num_threads", num_threads, 0)
+    check_count("crop", crop, 1, " (pixels)")
     if not isinstance(val_size, int) or val_size < crop:
         raise ValueError(f"val_size must be an integer >= crop={crop} (validation resizes the short side "
                          f"to val_size, then centre-crops crop x crop), got {val_size!r}")
@@ -344,6 +342,7 @@ def get_imagefolder_iter_dali(root, batch_size, train, num_threads=4, device_id=
     if not dali_available():
         return fall_back(fallback, get_imagefolder_iter_torch, locals())
     _check_args(batch_size, num_threads, crop, val_size)
+    check_count("num_threads", num_threads, 1, " (DALI worker threads)")
     train = _check_train(train)
     index = ImageFiles(root, label_file, classes)
     sampler = epoch_sampler(len(index), shuffle=train, seed=seed, rank=rank, world_size=world_size,
@@ -353,7 +352,7 @@ def get_imagefolder_iter_dali(root, batch_size, train, num_threads=4, device_id=
     def build_pipeline(order, pipeline_seed, checkpoint):
         return build_dali_pipeline(_image_graph, [index.files[i] for i in order], index.labels[order].tolist(),
                                    recipe, train, crop, val_size, "cpu" if gpu is None else "gpu",
-                                   batch_size=batch_size, num_threads=max(1, num_threads), device_id=gpu,
+                                   batch_size=batch_size, num_threads=num_threads, device_id=gpu,
                                    seed=pipeline_seed, checkpoint=checkpoint)
 
     return DaliLoader(index, build_pipeline, batch_size=batch_size, sampler=sampler, drop_last=drop_last,

@@ -364,6 +364,7 @@ BOTH = [get_imagenet_iter_dali, get_imagenet_iter_torch]
     (("val", "{root}", 4), {"crop": 300}, ValueError, "val_size"),
     (("val", "{root}", 4), {"crop": 0}, ValueError, "crop"),
     (("val", "{root}", 4, -1), {}, ValueError, "num_threads"),
+    (("val", "{root}", 4, True), {}, ValueError, "num_threads"),
 ])
 def test_bad_arguments(imagenet_dir, make, args, kwargs, error, match):
     args = tuple(a.format(root=imagenet_dir) if isinstance(a, str) else a for a in args)
@@ -379,6 +380,12 @@ def make_layout(root, layout):
         elif content is not None:
             with open(os.path.join(root, path), "w") as f:
                 f.write(content)
+
+
+def test_dali_needs_a_thread(imagenet_dir):
+    with pytest.raises(ValueError, match="num_threads"):
+        get_imagenet_iter_dali("val", imagenet_dir, 4, 0)
+    assert len(get_imagenet_iter_torch("val", imagenet_dir, 4, 0).dataset) > 0   # 0 workers is fine there
 
 
 @pytest.mark.parametrize("make", [get_imagefolder_iter_dali, get_imagefolder_iter_torch])
@@ -406,7 +413,7 @@ def test_bad_folders(tmp_path, make, layout, kwargs, error, match):
     if "label_file" in kwargs:
         kwargs["label_file"] = str(tmp_path / kwargs["label_file"])
     with pytest.raises(error, match=match):
-        make(root, 4, kwargs.pop("train", False), 0, **kwargs)
+        make(root, 4, kwargs.pop("train", False), 1, **kwargs)
 
 
 def test_imagenet_needs_train_and_val(tmp_path):

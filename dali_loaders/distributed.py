@@ -139,23 +139,25 @@ class EpochSampler(Sampler):
                              f"{shard.world_size}: every rank needs at least one; use fewer processes")
         self.n, self.shuffle, self.seed, self.shard = n, shuffle, seed, shard
         self.epoch = 0          # the epoch of the pass in progress, or the next one
-        self._next_epoch = 0
+        self.next_epoch = 0     # the epoch the next pass starts
 
     def set_epoch(self, epoch: int) -> None:
         epoch = _as_int("epoch", epoch)
         if epoch < 0:
             raise ValueError(f"epoch must be >= 0, got {epoch}")
-        self._next_epoch = epoch
+        self.next_epoch = epoch
 
     def start_epoch(self) -> int:
-        self.epoch, self._next_epoch = self._next_epoch, self._next_epoch + 1
+        self.epoch, self.next_epoch = self.next_epoch, self.next_epoch + 1
         return self.epoch
 
     def indices(self, epoch: int) -> np.ndarray:
         return shard_indices(self.n, shuffle=self.shuffle, seed=self.seed, epoch=epoch, shard=self.shard)
 
     def __len__(self) -> int:
-        return len(self.indices(0)) if not self.shuffle else self.n // self.shard.world_size
+        """Samples this rank reads per epoch, the same every epoch (see shard_indices)."""
+        per_rank, extra = divmod(self.n, self.shard.world_size)
+        return per_rank + (0 if self.shuffle else int(self.shard.rank < extra))
 
     def __iter__(self) -> Iterator[int]:
         return iter(self.indices(self.start_epoch()).tolist())

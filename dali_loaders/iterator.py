@@ -154,7 +154,7 @@ class DaliLoader:
         if self._live is not None:
             epoch, done, checkpoint = self._live.epoch, self._live.done, self._live.current_checkpoint()
         else:
-            epoch, done, checkpoint = self.sampler._next_epoch, 0, None
+            epoch, done, checkpoint = self.sampler.next_epoch, 0, None
         return {"version": STATE_VERSION, "dataset": dataset_fingerprint(self.dataset),
                 "batch_size": self.batch_size, "drop_last": self.drop_last,
                 "rank": self.sampler.shard.rank, "world_size": self.sampler.shard.world_size,

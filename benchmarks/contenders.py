@@ -84,9 +84,26 @@ def _cifar_limit(spec, workers):
     return CifarLimit(spec)
 
 
+def exact_runs(pipeline, runs: int):
+    """The outputs of `runs` runs of a built, unused DALI pipeline, and no more: `run()`
+    keeps prefetch_queue_depth runs in flight, which would go on decoding in the
+    background into the next contender's timed pass (and start the next pass of this
+    one with batches already made). Each output is valid until the next is asked for."""
+    depth = pipeline.prefetch_queue_depth
+    queued = max(depth.values()) if isinstance(depth, dict) else depth
+    pipeline.schedule_run()  # the first call queues `depth` runs
+    for _ in range(runs):
+        yield pipeline.share_outputs()
+        pipeline.release_outputs()
+        if queued < runs:
+            pipeline.schedule_run()
+            queued += 1
+
+
 class DecodeOnly:
     """The decode floor of an image set: DALI reading and decoding the same files on the CPU
-    (readers.file + decoders.image), with the loader's threads and batch, and nothing else."""
+    (readers.file + decoders.image), with the loader's threads and batch, and nothing else.
+    Like the loader, it builds a pipeline per pass and runs exactly the pass's batches."""
 
     def __init__(self, spec):
         from nvidia.dali import fn, pipeline_def, types
@@ -99,12 +116,12 @@ class DecodeOnly:
             encoded, labels = fn.readers.file(file_root=root, random_shuffle=False, name="Reader")
             return fn.decoders.image(encoded, device="cpu", output_type=types.RGB), labels
 
-        self.pipeline = decode()
-        self.pipeline.build()
+        self.make_pipeline = decode
 
     def __iter__(self):
-        for _ in range(self.batches):
-            images, labels = self.pipeline.run()
+        pipeline = self.make_pipeline()
+        pipeline.build()
+        for images, labels in exact_runs(pipeline, self.batches):
             yield images, labels.as_array()
 
 

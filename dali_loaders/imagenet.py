@@ -257,36 +257,64 @@ def _centre_crop_window(shape, val_size: int, crop: int):
     return fn.stack(top * scale_y, left * scale_x), fn.stack((top + crop) * scale_y, (left + crop) * scale_x)
 
 
-def _image_graph(files: List[str], labels: List[int], recipe: ImageNetRecipe, train: bool,
-                 crop: int, val_size: int, device: str):
+def decode_args(device: str) -> dict:
+    """The decoder's settings: torchvision (PIL) ignores EXIF orientation and upsamples
+    chroma smoothly, so the decoder does too."""
+    from nvidia.dali import types
+
+    return dict(device="mixed" if device == "gpu" else "cpu", output_type=types.RGB,
+                jpeg_fancy_upsampling=True, adjust_orientation=False)
+
+
+def random_crop_decode(encoded, recipe: ImageNetRecipe, device: str):
+    """RandomResizedCrop's window, drawn by DALI and decoded alone (ROI decode)."""
+    from nvidia.dali import fn
+
+    return fn.decoders.image_random_crop(encoded, random_area=list(recipe.scale),
+                                         random_aspect_ratio=list(recipe.ratio),
+                                         num_attempts=CROP_ATTEMPTS, **decode_args(device))
+
+
+def resize_train(images, crop: int):
+    from nvidia.dali import fn
+
+    return fn.resize(images, resize_x=float(crop), resize_y=float(crop), antialias=True)
+
+
+def normalize(images, mirror, recipe: ImageNetRecipe):
+    """Flip where `mirror`, normalize, float32 CHW: one pass."""
     from nvidia.dali import fn, types
 
-    decoder = "mixed" if device == "gpu" else "cpu"
-    # torchvision (PIL) ignores EXIF orientation and upsamples chroma smoothly: so do we.
-    decode_args = dict(device=decoder, output_type=types.RGB, jpeg_fancy_upsampling=True,
-                       adjust_orientation=False)
+    return fn.crop_mirror_normalize(images, mirror=mirror, dtype=types.FLOAT, output_layout="CHW",
+                                    mean=on_255_scale(recipe.mean), std=on_255_scale(recipe.std))
+
+
+def _val_decode_resize(encoded, crop: int, val_size: int, device: str):
+    from nvidia.dali import fn, types
+
+    images = fn.decoders.image(encoded, **decode_args(device))
+    shape = fn.peek_image_shape(encoded, dtype=types.INT32, adjust_orientation=False)
+    roi_start, roi_end = _centre_crop_window(shape, val_size, crop)
+    # Resample only the window CenterCrop keeps: the same grid and filter as resizing
+    # the whole image, at crop^2 output pixels instead of ~val_size^2 * aspect ratio
+    # (the CPU cost of fn.resize follows its output size).
+    return fn.resize(images, size=[float(crop), float(crop)], roi_start=roi_start, roi_end=roi_end,
+                     antialias=True)
+
+
+def _image_graph(files: List[str], labels: List[int], recipe: ImageNetRecipe, train: bool,
+                 crop: int, val_size: int, device: str):
+    from nvidia.dali import fn
+
     encoded, labels = fn.readers.file(files=files, labels=labels, random_shuffle=False, name="Reader")
     if train:
-        images = fn.decoders.image_random_crop(encoded, random_area=list(recipe.scale),
-                                               random_aspect_ratio=list(recipe.ratio),
-                                               num_attempts=CROP_ATTEMPTS, **decode_args)
-        images = fn.resize(images, resize_x=float(crop), resize_y=float(crop), antialias=True)
+        images = resize_train(random_crop_decode(encoded, recipe, device), crop)
         mirror = fn.random.coin_flip(probability=recipe.flip_p)
     else:
-        images = fn.decoders.image(encoded, **decode_args)
-        shape = fn.peek_image_shape(encoded, dtype=types.INT32, adjust_orientation=False)
-        roi_start, roi_end = _centre_crop_window(shape, val_size, crop)
-        # Resample only the window CenterCrop keeps: the same grid and filter as resizing
-        # the whole image, at crop^2 output pixels instead of ~val_size^2 * aspect ratio
-        # (the CPU cost of fn.resize follows its output size).
-        images = fn.resize(images, size=[float(crop), float(crop)], roi_start=roi_start, roi_end=roi_end,
-                           antialias=True)
-        mirror = 0
+        images, mirror = _val_decode_resize(encoded, crop, val_size, device), 0
     if device == "gpu":
         labels = labels.gpu()
-    images = fn.crop_mirror_normalize(images, mirror=mirror, dtype=types.FLOAT, output_layout="CHW",
-                                      mean=on_255_scale(recipe.mean), std=on_255_scale(recipe.std))
-    return images, labels
+    return normalize(images, mirror, recipe), labels
 
 
 def _check_args(batch_size, num_threads, crop, val_size) -> None:

@@ -84,3 +84,22 @@ def test_missing_data_dir_is_reported(tmp_path):
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 1
     assert "skipping cifar10" in done.stderr and "nothing to time" in done.stderr
+
+
+def test_stages_table_builds_the_train_graph_stage_by_stage(tmp_path):
+    from benchmarks import data
+
+    root = data.make_image_folder(str(tmp_path), 16, 8, classes=2, short_sides=(64, 96), workers=1)
+    done = subprocess.run([sys.executable, "-m", "benchmarks.stages", "--imagenet-dir", root,
+                           "--threads", "1", "--rounds", "1", "--batches", "1"],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = {line[:58].strip(): line[58:].split() for line in done.stdout.splitlines() if len(line) > 58}
+    from benchmarks.stages import STAGES
+
+    for stage in STAGES:
+        assert float(rows["train: " + stage][0]) > 0, stage
+    assert rows["train: " + STAGES[1]][1] == "100%"  # the decode-only row is the reference
+    assert float(rows["val: decode, resize the crop window, normalize"][0]) > 0
+    for way in ("DALI fn.resize (CPU)", "PIL Image.resize (torchvision)", "torch interpolate, uint8"):
+        assert float(rows[way][0]) > 0, way

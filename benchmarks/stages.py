@@ -1,0 +1,164 @@
+"""`python -m benchmarks.stages`: where the DALI image loader's time goes, stage by stage.
+
+It builds the loader's train graph one stage at a time (read; decode; the random-crop
+decode; + resize; + crop_mirror_normalize, which is the whole graph), plus the val graph,
+and times every pipeline in the same process, in turns (A, B, C, A, B, C, ...), with the
+same threads and batch. Then it times one resize, 330x330 to 224x224 antialiased, three
+ways on one thread: DALI's fn.resize, PIL (what torchvision runs) and torch's uint8 kernel.
+The difference between two consecutive rows is the cost of the stage added.
+"""
+import argparse
+import os
+import statistics
+import time
+
+import numpy as np
+
+from . import data
+from .contenders import exact_runs
+
+CROP = 224
+BATCH = 64
+RESIZE_SIDE = 330  # a typical random crop of a 300-500 px image
+
+
+def _train_stage(encoded, stage: int):
+    """The loader's train graph (imagenet._image_graph) up to and including stage `stage`,
+    built from the loader's own pieces."""
+    from nvidia.dali import fn
+
+    from dali_loaders import imagenet
+    from dali_loaders.recipes import IMAGENET
+
+    if stage == 0:
+        return encoded
+    if stage <= 2:  # 1: DALI's default decode, as the bench's limit runs it; 2: the loader's settings
+        args = imagenet.decode_args("cpu")
+        return fn.decoders.image(encoded, **(args if stage == 2 else dict(args, jpeg_fancy_upsampling=False)))
+    images = imagenet.random_crop_decode(encoded, IMAGENET, "cpu")
+    if stage >= 4:
+        images = imagenet.resize_train(images, CROP)
+    if stage >= 5:
+        images = imagenet.normalize(images, fn.random.coin_flip(probability=IMAGENET.flip_p), IMAGENET)
+    return images
+
+
+STAGES = ("read the files", "decode (the bench's limit)", "decode, PIL's chroma upsampling",
+          "random-crop decode (ROI)", "  + resize to 224, antialiased", "  + crop_mirror_normalize (= train)")
+
+
+def _pipelines(root: str, threads: int) -> dict:
+    from nvidia.dali import fn, pipeline_def
+
+    from dali_loaders.imagenet import IMAGENET, ImageFiles, _image_graph
+
+    files = ImageFiles(os.path.join(root, "train")).files
+    val = ImageFiles(os.path.join(root, "val"))
+
+    def built(graph):  # a factory: each turn times a fresh pipeline
+        return pipeline_def(graph, batch_size=BATCH, num_threads=threads, device_id=None, seed=0)
+
+    pipes = {}
+    for stage, name in enumerate(STAGES):
+        def train_graph(stage=stage):
+            encoded, labels = fn.readers.file(files=files, random_shuffle=False)
+            return _train_stage(encoded, stage), labels
+        pipes["train: " + name] = built(train_graph)
+    pipes["val: decode, resize the crop window, normalize"] = built(
+        lambda: _image_graph(val.files, val.labels.tolist(), IMAGENET, False, CROP, 256, "cpu"))
+    return pipes
+
+
+def _rate(make_pipeline, batches: int) -> float:
+    """Images/s of `batches` batches of a fresh pipeline, its build left out; none are
+    left running in the background when it returns (see exact_runs)."""
+    pipe = make_pipeline()
+    pipe.build()
+    start = time.perf_counter()
+    for _ in exact_runs(pipe, batches):
+        pass
+    return batches * BATCH / (time.perf_counter() - start)
+
+
+def time_stages(root: str, threads: int, rounds: int, batches: int) -> dict:
+    """{stage: median images/s}, the pipelines taking turns round after round."""
+    from tqdm import tqdm
+
+    pipes = _pipelines(root, threads)
+    for make_pipeline in pipes.values():  # warm-up: first allocations, file cache
+        _rate(make_pipeline, 2)
+    rates = {name: [] for name in pipes}
+    for _ in tqdm(range(rounds), desc="stages", unit="round"):
+        for name, make_pipeline in pipes.items():
+            rates[name].append(_rate(make_pipeline, batches))
+    return {name: statistics.median(r) for name, r in rates.items()}
+
+
+def _micros_per_image(run, images: int) -> float:
+    start = time.perf_counter()
+    run()
+    return (time.perf_counter() - start) / images * 1e6
+
+
+def time_resizes(repeats: int) -> dict:
+    """Microseconds per RESIZE_SIDE^2 -> CROP^2 antialiased bilinear resize of one uint8 RGB
+    image, one thread: DALI's CPU fn.resize (less the cost of feeding the image in), PIL's
+    Image.resize (what torchvision runs), torch's uint8 kernel."""
+    import torch
+    from nvidia.dali import fn, pipeline_def
+    from PIL import Image
+
+    image = np.random.default_rng(0).integers(0, 256, (RESIZE_SIDE, RESIZE_SIDE, 3), dtype=np.uint8)
+
+    def fed(resize: bool):
+        batch = fn.external_source(source=lambda: [image] * BATCH, batch=True, layout="HWC")
+        return fn.resize(batch, resize_x=float(CROP), resize_y=float(CROP), antialias=True) if resize else batch
+
+    def dali_micros(resize: bool) -> float:
+        make_pipeline = pipeline_def(fed, batch_size=BATCH, num_threads=1, device_id=None)
+        return 1e6 / _rate(lambda: make_pipeline(resize), max(1, repeats // BATCH))
+
+    pil = Image.fromarray(image)
+    nchw = torch.from_numpy(image).permute(2, 0, 1)[None]  # channels-last memory, torch's fast path
+    torch.set_num_threads(1)
+    ways = {"DALI fn.resize (CPU)": lambda: dali_micros(True) - dali_micros(False),
+            "PIL Image.resize (torchvision)": lambda: _micros_per_image(
+                lambda: [pil.resize((CROP, CROP), Image.BILINEAR) for _ in range(repeats)], repeats),
+            "torch interpolate, uint8": lambda: _micros_per_image(
+                lambda: [torch.nn.functional.interpolate(nchw, size=(CROP, CROP), mode="bilinear",
+                                                         antialias=True) for _ in range(repeats)], repeats)}
+    out = {}
+    for name, way in ways.items():
+        way()  # warm-up
+        out[name] = way()
+    return out
+
+
+def print_tables(rates: dict, resizes: dict, threads: int) -> None:
+    limit = rates["train: " + STAGES[1]]
+    print(f"\nDALI CPU pipelines, batch {BATCH}, {threads} thread(s), median of the rounds:")
+    print(f"{'pipeline':58s} {'img/s':>8s} {'of decode':>10s}")
+    for name, rate in rates.items():
+        print(f"{name:58s} {rate:8.0f} {rate / limit:10.0%}")
+    print(f"\nOne {RESIZE_SIDE}x{RESIZE_SIDE} -> {CROP}x{CROP} antialiased resize, one thread:")
+    for name, micros in resizes.items():
+        print(f"{name:58s} {micros:8.0f} us")
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.stages", description=__doc__.splitlines()[0])
+    parser.add_argument("--imagenet-dir", metavar="DIR", help="an image folder with train/ and val/ "
+                        "(default: the bench's made-up JPEGs, made if missing)")
+    parser.add_argument("--threads", type=int, default=2, help="DALI threads (default: %(default)s)")
+    parser.add_argument("--rounds", type=int, default=5, help="turns per pipeline (default: %(default)s)")
+    parser.add_argument("--batches", type=int, default=10, help="batches per turn (default: %(default)s)")
+    parser.add_argument("--cache-dir", default=data.default_cache_dir(), metavar="DIR")
+    args = parser.parse_args(argv)
+    root = args.imagenet_dir or data.make_image_folder(args.cache_dir, 1280, 500)
+    rates = time_stages(root, args.threads, args.rounds, args.batches)
+    print_tables(rates, time_resizes(repeats=4 * BATCH), args.threads)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -5,7 +5,10 @@ decode; + resize; + crop_mirror_normalize, which is the whole graph), plus the v
 and times every pipeline in the same process, in turns (A, B, C, A, B, C, ...), with the
 same threads and batch. Then it times one resize, 330x330 to 224x224 antialiased, three
 ways on one thread: DALI's fn.resize, PIL (what torchvision runs) and torch's uint8 kernel.
-The difference between two consecutive rows is the cost of the stage added.
+Last, the per-image cost of the CIFAR train graph's one operator, crop_mirror_normalize,
+on 256 zero-padded 40x40 images: without arguments, and with per-image crop and flip
+arguments as the loader gives it. The difference between consecutive rows is the cost
+of what was added.
 """
 import argparse
 import os
@@ -69,7 +72,7 @@ def _pipelines(root: str, threads: int) -> dict:
     return pipes
 
 
-def _rate(make_pipeline, batches: int) -> float:
+def _rate(make_pipeline, batches: int, batch_size: int = BATCH) -> float:
     """Images/s of `batches` batches of a fresh pipeline, its build left out; none are
     left running in the background when it returns (see exact_runs)."""
     pipe = make_pipeline()
@@ -77,7 +80,7 @@ def _rate(make_pipeline, batches: int) -> float:
     start = time.perf_counter()
     for _ in exact_runs(pipe, batches):
         pass
-    return batches * BATCH / (time.perf_counter() - start)
+    return batches * batch_size / (time.perf_counter() - start)
 
 
 def time_stages(root: str, threads: int, rounds: int, batches: int) -> dict:
@@ -134,7 +137,38 @@ def time_resizes(repeats: int) -> dict:
     return out
 
 
-def print_tables(rates: dict, resizes: dict, threads: int) -> None:
+def time_cifar_operator(batches: int) -> dict:
+    """Microseconds per image, one thread: feeding 256 padded CIFAR images to DALI, then
+    crop_mirror_normalize on them with fixed arguments and with per-image ones."""
+    from nvidia.dali import fn, pipeline_def, types
+
+    rng = np.random.default_rng(0)
+    n, side = 256, 40
+    images = rng.integers(0, 256, (n, side, side, 3), dtype=np.uint8)
+    origins = (rng.integers(0, 9, (2, n)) / 8).astype(np.float32)
+    flips = (rng.random(n) < 0.5).astype(np.int32)
+    normalize = dict(crop=(32, 32), dtype=types.FLOAT, output_layout="CHW", mean=[125.0] * 3, std=[63.0] * 3)
+
+    def graph(kind: str):
+        batch, crop_y, crop_x, mirror = fn.external_source(
+            source=lambda: (images, origins[0], origins[1], flips), num_outputs=4, batch=True,
+            layout=["HWC", "", "", ""])
+        if kind == "fixed":
+            return fn.crop_mirror_normalize(batch, **normalize)
+        if kind == "per-image":
+            return fn.crop_mirror_normalize(batch, crop_pos_x=crop_x, crop_pos_y=crop_y, mirror=mirror, **normalize)
+        return batch
+
+    out = {}
+    for kind, name in (("none", "external_source alone"), ("fixed", "  + crop_mirror_normalize, fixed arguments"),
+                       ("per-image", "  + per-image crop and flip (= CIFAR train)")):
+        make_pipeline = pipeline_def(graph, batch_size=n, num_threads=1, device_id=None)
+        _rate(lambda: make_pipeline(kind), 2)  # warm-up
+        out[name] = 1e6 / _rate(lambda: make_pipeline(kind), batches, n)
+    return out
+
+
+def print_tables(rates: dict, resizes: dict, cifar: dict, threads: int) -> None:
     limit = rates["train: " + STAGES[1]]
     print(f"\nDALI CPU pipelines, batch {BATCH}, {threads} thread(s), median of the rounds:")
     print(f"{'pipeline':58s} {'img/s':>8s} {'of decode':>10s}")
@@ -143,6 +177,9 @@ def print_tables(rates: dict, resizes: dict, threads: int) -> None:
     print(f"\nOne {RESIZE_SIDE}x{RESIZE_SIDE} -> {CROP}x{CROP} antialiased resize, one thread:")
     for name, micros in resizes.items():
         print(f"{name:58s} {micros:8.0f} us")
+    print("\nCIFAR: 256 padded 40x40 images a batch, one thread, per image:")
+    for name, micros in cifar.items():
+        print(f"{name:58s} {micros:8.1f} us")
 
 
 def main(argv=None) -> int:
@@ -156,7 +193,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     root = args.imagenet_dir or data.make_image_folder(args.cache_dir, 1280, 500)
     rates = time_stages(root, args.threads, args.rounds, args.batches)
-    print_tables(rates, time_resizes(repeats=4 * BATCH), args.threads)
+    print_tables(rates, time_resizes(repeats=4 * BATCH), time_cifar_operator(10 * args.batches), args.threads)
     return 0
 
 

@@ -85,10 +85,11 @@ def _cifar_limit(spec, workers):
 
 
 def exact_runs(pipeline, runs: int):
-    """The outputs of `runs` runs of a built, unused DALI pipeline, and no more: `run()`
-    keeps prefetch_queue_depth runs in flight, which would go on decoding in the
-    background into the next contender's timed pass (and start the next pass of this
-    one with batches already made). Each output is valid until the next is asked for."""
+    """The outputs of `runs` runs of a built, unused DALI pipeline, and no more (but at
+    least prefetch_queue_depth run): `run()` keeps that many runs in flight, which would
+    go on decoding in the background into the next contender's timed pass (and start the
+    next pass of this one with batches already made). Each output is valid until the
+    next is asked for."""
     depth = pipeline.prefetch_queue_depth
     queued = max(depth.values()) if isinstance(depth, dict) else depth
     pipeline.schedule_run()  # the first call queues `depth` runs

@@ -63,8 +63,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--only", choices=DATASETS, action="append",
                         help="time this dataset only (repeatable; default: both)")
     parser.add_argument("--threads", type=int, default=cores(), metavar="N",
-                        help="DALI threads, and the most DataLoader workers tried (default: %(default)s, "
-                             "the cores this process may use)")
+                        help="the most DataLoader workers tried, and half the most DALI threads tried "
+                             "(default: %(default)s, the cores this process may use)")
     parser.add_argument("--rounds", type=int, metavar="N", help="timed runs per loader (default: 3)")
     parser.add_argument("--max-batches", type=int, metavar="N",
                         help="end each pass after N batches (default: the whole split of made-up data, "
@@ -159,7 +159,7 @@ def main(args) -> int:
     if not todo:
         print("nothing to time: no data found", file=sys.stderr)
         return 1
-    steps = sum(commands_per_workload(plan, w.threads + 1) for w, plan in todo)
+    steps = sum(commands_per_workload(plan, w.threads) for w, plan in todo)
     results = []
     with tqdm(total=steps, desc="bench", unit="step", dynamic_ncols=True) as progress:
         for workload, plan in todo:

@@ -63,8 +63,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--only", choices=DATASETS, action="append",
                         help="time this dataset only (repeatable; default: both)")
     parser.add_argument("--threads", type=int, default=cores(), metavar="N",
-                        help="the most DataLoader workers tried, and half the most DALI threads tried "
-                             "(default: %(default)s, the cores this process may use)")
+                        help="the most DALI threads and DataLoader workers tried (default: %(default)s, "
+                             "the cores this process may use)")
     parser.add_argument("--rounds", type=int, metavar="N", help="timed runs per loader (default: 3)")
     parser.add_argument("--max-batches", type=int, metavar="N",
                         help="end each pass after N batches (default: the whole split of made-up data, "

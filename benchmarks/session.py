@@ -77,10 +77,10 @@ class Worker:
 
 
 def dali_thread_counts(threads: int) -> List[int]:
-    """The DALI num_threads tried: 1 .. 2 x threads. A DALI thread waits now and then (on
-    the executor, on the Python side), so a few more threads than cores keep the cores busy:
-    4 threads were ~8% faster than 2 on 2 cores for JPEGs."""
-    return list(range(1, 2 * threads + 1))
+    """The DALI num_threads tried: 1 .. threads, as the twin's workers. (2 x threads was
+    tried: its choice between close speeds was mostly noise, and the peak RSS of a
+    worker counts the largest thread count it ever ran.)"""
+    return list(range(1, threads + 1))
 
 
 def commands_per_workload(plan: Plan, threads: int) -> int:

@@ -101,13 +101,20 @@ def exact_runs(pipeline, runs: int):
             queued += 1
 
 
+def decode_only(encoded):
+    """The limit's decode: DALI's CPU decoder with its own defaults, RGB out."""
+    from nvidia.dali import fn, types
+
+    return fn.decoders.image(encoded, device="cpu", output_type=types.RGB)
+
+
 class DecodeOnly:
     """The decode floor of an image set: DALI reading and decoding the same files on the CPU
     (readers.file + decoders.image), with the loader's threads and batch, and nothing else.
     Like the loader, it builds a pipeline per pass and runs exactly the pass's batches."""
 
     def __init__(self, spec):
-        from nvidia.dali import fn, pipeline_def, types
+        from nvidia.dali import fn, pipeline_def
 
         root = os.path.join(spec["data"], spec["split"])
         self.batches = -(-sum(len(f) for _, _, f in os.walk(root)) // spec["batch_size"])
@@ -115,7 +122,7 @@ class DecodeOnly:
         @pipeline_def(batch_size=spec["batch_size"], num_threads=spec["threads"], device_id=None)
         def decode():
             encoded, labels = fn.readers.file(file_root=root, random_shuffle=False, name="Reader")
-            return fn.decoders.image(encoded, device="cpu", output_type=types.RGB), labels
+            return decode_only(encoded), labels
 
         self.make_pipeline = decode
 

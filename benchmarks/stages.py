@@ -17,10 +17,13 @@ import time
 
 import numpy as np
 
-from . import data
-from .contenders import exact_runs
+from dali_loaders.recipes import CIFAR, IMAGENET, on_255_scale
 
-CROP = 224
+from . import data
+from .contenders import decode_only, exact_runs
+from .run import cores
+
+CROP = IMAGENET.crop
 BATCH = 64
 RESIZE_SIDE = 330  # a typical random crop of a 300-500 px image
 
@@ -31,13 +34,13 @@ def _train_stage(encoded, stage: int):
     from nvidia.dali import fn
 
     from dali_loaders import imagenet
-    from dali_loaders.recipes import IMAGENET
 
     if stage == 0:
         return encoded
-    if stage <= 2:  # 1: DALI's default decode, as the bench's limit runs it; 2: the loader's settings
-        args = imagenet.decode_args("cpu")
-        return fn.decoders.image(encoded, **(args if stage == 2 else dict(args, jpeg_fancy_upsampling=False)))
+    if stage == 1:
+        return decode_only(encoded)
+    if stage == 2:  # the loader's decoder settings
+        return fn.decoders.image(encoded, **imagenet.decode_args("cpu"))
     images = imagenet.random_crop_decode(encoded, IMAGENET, "cpu")
     if stage >= 4:
         images = imagenet.resize_train(images, CROP)
@@ -53,7 +56,7 @@ STAGES = ("read the files", "decode (the bench's limit)", "decode, PIL's chroma 
 def _pipelines(root: str, threads: int) -> dict:
     from nvidia.dali import fn, pipeline_def
 
-    from dali_loaders.imagenet import IMAGENET, ImageFiles, _image_graph
+    from dali_loaders.imagenet import ImageFiles, _image_graph
 
     files = ImageFiles(os.path.join(root, "train")).files
     val = ImageFiles(os.path.join(root, "val"))
@@ -68,7 +71,7 @@ def _pipelines(root: str, threads: int) -> dict:
             return _train_stage(encoded, stage), labels
         pipes["train: " + name] = built(train_graph)
     pipes["val: decode, resize the crop window, normalize"] = built(
-        lambda: _image_graph(val.files, val.labels.tolist(), IMAGENET, False, CROP, 256, "cpu"))
+        lambda: _image_graph(val.files, val.labels.tolist(), IMAGENET, False, CROP, IMAGENET.val_size, "cpu"))
     return pipes
 
 
@@ -142,12 +145,14 @@ def time_cifar_operator(batches: int) -> dict:
     crop_mirror_normalize on them with fixed arguments and with per-image ones."""
     from nvidia.dali import fn, pipeline_def, types
 
+    recipe = CIFAR["cifar10"]
     rng = np.random.default_rng(0)
-    n, side = 256, 40
+    n, side, span = 256, recipe.size + 2 * recipe.padding, 2 * recipe.padding
     images = rng.integers(0, 256, (n, side, side, 3), dtype=np.uint8)
-    origins = (rng.integers(0, 9, (2, n)) / 8).astype(np.float32)
-    flips = (rng.random(n) < 0.5).astype(np.int32)
-    normalize = dict(crop=(32, 32), dtype=types.FLOAT, output_layout="CHW", mean=[125.0] * 3, std=[63.0] * 3)
+    origins = (rng.integers(0, span + 1, (2, n)) / span).astype(np.float32)  # relative, as the loader's
+    flips = (rng.random(n) < recipe.flip_p).astype(np.int32)
+    normalize = dict(crop=(recipe.size, recipe.size), dtype=types.FLOAT, output_layout="CHW",
+                     mean=on_255_scale(recipe.mean), std=on_255_scale(recipe.std))
 
     def graph(kind: str):
         batch, crop_y, crop_x, mirror = fn.external_source(
@@ -186,7 +191,8 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.stages", description=__doc__.splitlines()[0])
     parser.add_argument("--imagenet-dir", metavar="DIR", help="an image folder with train/ and val/ "
                         "(default: the bench's made-up JPEGs, made if missing)")
-    parser.add_argument("--threads", type=int, default=2, help="DALI threads (default: %(default)s)")
+    parser.add_argument("--threads", type=int, default=cores(), help="DALI threads (default: %(default)s, "
+                        "the cores this process may use)")
     parser.add_argument("--rounds", type=int, default=5, help="turns per pipeline (default: %(default)s)")
     parser.add_argument("--batches", type=int, default=10, help="batches per turn (default: %(default)s)")
     parser.add_argument("--cache-dir", default=data.default_cache_dir(), metavar="DIR")

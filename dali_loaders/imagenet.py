@@ -1,5 +1,4 @@
-"""ImageNet and any class-per-folder dataset: the file index, the DALI pipeline and its
-torchvision twin.
+"""ImageNet and any class-per-folder dataset: the file index, and the factories of both backends.
 
 The layout, once: `root/<class>/**/<image>`, classes numbered in sorted folder-name order,
 images found recursively, in sorted order, by their extension (case-insensitive), exactly as
@@ -14,15 +13,12 @@ from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 import torch
-from torch.utils.data import Dataset
 
-from .distributed import epoch_sampler
-from .iterator import (DaliLoader, TorchLoader, build_dali_pipeline, check_count, dali_available, fall_back,
-                       pick_device_id)
-from .recipes import IMAGENET, IMG_EXTENSIONS, ImageNetRecipe, on_255_scale
+from . import recipes
+from .iterator import check_count, dali_available, fall_back
+from .loaders import FileSource, SourceDataset, dali_loader, torch_loader
+from .recipes import IMG_EXTENSIONS
 
-# RandomResizedCrop.get_params draws this many windows before falling back to a centre crop.
-CROP_ATTEMPTS = 10
 # A decode error surfaces while DALI may already be working on the next batches (prefetch).
 SUSPECT_BATCHES = 4
 
@@ -83,7 +79,7 @@ def _read_label_file(root: str, label_file: str):
     return files, labels
 
 
-class ImageFiles:
+class ImageFiles(FileSource):
     """One split as a list of files: `files` (paths), `labels` (int64), `classes`,
     `class_to_idx`, `samples` ((path, label) pairs), as ImageFolder names them."""
 
@@ -102,7 +98,7 @@ class ImageFiles:
             if max(labels) >= len(self.classes):
                 raise ValueError(f"label file {label_file!r} has label {max(labels)} but there are "
                                  f"only {len(self.classes)} classes")
-        self.labels = np.asarray(labels, dtype=np.int64)
+        super().__init__(self.files, labels, os.path.basename(os.path.normpath(root)), self.classes)
 
     def _scan_class_folders(self):
         files, labels, empty = [], [], []
@@ -117,9 +113,6 @@ class ImageFiles:
                                     f"(images end with one of {', '.join(IMG_EXTENSIONS)}, any case); "
                                     f"add images or remove the folder(s)")
         return files, labels
-
-    def __len__(self) -> int:
-        return len(self.files)
 
     @property
     def samples(self):
@@ -222,99 +215,7 @@ def _name_the_file(index: ImageFiles, batch_size: int):
     return explain
 
 
-# -- the DALI pipeline -------------------------------------------------------------------
-
-
-def _torchvision_resize_shape(shape, size: int):
-    """Resize(size)'s output (height, width) from an image's (height, width, ...): the short
-    side becomes `size` and the long side int(size * long / short), truncated (DALI rounds)."""
-    height, width = shape[0], shape[1]
-    width_is_short = height >= width   # ImageFolder ties: the width is the short side
-    height_is_short = 1 - width_is_short
-    new_height = height_is_short * size + width_is_short * (size * height // width)
-    new_width = width_is_short * size + height_is_short * (size * width // height)
-    return new_height, new_width
-
-
-def _centre_offset(extra):
-    """CenterCrop's offset int(round(extra / 2)), rounding half to even (DALI rounds half up)."""
-    half = extra // 2
-    is_odd = extra - 2 * half
-    half_is_odd = half - 2 * (half // 2)
-    return half + is_odd * half_is_odd
-
-
-def _centre_crop_window(shape, val_size: int, crop: int):
-    """Resize(val_size) + CenterCrop(crop) as a window of the original image: (top, left)
-    and (bottom, right), floats, in input pixels."""
-    from nvidia.dali import fn, types
-
-    height, width = _torchvision_resize_shape(shape, val_size)
-    scale_y = fn.cast(shape[0], dtype=types.FLOAT) / fn.cast(height, dtype=types.FLOAT)
-    scale_x = fn.cast(shape[1], dtype=types.FLOAT) / fn.cast(width, dtype=types.FLOAT)
-    top = fn.cast(_centre_offset(height - crop), dtype=types.FLOAT)
-    left = fn.cast(_centre_offset(width - crop), dtype=types.FLOAT)
-    return fn.stack(top * scale_y, left * scale_x), fn.stack((top + crop) * scale_y, (left + crop) * scale_x)
-
-
-def decode_args(device: str) -> dict:
-    """The decoder's settings: torchvision (PIL) ignores EXIF orientation and upsamples
-    chroma smoothly, so the decoder does too."""
-    from nvidia.dali import types
-
-    return dict(device="mixed" if device == "gpu" else "cpu", output_type=types.RGB,
-                jpeg_fancy_upsampling=True, adjust_orientation=False)
-
-
-def random_crop_decode(encoded, recipe: ImageNetRecipe, device: str):
-    """RandomResizedCrop's window, drawn by DALI and decoded alone (ROI decode)."""
-    from nvidia.dali import fn
-
-    return fn.decoders.image_random_crop(encoded, random_area=list(recipe.scale),
-                                         random_aspect_ratio=list(recipe.ratio),
-                                         num_attempts=CROP_ATTEMPTS, **decode_args(device))
-
-
-def resize_train(images, crop: int):
-    from nvidia.dali import fn
-
-    return fn.resize(images, resize_x=float(crop), resize_y=float(crop), antialias=True)
-
-
-def normalize(images, mirror, recipe: ImageNetRecipe):
-    """Flip where `mirror`, normalize, float32 CHW: one pass."""
-    from nvidia.dali import fn, types
-
-    return fn.crop_mirror_normalize(images, mirror=mirror, dtype=types.FLOAT, output_layout="CHW",
-                                    mean=on_255_scale(recipe.mean), std=on_255_scale(recipe.std))
-
-
-def _val_decode_resize(encoded, crop: int, val_size: int, device: str):
-    from nvidia.dali import fn, types
-
-    images = fn.decoders.image(encoded, **decode_args(device))
-    shape = fn.peek_image_shape(encoded, dtype=types.INT32, adjust_orientation=False)
-    roi_start, roi_end = _centre_crop_window(shape, val_size, crop)
-    # Resample only the window CenterCrop keeps: the same grid and filter as resizing
-    # the whole image, at crop^2 output pixels instead of ~val_size^2 * aspect ratio
-    # (the CPU cost of fn.resize follows its output size).
-    return fn.resize(images, size=[float(crop), float(crop)], roi_start=roi_start, roi_end=roi_end,
-                     antialias=True)
-
-
-def _image_graph(files: List[str], labels: List[int], recipe: ImageNetRecipe, train: bool,
-                 crop: int, val_size: int, device: str):
-    from nvidia.dali import fn
-
-    encoded, labels = fn.readers.file(files=files, labels=labels, random_shuffle=False, name="Reader")
-    if train:
-        images = resize_train(random_crop_decode(encoded, recipe, device), crop)
-        mirror = fn.random.coin_flip(probability=recipe.flip_p)
-    else:
-        images, mirror = _val_decode_resize(encoded, crop, val_size, device), 0
-    if device == "gpu":
-        labels = labels.gpu()
-    return normalize(images, mirror, recipe), labels
+# -- the factories ------------------------------------------------------------------------
 
 
 def _check_args(batch_size, num_threads, crop, val_size) -> None:
@@ -354,43 +255,39 @@ def _train_classes(split: str, label_file: Optional[str]):
 
 
 def get_imagefolder_iter_dali(root, batch_size, train, num_threads=4, device_id=None,
-                              crop=IMAGENET.crop, val_size=IMAGENET.val_size, world_size=None,
+                              crop=recipes.IMAGENET_CROP, val_size=recipes.IMAGENET_VAL_SIZE, world_size=None,
                               local_rank=None, *, label_file=None, seed=None, drop_last=False, rank=None,
-                              fallback=True, recipe=IMAGENET, classes=None):
+                              fallback=True, classes=None, transform=None, python_fallback=False,
+                              memory_format=torch.contiguous_format):
     """A DataLoader-like iterator over a class-per-folder dataset on DALI.
 
     `root/<class>/<image>` as torchvision's ImageFolder reads it (same classes, same labels),
-    or a flat `root` with `label_file` (`relative/path label` lines). train=True: random-resized
-    crop and flip; False: resize the short side to val_size, centre-crop crop x crop.
-    images: float32 (B, 3, crop, crop), normalized; labels: int64 (B,); on the GPU if CUDA is
-    available, else on the CPU. `rank`/`world_size` default to torch.distributed's or torchrun's.
-    `classes` names a label file's labels (default "0", "1", ...); `recipe` holds the numbers.
-    A file that cannot be decoded stops the epoch with an ImageDecodeError naming it.
+    or a flat `root` with `label_file` (`relative/path label` lines). `transform`: a
+    torchvision transform, handed each image decoded to RGB as ImageFolder hands it, and run
+    inside DALI; default: recipes.imagenet (train: RandomResizedCrop(crop) and flip; val:
+    Resize(val_size), CenterCrop(crop); normalized). images: what the transform makes,
+    float32 (B, 3, crop, crop) by default; labels: int64 (B,); on the GPU if CUDA is
+    available, else on the CPU. `rank`/`world_size` default to torch.distributed's or
+    torchrun's. `classes` names a label file's labels (default "0", "1", ...). A file that
+    cannot be decoded stops the epoch with an ImageDecodeError naming it.
     """
     if not dali_available():
         return fall_back(fallback, get_imagefolder_iter_torch, locals())
     _check_args(batch_size, num_threads, crop, val_size)
-    check_count("num_threads", num_threads, 1, " (DALI worker threads)")
     train = _check_train(train)
     index = ImageFiles(root, label_file, classes)
-    sampler = epoch_sampler(len(index), shuffle=train, seed=seed, rank=rank, world_size=world_size,
-                            local_rank=local_rank)
-    gpu = pick_device_id(device_id, sampler.shard.local_rank)
-
-    def build_pipeline(order, pipeline_seed, checkpoint):
-        return build_dali_pipeline(_image_graph, [index.files[i] for i in order], index.labels[order].tolist(),
-                                   recipe, train, crop, val_size, "cpu" if gpu is None else "gpu",
-                                   batch_size=batch_size, num_threads=num_threads, device_id=gpu,
-                                   seed=pipeline_seed, checkpoint=checkpoint)
-
-    return DaliLoader(index, build_pipeline, batch_size=batch_size, sampler=sampler, drop_last=drop_last,
-                      explain_failure=_name_the_file(index, batch_size))
+    return dali_loader(index, transform or recipes.imagenet(train, crop, val_size), train=train,
+                       batch_size=batch_size, num_threads=num_threads, seed=seed, drop_last=drop_last,
+                       rank=rank, world_size=world_size, local_rank=local_rank, device_id=device_id,
+                       python_fallback=python_fallback, memory_format=memory_format,
+                       explain_failure=_name_the_file(index, batch_size))
 
 
 def get_imagenet_iter_dali(type, image_dir, batch_size, num_threads=4, device_id=None, num_gpus=1,
-                           crop=IMAGENET.crop, val_size=IMAGENET.val_size, world_size=None,
+                           crop=recipes.IMAGENET_CROP, val_size=recipes.IMAGENET_VAL_SIZE, world_size=None,
                            local_rank=None, *, label_file=None, seed=None, drop_last=False, rank=None,
-                           fallback=True):
+                           fallback=True, transform=None, python_fallback=False,
+                           memory_format=torch.contiguous_format):
     """A DataLoader-like ImageNet iterator on DALI: `for images, labels in loader`.
 
     `image_dir` holds train/<class>/... and val/<class>/... (or a flat val/ with
@@ -406,22 +303,11 @@ def get_imagenet_iter_dali(type, image_dir, batch_size, num_threads=4, device_id
     return get_imagefolder_iter_dali(split, batch_size, type == "train", num_threads, device_id, crop,
                                      val_size, world_size, local_rank, label_file=label_file, seed=seed,
                                      drop_last=drop_last, rank=rank, fallback=fallback,
-                                     classes=_train_classes(split, label_file))
+                                     classes=_train_classes(split, label_file), transform=transform,
+                                     python_fallback=python_fallback, memory_format=memory_format)
 
 
 # -- the torchvision twin ----------------------------------------------------------------
-
-
-def torch_transform(recipe: ImageNetRecipe, train: bool, crop: int, val_size: int):
-    from torchvision import transforms as T
-
-    if train:
-        steps = [T.RandomResizedCrop(crop, scale=recipe.scale, ratio=recipe.ratio),
-                 T.RandomHorizontalFlip(recipe.flip_p)]
-    else:
-        steps = [T.Resize(val_size), T.CenterCrop(crop)]
-    return T.Compose(steps + [T.PILToTensor(), T.ConvertImageDtype(torch.float32),
-                              T.Normalize(recipe.mean, recipe.std)])
 
 
 def load_rgb(path: str):
@@ -437,50 +323,31 @@ def load_rgb(path: str):
                                path=path) from e
 
 
-class ImageFileDataset(Dataset):
-    """ImageFiles as a torch Dataset: (transformed image, label), like ImageFolder."""
-
-    def __init__(self, index: ImageFiles, transform):
-        self.index, self.transform = index, transform
-
-    def __len__(self) -> int:
-        return len(self.index)
-
-    def __getitem__(self, i):
-        return self.transform(load_rgb(self.index.files[i])), int(self.index.labels[i])
-
-    @property
-    def classes(self):
-        return self.index.classes
-
-    @property
-    def fingerprint(self) -> str:
-        return self.index.fingerprint
-
-
 def get_imagefolder_iter_torch(root, batch_size, train, num_threads=4, device_id=None,
-                               crop=IMAGENET.crop, val_size=IMAGENET.val_size, world_size=None,
+                               crop=recipes.IMAGENET_CROP, val_size=recipes.IMAGENET_VAL_SIZE, world_size=None,
                                local_rank=None, *, label_file=None, seed=None, drop_last=False, rank=None,
-                               recipe=IMAGENET, classes=None):
+                               classes=None, transform=None, python_fallback=False,
+                               memory_format=torch.contiguous_format):
     """The torchvision twin of get_imagefolder_iter_dali: same arguments, same recipe, same
     sample order; `num_threads` is the number of DataLoader workers. Outputs stay on the CPU."""
     _check_args(batch_size, num_threads, crop, val_size)
     train = _check_train(train)
     index = ImageFiles(root, label_file, classes)
-    sampler = epoch_sampler(len(index), shuffle=train, seed=seed, rank=rank, world_size=world_size,
-                            local_rank=local_rank)
-    dataset = ImageFileDataset(index, torch_transform(recipe, train, crop, val_size))
-    return TorchLoader(dataset, batch_size=batch_size, sampler=sampler, num_workers=num_threads,
-                       drop_last=drop_last, persistent_workers=num_threads > 0)
+    dataset = SourceDataset(index, transform or recipes.imagenet(train, crop, val_size))
+    return torch_loader(dataset, train=train, batch_size=batch_size, num_workers=num_threads, seed=seed,
+                        drop_last=drop_last, rank=rank, world_size=world_size, local_rank=local_rank,
+                        memory_format=memory_format)
 
 
 def get_imagenet_iter_torch(type, image_dir, batch_size, num_threads=4, device_id=None, num_gpus=1,
-                            crop=IMAGENET.crop, val_size=IMAGENET.val_size, world_size=None,
-                            local_rank=None, *, label_file=None, seed=None, drop_last=False, rank=None):
+                            crop=recipes.IMAGENET_CROP, val_size=recipes.IMAGENET_VAL_SIZE, world_size=None,
+                            local_rank=None, *, label_file=None, seed=None, drop_last=False, rank=None,
+                            transform=None, python_fallback=False, memory_format=torch.contiguous_format):
     """The torchvision twin of get_imagenet_iter_dali (same arguments, same order)."""
     _check_args(batch_size, num_threads, crop, val_size)
     split = _imagenet_split(type, image_dir)
     return get_imagefolder_iter_torch(split, batch_size, type == "train", num_threads, device_id, crop,
                                       val_size, world_size, local_rank, label_file=label_file, seed=seed,
                                       drop_last=drop_last, rank=rank,
-                                      classes=_train_classes(split, label_file))
+                                      classes=_train_classes(split, label_file), transform=transform,
+                                      python_fallback=python_fallback, memory_format=memory_format)

@@ -51,11 +51,13 @@ def dali_available() -> bool:
 
 
 def build_dali_pipeline(graph: Callable, *graph_args, batch_size: int, num_threads: int,
-                        device_id: Optional[int], seed: int, checkpoint: Optional[bytes]):
-    """A built DALI pipeline from a graph function (CPU-only when device_id is None)."""
+                        device_id: Optional[int], seed: int, checkpoint: Optional[bytes],
+                        conditionals: bool = False):
+    """A built DALI pipeline from a graph function (CPU-only when device_id is None).
+    `conditionals`: the graph uses `if` on DataNodes (RandomApply, ColorJitter's order, ...)."""
     from nvidia.dali import pipeline_def
 
-    pipe = pipeline_def(graph, enable_checkpointing=True)(
+    pipe = pipeline_def(graph, enable_checkpointing=True, enable_conditionals=conditionals)(
         *graph_args, batch_size=batch_size, num_threads=num_threads, device_id=device_id, seed=seed,
         checkpoint=checkpoint)
     pipe.build()
@@ -80,8 +82,10 @@ class DaliLoader:
 
     def __init__(self, dataset, build_pipeline: PipelineBuilder, *, batch_size: int,
                  sampler: EpochSampler, drop_last: bool,
-                 explain_failure: Optional[Callable[[Exception, np.ndarray], Exception]] = None):
+                 explain_failure: Optional[Callable[[Exception, np.ndarray], Exception]] = None,
+                 finish: Callable[[torch.Tensor], torch.Tensor] = lambda images: images):
         self.dataset = dataset
+        self._finish = finish  # per batch: the view or cast DALI cannot give (see loaders.batch_finisher)
         self.batch_size = batch_size
         self.sampler = sampler
         self.drop_last = drop_last
@@ -132,7 +136,7 @@ class DaliLoader:
             # The last batch of a reader may be padded with the next epoch's samples: trim.
             n = min(self.batch_size, len(order) - k * self.batch_size)
             live.done = k + 1
-            yield out["images"][:n], out["labels"][:n].view(-1).long()
+            yield self._finish(out["images"][:n]), out["labels"][:n].view(-1).long()
         self._end(live)
         live.dali_iter = None  # the pipeline and its threads go now, not when the loop is collected
         release_freed_memory()

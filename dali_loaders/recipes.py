@@ -1,46 +1,60 @@
-"""The numbers of each dataset's recipe, in one place, read by both backends.
+"""The default recipes, as torchvision transforms: what a loader runs when given no `transform=`.
 
-Means and standard deviations are on torchvision's 0..1 scale; the DALI pipelines
-read uint8 pixels and scale them with `on_255_scale`.
+Both backends run these very objects: the DALI loaders translate them (transforms.py),
+the torchvision twins call them.
 """
-from dataclasses import dataclass
-from typing import Tuple
+import torch
+from torchvision.transforms import v2
 
-Triple = Tuple[float, float, float]
-
-
-@dataclass(frozen=True)
-class CifarRecipe:
-    mean: Triple
-    std: Triple
-    size: int = 32      # images are size x size
-    padding: int = 4    # train: zero-pad, then a random size x size crop
-    flip_p: float = 0.5
-
-
-CIFAR = {
-    "cifar10": CifarRecipe(mean=(0.4914, 0.4822, 0.4465), std=(0.2470, 0.2435, 0.2616)),
-    "cifar100": CifarRecipe(mean=(0.5071, 0.4865, 0.4409), std=(0.2673, 0.2564, 0.2762)),
-}
-
-
-@dataclass(frozen=True)
-class ImageNetRecipe:
-    mean: Triple = (0.485, 0.456, 0.406)
-    std: Triple = (0.229, 0.224, 0.225)
-    scale: Tuple[float, float] = (0.08, 1.0)       # RandomResizedCrop area fraction
-    ratio: Tuple[float, float] = (3 / 4, 4 / 3)    # RandomResizedCrop aspect ratio
-    flip_p: float = 0.5
-    crop: int = 224
-    val_size: int = 256                            # Resize(val_size) before CenterCrop(crop)
-
-
-IMAGENET = ImageNetRecipe()
+CIFAR_MEAN = {"cifar10": (0.4914, 0.4822, 0.4465), "cifar100": (0.5071, 0.4865, 0.4409)}
+CIFAR_STD = {"cifar10": (0.2470, 0.2435, 0.2616), "cifar100": (0.2673, 0.2564, 0.2762)}
+CIFAR_PADDING = 4          # train: zero-pad, then a random 32x32 crop
+IMAGENET_MEAN = (0.485, 0.456, 0.406)
+IMAGENET_STD = (0.229, 0.224, 0.225)
+IMAGENET_CROP = 224
+IMAGENET_VAL_SIZE = 256    # Resize(256) before CenterCrop(224)
 
 # torchvision.datasets.folder.IMG_EXTENSIONS, matched case-insensitively as ImageFolder does.
 IMG_EXTENSIONS = (".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp")
 
 
-def on_255_scale(values):
-    """Mean or std for uint8 pixels: DALI normalizes x in 0..255, torchvision x/255."""
-    return [255.0 * v for v in values]
+class Cutout(torch.nn.Module):
+    """Zero a length x length square centred on a uniform pixel, clipped at the border
+    (DeVries & Taylor, 2017). On a CHW tensor, after normalization as in the paper."""
+
+    def __init__(self, length: int):
+        super().__init__()
+        self.length = length
+
+    def forward(self, image: torch.Tensor) -> torch.Tensor:
+        height, width = image.shape[-2:]
+        y, x = int(torch.randint(height, ())), int(torch.randint(width, ()))
+        top, left = max(y - self.length // 2, 0), max(x - self.length // 2, 0)
+        bottom, right = y - self.length // 2 + self.length, x - self.length // 2 + self.length
+        image = image.clone()
+        image[..., top:max(bottom, 0), left:max(right, 0)] = 0
+        return image
+
+    def __repr__(self) -> str:
+        return f"Cutout(length={self.length})"
+
+
+def to_float(mean, std):
+    """The last steps of every default recipe: a float32 tensor, normalized."""
+    return [v2.ToImage(), v2.ToDtype(torch.float32, scale=True), v2.Normalize(mean, std)]
+
+
+def cifar(train: bool, dataset: str = "cifar10", cutout: int = 0) -> v2.Compose:
+    """Train: pad 4 + random 32x32 crop, flip, normalize (+ Cutout); val: normalize."""
+    steps = [v2.RandomCrop(32, padding=CIFAR_PADDING), v2.RandomHorizontalFlip()] if train else []
+    steps += to_float(CIFAR_MEAN[dataset], CIFAR_STD[dataset])
+    return v2.Compose(steps + ([Cutout(cutout)] if train and cutout else []))
+
+
+def imagenet(train: bool, crop: int = IMAGENET_CROP, val_size: int = IMAGENET_VAL_SIZE) -> v2.Compose:
+    """Train: RandomResizedCrop + flip; val: Resize(val_size) + CenterCrop(crop); normalized."""
+    if train:
+        steps = [v2.RandomResizedCrop(crop, antialias=True), v2.RandomHorizontalFlip()]
+    else:
+        steps = [v2.Resize(val_size, antialias=True), v2.CenterCrop(crop)]
+    return v2.Compose(steps + to_float(IMAGENET_MEAN, IMAGENET_STD))

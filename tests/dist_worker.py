@@ -18,7 +18,7 @@ import sys
 
 import torch
 
-from dali_loaders.recipes import CIFAR, IMAGENET, on_255_scale
+from dali_loaders import recipes
 
 
 def make_loader(kind: str, kwargs: dict):
@@ -31,9 +31,10 @@ def make_loader(kind: str, kwargs: dict):
 
 
 def recipe_mean_std(kind: str, kwargs: dict):
-    recipe = CIFAR[kwargs.get("dataset", "cifar10")] if kind == "cifar" else IMAGENET
-    return torch.tensor(on_255_scale(recipe.mean), dtype=torch.float64), \
-        torch.tensor(on_255_scale(recipe.std), dtype=torch.float64)
+    dataset = kwargs.get("dataset", "cifar10")
+    mean = recipes.CIFAR_MEAN[dataset] if kind == "cifar" else recipes.IMAGENET_MEAN
+    std = recipes.CIFAR_STD[dataset] if kind == "cifar" else recipes.IMAGENET_STD
+    return 255 * torch.tensor(mean, dtype=torch.float64), 255 * torch.tensor(std, dtype=torch.float64)
 
 
 def decode_indices(images: torch.Tensor, mean: torch.Tensor, std: torch.Tensor, code: dict) -> list:

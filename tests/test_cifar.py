@@ -12,7 +12,7 @@ from scipy import stats
 
 from cifar_data import index_images, write_cifar
 from dali_loaders import get_cifar_iter_dali, get_cifar_iter_torch
-from dali_loaders.recipes import CIFAR
+from dali_loaders.recipes import CIFAR_MEAN, CIFAR_STD
 
 N_TRAIN, N_TEST = 300, 70
 
@@ -34,8 +34,8 @@ def indexed(tmp_path_factory):
 
 def to_pixels(images, dataset="cifar10"):
     """Normalized float NCHW back to the uint8 NHWC the recipe started from."""
-    recipe = CIFAR[dataset]
-    mean, std = torch.tensor(recipe.mean).view(1, 3, 1, 1), torch.tensor(recipe.std).view(1, 3, 1, 1)
+    mean = torch.tensor(CIFAR_MEAN[dataset]).view(1, 3, 1, 1)
+    std = torch.tensor(CIFAR_STD[dataset]).view(1, 3, 1, 1)
     return ((images * std + mean) * 255).round().clamp(0, 255).to(torch.uint8).permute(0, 2, 3, 1).numpy()
 
 
@@ -315,16 +315,10 @@ def test_gpu_outputs_live_on_the_gpu_and_match_the_cpu(cifar10):
 def test_gpu_graph_is_well_formed_without_a_gpu(train):
     """Runs everywhere: the GPU variant of the one CIFAR graph serializes, which checks every
     operator and argument against DALI's schemas for the GPU backend."""
-    from nvidia.dali import pipeline_def
+    from dali_loaders import recipes
+    from dali_loaders.loaders import ArraySource, serialized_gpu_graph
 
-    from dali_loaders.cifar import CifarArrays, _BatchFeeder, _cifar_graph
-
-    arrays = CifarArrays.__new__(CifarArrays)
-    arrays.images, arrays.labels = np.zeros((8, 32, 32, 3), np.uint8), np.arange(8)
-    recipe = CIFAR["cifar10"]
-    feeder = _BatchFeeder(arrays, np.arange(8), 4, recipe if train else None, 0, 8)
-    pipe = pipeline_def(_cifar_graph)(feeder, recipe, train, 8, "gpu", batch_size=4, num_threads=1,
-                                      device_id=None, seed=1)
-    serialized = pipe.serialize()
+    source = ArraySource(np.zeros((8, 32, 32, 3), np.uint8), np.arange(8), "zeros")
+    serialized = serialized_gpu_graph(source, recipes.cifar(train, "cifar10", cutout=8))
     assert b"gpu" in serialized  # the CPU variant names no GPU device at all
     assert b"CropMirrorNormalize" in serialized and (b"Erase" in serialized) == train

@@ -14,7 +14,7 @@ import dali_loaders
 from dali_loaders import imagenet
 from dali_loaders.imagenet import (ImageDecodeError, get_imagefolder_iter_dali, get_imagefolder_iter_torch,
                                    get_imagenet_iter_dali, get_imagenet_iter_torch, verify_images)
-from dali_loaders.recipes import IMAGENET
+from dali_loaders.recipes import IMAGENET_MEAN, IMAGENET_STD
 
 from image_data import (image_id, write_coordinate_png, write_garbage, write_image_folder,
                         write_odd_formats, write_solid_folder, write_truncated)
@@ -22,8 +22,8 @@ from image_data import (image_id, write_coordinate_png, write_garbage, write_ima
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 needs_gpu = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 
-MEAN = torch.tensor(IMAGENET.mean).view(1, 3, 1, 1)
-STD = torch.tensor(IMAGENET.std).view(1, 3, 1, 1)
+MEAN = torch.tensor(IMAGENET_MEAN).view(1, 3, 1, 1)
+STD = torch.tensor(IMAGENET_STD).view(1, 3, 1, 1)
 
 
 def pixels(images: torch.Tensor) -> torch.Tensor:
@@ -105,7 +105,7 @@ def test_flat_val_folder_with_label_file(imagenet_dir, tmp_path):
     shutil.copytree(os.path.join(imagenet_dir, "train"), flat / "train")
     (flat / "val").mkdir()
     lines = []
-    samples = get_imagenet_iter_torch("val", imagenet_dir, 4, 0).dataset.index.samples
+    samples = get_imagenet_iter_torch("val", imagenet_dir, 4, 0).dataset.source.samples
     for i, (path, label) in enumerate(samples):
         shutil.copy(path, flat / "val" / f"ILSVRC2012_val_{i:08d}.JPEG")
         lines.append(f"ILSVRC2012_val_{i:08d}.JPEG {label}")
@@ -261,14 +261,14 @@ def test_train_crop_follows_random_resized_crop(tmp_path):
     reference_scale, reference_log_ratio = [], []
     for k in range(4000):
         width, height = CROP_SIZES[k % 4]
-        _, _, h, w = RandomResizedCrop.get_params(torch.empty(3, height, width), IMAGENET.scale,
-                                                  IMAGENET.ratio)
+        _, _, h, w = RandomResizedCrop.get_params(torch.empty(3, height, width), [0.08, 1.0],
+                                                  [3 / 4, 4 / 3])
         reference_scale.append(w * h / (width * height))
         reference_log_ratio.append(np.log(w / h))
     assert len(flips) == 8 * 48
     assert stats.ks_2samp(scale, reference_scale).pvalue > 1e-3
     assert stats.ks_2samp(log_ratio, reference_log_ratio).pvalue > 1e-3
-    assert stats.binomtest(int(np.sum(flips)), len(flips), IMAGENET.flip_p).pvalue > 1e-3
+    assert stats.binomtest(int(np.sum(flips)), len(flips), 0.5).pvalue > 1e-3
 
 
 # -- 6. bad files -----------------------------------------------------------------------
@@ -339,13 +339,11 @@ def test_mixed_decode_train_every_image_once(solid_dir):
 def test_gpu_graph_is_well_formed_without_a_gpu(imagenet_dir, train):
     """Runs everywhere: the mixed-decoder graph serializes, which checks every argument
     name against DALI's schemas for the mixed/GPU backends."""
-    from nvidia.dali import pipeline_def
+    from dali_loaders import recipes
+    from dali_loaders.loaders import serialized_gpu_graph
 
-    files = get_imagenet_iter_torch("val", imagenet_dir, 4, 0).dataset.index.files
-    graph = pipeline_def(imagenet._image_graph, enable_checkpointing=True)
-    pipe = graph(files, [0] * len(files), IMAGENET, train, 224, 256, "gpu", batch_size=4, num_threads=1,
-                 device_id=None, seed=1)
-    serialized = pipe.serialize()
+    index = get_imagenet_iter_torch("val", imagenet_dir, 4, 0).dataset.source
+    serialized = serialized_gpu_graph(index, recipes.imagenet(train))
     assert b"mixed" in serialized and b"jpeg_fancy_upsampling" in serialized
 
 
@@ -433,7 +431,7 @@ def test_without_dali_falls_back_to_torchvision(imagenet_dir, monkeypatch):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)   # cifar.py's tests check the warning
         loader = get_imagenet_iter_dali("val", imagenet_dir, 4, 0, crop=128, val_size=160)
-    assert isinstance(loader.dataset, imagenet.ImageFileDataset)
+    assert isinstance(loader.dataset.source, imagenet.ImageFiles)
     assert next(iter(loader))[0].shape == (4, 3, 128, 128)
     with pytest.raises(ImportError, match="nvidia-dali"):
         get_imagefolder_iter_dali(os.path.join(imagenet_dir, "val"), 4, False, fallback=False)

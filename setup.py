@@ -6,7 +6,7 @@ setup(
     description="Fast, correct DataLoader replacements for CIFAR, ImageNet and image folders on NVIDIA DALI",
     long_description=open("README.md").read(),
     long_description_content_type="text/markdown",
-    packages=find_packages(include=["dali_loaders", "dali_loaders.*", "benchmarks", "benchmarks.*"]),
+    packages=find_packages(include=["dali_loaders", "dali_loaders.*"]),  # not benchmarks/: repo-only
     python_requires=">=3.9",
     install_requires=[
         "numpy>=1.21",

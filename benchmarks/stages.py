@@ -19,9 +19,9 @@ import numpy as np
 
 from dali_loaders.recipes import CIFAR, IMAGENET, on_255_scale
 
-from . import data
-from .contenders import decode_only, exact_runs
-from .run import cores
+from dali_loaders.bench import data
+from dali_loaders.bench.contenders import decode_only, exact_runs
+from dali_loaders.bench.run import cores
 
 CROP = IMAGENET.crop
 BATCH = 64

@@ -11,7 +11,7 @@ def _demo(args) -> int:
 
 
 def _bench(args) -> int:
-    from benchmarks.run import main as bench_main
+    from .bench.run import main as bench_main
 
     return bench_main(args)
 
@@ -38,11 +38,9 @@ def build_parser() -> argparse.ArgumentParser:
     demo.set_defaults(run=_demo)
 
     bench = commands.add_parser("bench", help="measure the loaders against torchvision and the hardware limit")
-    try:
-        from benchmarks.run import add_arguments
-        add_arguments(bench)
-    except ImportError:
-        pass
+    from .bench.run import add_arguments
+
+    add_arguments(bench)
     bench.set_defaults(run=_bench)
 
     verify = commands.add_parser("verify", help="list the files under ROOT that cannot be decoded")

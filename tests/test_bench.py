@@ -97,7 +97,7 @@ def test_missing_data_dir_is_reported(tmp_path):
 
 
 def test_stages_table_builds_the_train_graph_stage_by_stage(tmp_path):
-    from benchmarks import data
+    from dali_loaders.bench import data
 
     root = data.make_image_folder(str(tmp_path), 16, 8, classes=2, short_sides=(64, 96), workers=1)
     done = subprocess.run([sys.executable, "-m", "benchmarks.stages", "--imagenet-dir", root,

@@ -1,4 +1,4 @@
-"""One loader in its own process: `python -m benchmarks.worker SPEC_JSON`.
+"""One loader in its own process: `python -m dali_loaders.bench.worker SPEC_JSON`.
 
 The parent drives it over stdin/stdout, one JSON line each way, so several workers can
 take turns (A, B, A, B, ...) while each keeps its loader, its warm caches and its own

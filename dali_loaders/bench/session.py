@@ -50,7 +50,7 @@ class Worker:
     def __init__(self, spec: dict):
         self.spec = spec
         self.log = tempfile.TemporaryFile(mode="w+")
-        self.process = subprocess.Popen([sys.executable, "-m", "benchmarks.worker", json.dumps(spec)],
+        self.process = subprocess.Popen([sys.executable, "-m", "dali_loaders.bench.worker", json.dumps(spec)],
                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log,
                                         text=True, bufsize=1)
 

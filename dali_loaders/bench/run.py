@@ -183,6 +183,6 @@ def main(args) -> int:
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.run")
+    parser = argparse.ArgumentParser(prog="python -m dali_loaders.bench.run")
     add_arguments(parser)
     sys.exit(main(parser.parse_args()))

@@ -61,9 +61,9 @@ class CifarLimit:
 
     def __init__(self, spec):
         import torch
-        from dali_loaders.cifar import CifarArrays
+        from dali_loaders.cifar import cifar_source
 
-        arrays = CifarArrays(spec["data"], spec["split"] == "train")
+        arrays = cifar_source(spec["data"], spec["split"] == "train")
         self.images, self.labels = torch.from_numpy(arrays.images), torch.from_numpy(arrays.labels)
         self.batch_size, self.shuffle, self.epoch = spec["batch_size"], spec["split"] == "train", 0
 

@@ -737,7 +737,7 @@ def run_in_python(steps, images: Images) -> None:
         images.materialize()
     images.flush_mirror()
     layout_in = images.layout if images.materialized else "HWC"
-    seeds = fn.random.uniform(range=[0, 2 ** 31 - 1], dtype=types.INT32)
+    seeds = fn.random.uniform(range=[0, 2 ** 30], dtype=types.INT32)   # 2**31 - 1 rounds up in float32
     images.data = fn.python_function(images.data, seeds, function=PythonSteps(steps, images.kind, layout_in,
                                                                                layout_out),
                                      batch_processing=False, output_layouts=layout_out)

@@ -1,4 +1,6 @@
-"""What a benchmark worker can time: the DALI loader, its torchvision twin, and the limit.
+"""What a benchmark worker can time: the DALI loader, its torchvision twin (PIL), the
+torchvision tensor backend (decode_image + transforms.v2 on uint8 tensors), and the limit.
+Every loader runs the workload's recipe (bench/recipes.py).
 
 Each maker returns an iterable of (images, labels) batches, one pass per `iter()`.
 Imports stay inside the makers so that a worker loads only what its loader needs
@@ -8,7 +10,15 @@ import os
 
 import numpy as np
 
-KINDS = ("dali", "torchvision", "limit")
+from .recipes import options_for, transform_for
+
+KINDS = ("dali", "torchvision", "tensor", "limit")
+WORKER_KINDS = ("torchvision", "tensor")   # DataLoaders: their num_workers is swept
+
+
+def kinds(dataset: str):
+    """The contenders of a dataset: the tensor backend reads image files only."""
+    return KINDS if dataset != "cifar10" else tuple(k for k in KINDS if k != "tensor")
 
 
 def preload(spec: dict) -> None:
@@ -16,8 +26,8 @@ def preload(spec: dict) -> None:
     import torch  # noqa: F401  every loader hands out torch tensors
     import dali_loaders  # noqa: F401
 
-    if spec["kind"] == "torchvision":
-        import torchvision.transforms  # noqa: F401
+    if spec["kind"] in WORKER_KINDS:
+        import torchvision.transforms.v2  # noqa: F401
     elif spec["kind"] == "dali" or spec["dataset"] == "imagenet":
         import nvidia.dali.fn  # noqa: F401
         import nvidia.dali.plugin.pytorch  # noqa: F401
@@ -27,32 +37,63 @@ def make_loader(spec: dict, workers: int):
     """The loader `spec` names; `workers` is the torchvision twin's num_workers."""
     makers = {("cifar10", "dali"): _cifar_dali, ("cifar10", "torchvision"): _cifar_torch,
               ("cifar10", "limit"): _cifar_limit, ("imagenet", "dali"): _imagenet_dali,
-              ("imagenet", "torchvision"): _imagenet_torch, ("imagenet", "limit"): _decode_only}
+              ("imagenet", "torchvision"): _imagenet_torch, ("imagenet", "tensor"): _imagenet_tensor,
+              ("imagenet", "limit"): _decode_only}
     return makers[spec["dataset"], spec["kind"]](spec, workers)
 
 
 def _cifar_dali(spec, workers):
     from dali_loaders import get_cifar_iter_dali
 
-    return get_cifar_iter_dali(spec["split"], spec["data"], spec["batch_size"], spec["threads"], seed=0)
+    return get_cifar_iter_dali(spec["split"], spec["data"], spec["batch_size"], spec["threads"], seed=0,
+                               transform=transform_for(spec), **options_for(spec))
 
 
 def _cifar_torch(spec, workers):
     from dali_loaders import get_cifar_iter_torch
 
-    return get_cifar_iter_torch(spec["split"], spec["data"], spec["batch_size"], workers, seed=0)
+    return get_cifar_iter_torch(spec["split"], spec["data"], spec["batch_size"], workers, seed=0,
+                                transform=transform_for(spec))
 
 
 def _imagenet_dali(spec, workers):
     from dali_loaders import get_imagenet_iter_dali
 
-    return get_imagenet_iter_dali(spec["split"], spec["data"], spec["batch_size"], spec["threads"], seed=0)
+    return get_imagenet_iter_dali(spec["split"], spec["data"], spec["batch_size"], spec["threads"], seed=0,
+                                  transform=transform_for(spec), **options_for(spec))
 
 
 def _imagenet_torch(spec, workers):
     from dali_loaders import get_imagenet_iter_torch
 
-    return get_imagenet_iter_torch(spec["split"], spec["data"], spec["batch_size"], workers, seed=0)
+    return get_imagenet_iter_torch(spec["split"], spec["data"], spec["batch_size"], workers, seed=0,
+                                   transform=transform_for(spec))
+
+
+class TensorFiles:
+    """torchvision's tensor backend: the file's bytes decoded by torchvision.io.decode_image
+    to a uint8 CHW tensor, then the recipe on that tensor (v2 runs on tensors)."""
+
+    def __init__(self, index, transform):
+        self.index, self.transform = index, transform
+
+    def __len__(self) -> int:
+        return len(self.index)
+
+    def __getitem__(self, i):
+        from torchvision.io import ImageReadMode, decode_image, read_file
+
+        image = decode_image(read_file(self.index.files[i]), mode=ImageReadMode.RGB)
+        return self.transform(image), int(self.index.labels[i])
+
+
+def _imagenet_tensor(spec, workers):
+    from dali_loaders.imagenet import ImageFiles
+    from dali_loaders.loaders import torch_loader
+
+    index = ImageFiles(os.path.join(spec["data"], spec["split"]))
+    return torch_loader(TensorFiles(index, transform_for(spec)), train=spec["split"] == "train",
+                        batch_size=spec["batch_size"], num_workers=workers, seed=0)
 
 
 class CifarLimit:

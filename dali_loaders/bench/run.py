@@ -20,6 +20,7 @@ import time
 from tqdm import tqdm
 
 from . import data, report
+from .recipes import RECIPES
 from .session import Plan, Workload, commands_per_workload, time_workload
 
 # mode -> CIFAR train/test images, JPEGs train/val, batch sizes, plan
@@ -62,6 +63,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="the image folder alone, holding train/ and val/ (overrides --data-dir)")
     parser.add_argument("--only", choices=DATASETS, action="append",
                         help="time this dataset only (repeatable; default: both)")
+    parser.add_argument("--recipe", action="append", metavar="NAME",
+                        choices=sorted({name for named in RECIPES.values() for name in named}),
+                        help="time this recipe only (repeatable; default: all; see dali_loaders/bench/recipes.py)")
     parser.add_argument("--threads", type=int, default=cores(), metavar="N",
                         help="the most DALI threads and DataLoader workers tried (default: %(default)s, "
                              "the cores this process may use)")
@@ -107,8 +111,11 @@ def workloads(args, mode: dict):
         if not root:
             continue
         batch = mode["cifar_batch" if dataset == "cifar10" else "image_batch"]
-        for split in ("train", "val"):
-            found.append(Workload(dataset, split, root, batch, args.threads))
+        for name, recipe in RECIPES[dataset].items():
+            if args.recipe and name not in args.recipe:
+                continue
+            for split in recipe.splits:
+                found.append(Workload(dataset, split, root, batch, args.threads, name))
     return found
 
 
@@ -159,7 +166,7 @@ def main(args) -> int:
     if not todo:
         print("nothing to time: no data found", file=sys.stderr)
         return 1
-    steps = sum(commands_per_workload(plan, w.threads) for w, plan in todo)
+    steps = sum(commands_per_workload(plan, w) for w, plan in todo)
     results = []
     with tqdm(total=steps, desc="bench", unit="step", dynamic_ncols=True) as progress:
         for workload, plan in todo:

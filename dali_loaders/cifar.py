@@ -198,7 +198,7 @@ def get_cifar_iter_dali(type, image_dir, batch_size, num_threads=4, local_rank=N
     arrays = CifarArrays(image_dir, train, dataset, label_type)
     sampler = epoch_sampler(len(arrays), shuffle=train, seed=seed, rank=rank, world_size=world_size,
                             local_rank=local_rank)
-    gpu = pick_device_id(device_id, sampler.shard.local_rank)
+    gpu = pick_device_id(device_id, sampler.local_rank)
     recipe = CIFAR[dataset]
 
     def build_pipeline(order, pipeline_seed, checkpoint):

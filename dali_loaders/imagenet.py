@@ -375,7 +375,7 @@ def get_imagefolder_iter_dali(root, batch_size, train, num_threads=4, device_id=
     index = ImageFiles(root, label_file, classes)
     sampler = epoch_sampler(len(index), shuffle=train, seed=seed, rank=rank, world_size=world_size,
                             local_rank=local_rank)
-    gpu = pick_device_id(device_id, sampler.shard.local_rank)
+    gpu = pick_device_id(device_id, sampler.local_rank)
 
     def build_pipeline(order, pipeline_seed, checkpoint):
         return build_dali_pipeline(_image_graph, [index.files[i] for i in order], index.labels[order].tolist(),

@@ -293,16 +293,18 @@ class TorchLoader(DataLoader):
 
 
 _warned_fallback = False
+INSTALL_DALI = ('`pip install "dali_loaders[cuda12]"` (CUDA 13: `[cuda13]`), or `pip install nvidia-dali-cuda120` '
+                '(`nvidia-dali-cuda130`); Linux x86_64 and aarch64 only')
 
 
 def fall_back(fallback: bool, torch_twin: Callable, arguments: dict):
     """No DALI on this platform: the torchvision twin, with a warning (once), or ImportError."""
     global _warned_fallback
     if not fallback:
-        raise ImportError("NVIDIA DALI is not installed: `pip install nvidia-dali-cuda120` "
-                          "(or pass fallback=True to get the torchvision loader instead)")
+        raise ImportError(f"NVIDIA DALI is not installed: {INSTALL_DALI} (or pass fallback=True to get "
+                          f"the torchvision loader instead)")
     if not _warned_fallback:
-        warnings.warn("NVIDIA DALI is not installed; using the torchvision loader instead "
-                      "(`pip install nvidia-dali-cuda120` for the fast path)", RuntimeWarning, stacklevel=3)
+        warnings.warn(f"NVIDIA DALI is not installed; using the torchvision loader instead ({INSTALL_DALI} "
+                      f"for the fast path)", RuntimeWarning, stacklevel=3)
         _warned_fallback = True
     return torch_twin(**{k: v for k, v in arguments.items() if k != "fallback"})

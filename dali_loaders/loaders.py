@@ -139,7 +139,7 @@ def dali_loader(source, transform, *, train: bool, batch_size: int, num_threads:
         transforms.warn_slow(recipe)
     sampler = epoch_sampler(len(source), shuffle=train, seed=seed, rank=rank, world_size=world_size,
                             local_rank=local_rank)
-    gpu = pick_device_id(device_id, sampler.shard.local_rank)
+    gpu = pick_device_id(device_id, sampler.local_rank)
     device = "cpu" if gpu is None else "gpu"
 
     def build_pipeline(order, pipeline_seed, checkpoint):

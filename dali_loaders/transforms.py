@@ -420,9 +420,28 @@ def resize(step, images: Images) -> None:
     images.decode()
     images.flush_mirror()
     height, width = resized_shape(step.size, step.max_size, images.height, images.width)
+    shift_y, shift_x = (tensor_nearest_shift(step, images, images.height, height),
+                        tensor_nearest_shift(step, images, images.width, width))
+    window = {}
+    if shift_y is not None:
+        window = dict(roi_start=stack(shift_y, shift_x), roi_end=stack(images.height + shift_y, images.width + shift_x),
+                      roi_relative=False)
     images.data = fn.resize(images.data, size=stack(height, width), interp_type=interp_type(step),
-                            antialias=antialias(step, images))
+                            antialias=antialias(step, images), **window)
     images.height, images.width = height, width
+
+
+def tensor_nearest_shift(step, images: Images, size_in, size_out):
+    """torch's "nearest" reads source pixel floor(x * in / out), PIL's (and DALI's)
+    floor((x + 0.5) * in / out): for a tensor twin the window moves by half an output
+    pixel, in source pixels. None when no move is needed. Exact ties (x * in / out whole)
+    are nudged up by a quarter of the 1 / out spacing of its fractions, so float32 rounding
+    cannot pick the pixel below."""
+    from nvidia.dali import types
+
+    if images.kind != "tensor" or interp_type(step) != types.INTERP_NN:
+        return None
+    return (_ratio(size_in, size_out) * -0.5) + _ratio(0.25, size_out)
 
 
 @translates("CenterCrop")
@@ -454,9 +473,12 @@ def resize_center_crop(resize_step, crop_step, images: Images) -> None:
     height, width = resized_shape(size, None, images.height, images.width)
     top, left = centre_offset(height - crop_h), centre_offset(width - crop_w)
     scale_y, scale_x = _ratio(images.height, height), _ratio(images.width, width)
+    shift_y = tensor_nearest_shift(resize_step, images, images.height, height)
+    shift_x = tensor_nearest_shift(resize_step, images, images.width, width)
+    shift_y, shift_x = (0.0, 0.0) if shift_y is None else (shift_y, shift_x)
     images.data = fn.resize(images.data, size=[float(crop_h), float(crop_w)],
-                            roi_start=stack(top * scale_y, left * scale_x),
-                            roi_end=stack((top + crop_h) * scale_y, (left + crop_w) * scale_x),
+                            roi_start=stack(top * scale_y + shift_y, left * scale_x + shift_x),
+                            roi_end=stack((top + crop_h) * scale_y + shift_y, (left + crop_w) * scale_x + shift_x),
                             interp_type=interp_type(resize_step), antialias=antialias(resize_step, images))
     images.height, images.width = crop_h, crop_w
 

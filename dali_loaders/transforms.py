@@ -331,6 +331,8 @@ def uniform(lo: float, hi: float):
     (DALI's random.uniform refuses an empty range)."""
     from nvidia.dali import fn
 
+    if not (isinstance(lo, numbers.Number) and isinstance(hi, numbers.Number)):   # e.g. from the image size
+        return lo + fn.random.uniform(range=[0.0, 1.0]) * (hi - lo)
     if float(lo) == float(hi):
         return float(lo)
     return fn.random.uniform(range=[float(lo), float(hi)])
@@ -534,13 +536,26 @@ def random_crop_refusal(step) -> str:
     return constant_padding_refusal(step)
 
 
+def random_crop_padding(step) -> Tuple[int, int, int, int]:
+    """(left, top, right, bottom): v2's RandomCrop stores its padding parsed, as
+    [left, right, top, bottom]; v1's keeps what it was given."""
+    from torchvision.transforms import v2
+
+    if step.padding is None:
+        return 0, 0, 0, 0
+    if isinstance(step, v2.RandomCrop):
+        left, right, top, bottom = step.padding
+        return left, top, right, bottom
+    return padding_ltrb(step.padding)
+
+
 @translates("RandomCrop")
 @refuses(random_crop_refusal)
 def random_crop(step, images: Images) -> None:
     """Pad (padding, then pad_if_needed), then a uniform window: one slice, padded with `fill`."""
     images.decode()
     crop_h, crop_w = pair(step.size)
-    left, top, right, bottom = padding_ltrb(step.padding) if step.padding is not None else (0, 0, 0, 0)
+    left, top, right, bottom = random_crop_padding(step)
     height, width = images.height + top + bottom, images.width + left + right
     if step.pad_if_needed:   # torchvision pads both sides of a short axis by the whole shortfall
         grow_h = _is(height < crop_h) * (crop_h - height)

@@ -12,6 +12,7 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
+from . import autoaugment  # noqa: F401  registers its translators into transforms.TRANSLATORS
 from . import transforms
 from .distributed import epoch_sampler
 from .iterator import DaliLoader, TorchLoader, build_dali_pipeline, check_count, pick_device_id

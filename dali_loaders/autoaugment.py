@@ -215,6 +215,9 @@ def operations(step, images: Images, relative: bool):
     }
 
 
+WARPS = ("ShearX", "ShearY", "TranslateX", "TranslateY", "Rotate")   # their matrix is a CPU argument
+
+
 def suite(step, images: Images, num_bins: int) -> Dict:
     """The step's operations as DALI auto_aug augmentations, with torchvision's magnitudes.
     Translations are in pixels of this image size when it is known when the graph is built,
@@ -232,7 +235,8 @@ def suite(step, images: Images, num_bins: int) -> Dict:
     for name, (mags, signed) in magnitudes.items():
         function, to_param = ops[name]
         made[name] = augmentation(function, name=name, mag_range=mags, randomly_negate=signed and mags is not None,
-                                  mag_to_param=to_param if mags is not None else None, param_device="auto")
+                                  mag_to_param=to_param if mags is not None else None,
+                                  param_device="cpu" if name in WARPS else "auto")
     return made
 
 

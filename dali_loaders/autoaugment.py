@@ -176,6 +176,15 @@ def solarize(data, threshold):
     return kept * data + (kept ^ True) * (types.Constant(255, dtype=types.UINT8) - data)
 
 
+def solarize_threshold(images: Images):
+    """torchvision's threshold 255 * m as the integer it acts as on uint8 pixels: PIL compares
+    in double, torchvision's tensors in float32; either way x < t iff x < ceil(t)."""
+    def threshold(magnitude):
+        t = 255.0 * magnitude if images.kind == "pil" else np.float32(255.0 * np.float32(magnitude))
+        return np.float32(math.ceil(t))
+    return threshold
+
+
 def auto_contrast(data, _):
     """Each channel stretched to [0, 255] and truncated, as PIL and torchvision do; a flat
     channel is left as it is."""
@@ -208,7 +217,7 @@ def operations(step, images: Images, relative: bool):
         "Contrast": (contrast(images), factor),
         "Sharpness": (sharpen(images), factor),
         "Posterize": (lambda data, mask: data & mask, lambda bits: np.uint8(255 ^ (2 ** (8 - int(bits)) - 1))),
-        "Solarize": (solarize, lambda m: np.float32(255.0 * m)),
+        "Solarize": (solarize, solarize_threshold(images)),
         "AutoContrast": (auto_contrast, None),
         "Equalize": (stock.equalize.op, None),
         "Invert": (stock.invert.op, None),

@@ -99,7 +99,7 @@ def _check_args(type: str, batch_size, val_size: int, cutout: int) -> bool:
 def get_cifar_iter_dali(type, image_dir, batch_size, num_threads=4, local_rank=None, world_size=None,
                         val_size=32, cutout=0, *, dataset="cifar10", label_type="fine", seed=None,
                         drop_last=False, device_id=None, rank=None, fallback=True, transform=None,
-                        python_fallback=False, memory_format=torch.contiguous_format):
+                        python_fallback=False, memory_format=torch.contiguous_format, batch_transform=None):
     """A DataLoader-like CIFAR-10/100 iterator on DALI: `for images, labels in loader`.
 
     `transform`: a torchvision transform, handed each 32x32 RGB image as torchvision's CIFAR10
@@ -107,7 +107,8 @@ def get_cifar_iter_dali(type, image_dir, batch_size, num_threads=4, local_rank=N
     `cutout`). images: what the transform makes, float32 (B, 3, 32, 32) by default; labels:
     int64 (B,); on the GPU if CUDA is available, else on the CPU. `rank`/`world_size` default
     to torch.distributed's or torchrun's; `local_rank` picks the GPU (and, given alone, the
-    shard, as it used to).
+    shard, as it used to). `batch_transform`: torchvision v2 MixUp(alpha, num_classes), CutMix(...)
+    or RandomChoice([MixUp(...), CutMix(...)]) on each batch; labels then float (B, num_classes).
     """
     if not dali_available():
         return fall_back(fallback, get_cifar_iter_torch, locals())
@@ -117,7 +118,7 @@ def get_cifar_iter_dali(type, image_dir, batch_size, num_threads=4, local_rank=N
     return dali_loader(source, transform or recipes.cifar(train, dataset, cutout), train=train,
                        batch_size=batch_size, num_threads=num_threads, seed=seed, drop_last=drop_last,
                        rank=rank, world_size=world_size, local_rank=local_rank, device_id=device_id,
-                       python_fallback=python_fallback, memory_format=memory_format)
+                       python_fallback=python_fallback, memory_format=memory_format, batch_transform=batch_transform)
 
 
 # -- the torchvision twin ----------------------------------------------------------------
@@ -126,7 +127,7 @@ def get_cifar_iter_dali(type, image_dir, batch_size, num_threads=4, local_rank=N
 def get_cifar_iter_torch(type, image_dir, batch_size, num_threads=4, local_rank=None, world_size=None,
                          val_size=32, cutout=0, *, dataset="cifar10", label_type="fine", seed=None,
                          drop_last=False, device_id=None, rank=None, transform=None, python_fallback=False,
-                         memory_format=torch.contiguous_format):
+                         memory_format=torch.contiguous_format, batch_transform=None):
     """The torchvision twin of get_cifar_iter_dali: same arguments, same recipe, same sample
     order; `num_threads` is the number of DataLoader workers. Outputs stay on the CPU.
     It reads the pickles itself (no md5 check) and hands the transform PIL images, as
@@ -136,4 +137,4 @@ def get_cifar_iter_torch(type, image_dir, batch_size, num_threads=4, local_rank=
     dataset_ = SourceDataset(source, transform or recipes.cifar(train, dataset, cutout))
     return torch_loader(dataset_, train=train, batch_size=batch_size, num_workers=num_threads, seed=seed,
                         drop_last=drop_last, rank=rank, world_size=world_size, local_rank=local_rank,
-                        memory_format=memory_format)
+                        memory_format=memory_format, batch_transform=batch_transform)

@@ -8,7 +8,7 @@ restored state_dict reproduce it exactly.
 import ctypes
 import math
 import warnings
-from typing import Callable, Optional
+from typing import Callable, Optional, Tuple
 
 import numpy as np
 import torch
@@ -23,6 +23,8 @@ STATE_KEYS = ("version", "dataset", "batch_size", "drop_last", "rank", "world_si
 # build_pipeline(order, seed, checkpoint) -> a DALI pipeline whose outputs are
 # (images, labels) for the samples `order`, in that order, batch after batch.
 PipelineBuilder = Callable[[np.ndarray, int, Optional[bytes]], object]
+# batch_transform(images, labels, epoch, batch_index) -> (images, labels), on each whole batch.
+BatchHook = Callable[[torch.Tensor, torch.Tensor, int, int], Tuple[torch.Tensor, torch.Tensor]]
 
 
 def release_freed_memory() -> None:
@@ -99,9 +101,11 @@ class DaliLoader:
     def __init__(self, dataset, build_pipeline: PipelineBuilder, *, batch_size: int,
                  sampler: EpochSampler, drop_last: bool,
                  explain_failure: Optional[Callable[[Exception, np.ndarray], Exception]] = None,
-                 finish: Callable[[torch.Tensor], torch.Tensor] = lambda images: images):
+                 finish: Callable[[torch.Tensor], torch.Tensor] = lambda images: images,
+                 batch_transform: Optional[BatchHook] = None):
         self.dataset = dataset
         self._finish = finish  # per batch: the view or cast DALI cannot give (see loaders.batch_finisher)
+        self._batch_transform = batch_transform  # per batch, last: MixUp/CutMix (see mixing.BatchMixer)
         self.batch_size = batch_size
         self.sampler = sampler
         self.drop_last = drop_last
@@ -162,7 +166,10 @@ class DaliLoader:
             # The last batch of a reader may be padded with the next epoch's samples: trim.
             n = min(self.batch_size, len(order) - k * self.batch_size)
             live.done = k + 1
-            yield self._finish(out["images"][:n]), out["labels"][:n].view(-1).long()
+            images, labels = self._finish(out["images"][:n]), out["labels"][:n].view(-1).long()
+            if self._batch_transform is not None:
+                images, labels = self._batch_transform(images, labels, live.epoch, k)
+            yield images, labels
         self._end(live)
         live.dali_iter = None  # the pipeline and its threads go now, not when the loop is collected
         release_freed_memory()

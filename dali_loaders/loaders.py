@@ -12,7 +12,9 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
+from . import autoaugment  # noqa: F401  registers its translators into transforms.TRANSLATORS
 from . import transforms
+from .mixing import batch_mixer
 from .distributed import epoch_sampler
 from .iterator import DaliLoader, TorchLoader, build_dali_pipeline, check_count, pick_device_id
 
@@ -129,8 +131,9 @@ def graph(source, order: np.ndarray, per_batch: int, recipe: transforms.Plan, la
 def dali_loader(source, transform, *, train: bool, batch_size: int, num_threads: int, seed=None,
                 drop_last: bool = False, rank=None, world_size=None, local_rank=None, device_id=None,
                 python_fallback: bool = False, memory_format=torch.contiguous_format,
-                explain_failure: Optional[Callable] = None) -> DaliLoader:
-    """A DaliLoader over `source`, with `transform` translated into its DALI graph."""
+                explain_failure: Optional[Callable] = None, batch_transform=None) -> DaliLoader:
+    """A DaliLoader over `source`, with `transform` translated into its DALI graph, and
+    `batch_transform` (MixUp, CutMix) applied to each batch (see mixing.py)."""
     check_count("batch_size", batch_size, 1)
     check_count("num_threads", num_threads, 1, " (DALI worker threads)")
     layout = output_layout(memory_format)
@@ -149,8 +152,8 @@ def dali_loader(source, transform, *, train: bool, batch_size: int, num_threads:
                                    conditionals=transforms.needs_conditionals(recipe))
 
     return DaliLoader(source, build_pipeline, batch_size=batch_size, sampler=sampler, drop_last=drop_last,
-                      explain_failure=explain_failure,
-                      finish=batch_finisher(layout, recipe.output_dtype))
+                      explain_failure=explain_failure, finish=batch_finisher(layout, recipe.output_dtype),
+                      batch_transform=batch_mixer(batch_transform, sampler))
 
 
 def output_layout(memory_format) -> str:
@@ -200,17 +203,33 @@ class SourceDataset(Dataset):
 
 def torch_loader(dataset: Dataset, *, train: bool, batch_size: int, num_workers: int, seed=None,
                  drop_last: bool = False, rank=None, world_size=None, local_rank=None,
-                 memory_format=torch.contiguous_format) -> TorchLoader:
+                 memory_format=torch.contiguous_format, batch_transform=None) -> TorchLoader:
     """A DataLoader over `dataset` (a SourceDataset, or torchvision's own dataset class) with
-    the DALI loader's sample order and output layout."""
+    the DALI loader's sample order, output layout and batch_transform."""
     check_count("batch_size", batch_size, 1)
     check_count("num_threads", num_workers, 0, " (DataLoader workers)")
     layout = output_layout(memory_format)
     sampler = epoch_sampler(len(dataset), shuffle=train, seed=seed, rank=rank, world_size=world_size,
                             local_rank=local_rank)
     collate = _collate_channels_last if layout == "HWC" else None
-    return TorchLoader(dataset, batch_size=batch_size, sampler=sampler, num_workers=num_workers,
-                       drop_last=drop_last, persistent_workers=num_workers > 0, collate_fn=collate)
+    mixer = batch_mixer(batch_transform, sampler)
+    loader_class = TorchLoader if mixer is None else BatchTransformedTorchLoader
+    loader = loader_class(dataset, batch_size=batch_size, sampler=sampler, num_workers=num_workers,
+                          drop_last=drop_last, persistent_workers=num_workers > 0, collate_fn=collate)
+    loader.batch_transform = mixer
+    return loader
+
+
+class BatchTransformedTorchLoader(TorchLoader):
+    """The twin with a batch_transform: each batch, as it leaves the DataLoader, goes through
+    the same BatchMixer as the DALI loader's, with the same (epoch, batch index)."""
+
+    batch_transform = None
+
+    def __iter__(self):
+        for k, (images, labels) in enumerate(super().__iter__()):
+            # the sampler starts its epoch when the first batch is drawn: read after it
+            yield self.batch_transform(images, labels, self.sampler.epoch, k)
 
 
 def _collate_channels_last(samples):

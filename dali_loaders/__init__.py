@@ -11,6 +11,7 @@ from .oxford_pet import get_oxford_pet_iter_dali, get_oxford_pet_iter_torch
 from .stl10 import get_stl10_iter_dali, get_stl10_iter_torch
 from .svhn import get_svhn_iter_dali, get_svhn_iter_torch
 from .tiny_imagenet import get_tiny_imagenet_iter_dali, get_tiny_imagenet_iter_torch
+from .webdataset import get_webdataset_iter_dali, get_webdataset_iter_torch
 
 __all__ = ["get_cifar_iter_dali", "get_cifar_iter_torch"]
 __all__ += ["get_imagenet_iter_dali", "get_imagenet_iter_torch", "get_imagefolder_iter_dali",
@@ -19,4 +20,5 @@ __all__ += ["get_imagenet_iter_dali", "get_imagenet_iter_torch", "get_imagefolde
 STANDARD_DATASETS = ("mnist", "fashion_mnist", "kmnist", "emnist", "svhn", "stl10", "flowers102", "food101",
                      "oxford_pet", "tiny_imagenet")
 __all__ += [f"get_{name}_iter_{backend}" for name in STANDARD_DATASETS for backend in ("dali", "torch")]
+__all__ += ["get_webdataset_iter_dali", "get_webdataset_iter_torch"]
 __version__ = "0.1.0"

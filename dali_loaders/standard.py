@@ -62,11 +62,11 @@ def check_files_exist(files: Sequence[str], listed_in: str) -> None:
                                 f"{missing[0]!r}; restore them or re-extract the dataset's archive")
 
 
-def dali(source, transform, train: bool, args: dict):
-    """The DALI loader over `source` with a factory's arguments (`args`: its locals())."""
+def dali(source, transform, train: bool, args: dict, explain: Optional[Callable] = None):
+    """The DALI loader over `source` with a factory's arguments (`args`: its locals()).
+    `explain`: DaliLoader's explain_failure hook; for files, one that names a bad image."""
     check_count("num_threads", args["num_threads"], 1, " (DALI worker threads)")
-    explain = None
-    if isinstance(source, FileSource):
+    if explain is None and isinstance(source, FileSource):
         from .imagenet import _name_the_file   # a bad image file is named, as in image folders
 
         explain = _name_the_file(source, args["batch_size"])

@@ -184,3 +184,32 @@ def write_tiny_imagenet(root, per_class=4, val=7):
     with open(os.path.join(base, "wnids.txt"), "w") as f:
         f.write("\n".join(reversed(TINY_WNIDS)) + "\n")
     return root
+
+
+def write_shards(folder, sizes=(13, 11, 16), image_format="jpg", first=0, labels=True):
+    """WebDataset shards folder/shard-000.tar, ...: sample i (counted over all shards) is a
+    flat-colour image solid_colour(i) under `image_format` (a JPEG, PNG, ...), with
+    `cls` = i % 7, and a `json` member the reader must skip. Returns the shard paths."""
+    import io
+    import tarfile
+
+    os.makedirs(folder, exist_ok=True)
+    paths, i = [], first
+    for number, size in enumerate(sizes):
+        path = os.path.join(folder, f"shard-{number:03d}.tar")
+        with tarfile.open(path, "w") as tar:
+            for _ in range(size):
+                image = io.BytesIO()
+                width, height = SIZES[i % len(SIZES)]
+                Image.new("RGB", (width, height), solid_colour(i)).save(
+                    image, "JPEG" if image_format in ("jpg", "jpeg") else image_format.upper(), quality=90)
+                members = [(image_format, image.getvalue()), ("json", json.dumps({"i": i}).encode())]
+                if labels:
+                    members.append(("cls", str(i % 7).encode()))
+                for key, data in members:
+                    info = tarfile.TarInfo(f"sample{i:05d}.{key}")
+                    info.size = len(data)
+                    tar.addfile(info, io.BytesIO(data))
+                i += 1
+        paths.append(path)
+    return paths

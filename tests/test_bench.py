@@ -11,7 +11,9 @@ import pytest
 
 LOADERS = ("dali", "torchvision", "limit")
 LOADER_FIELDS = ("images_per_s", "runs_images_per_s", "first_batch_s", "peak_rss_mb")
-WORKLOADS = ("cifar10/train", "cifar10/val", "imagenet/train", "imagenet/val")
+WORKLOADS = ("cifar10/train", "cifar10/val", "imagenet/train", "imagenet/val", "mnist/train", "mnist/val",
+             "flowers102/train", "flowers102/val")
+RUN_TIMEOUT = 900  # seconds: a hang must fail the test; eight workloads' workers start on 2 cores
 
 
 @pytest.fixture(scope="module")
@@ -20,7 +22,7 @@ def tiny_run(tmp_path_factory):
     command = [sys.executable, "-m", "dali_loaders", "bench", "--tiny", "--threads", "1",
                "--cache-dir", str(out / "cache"), "--json", str(out / "bench.json"),
                "--plot", str(out / "bench.png")]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    done = subprocess.run(command, capture_output=True, text=True, timeout=RUN_TIMEOUT)
     assert done.returncode == 0, done.stderr[-3000:]
     (out / "stderr.txt").write_text(done.stderr)
     with open(out / "bench.json") as f:
@@ -52,6 +54,14 @@ def test_ratios_are_medians_of_side_by_side_runs(tiny_run):
         limit = result["loaders"]["limit"]["runs_images_per_s"]
         assert result["vs_torchvision_runs"] == pytest.approx([d / t for d, t in zip(dali, twin)])
         assert result["of_limit_runs"] == pytest.approx([d / lim for d, lim in zip(dali, limit)])
+
+
+def test_new_workloads_time_the_standard_factories_against_their_twins(tiny_run):
+    report, stdout, _ = tiny_run
+    by_name = {r["workload"]: r for r in report["results"]}
+    assert by_name["mnist/train"]["batch_size"] == 256 and by_name["flowers102/train"]["batch_size"] == 16
+    assert by_name["mnist/val"]["images"] == 512 and by_name["flowers102/val"]["images"] == 16
+    assert "limit: gather + float NCHW" in stdout and "limit: DALI decode only" in stdout
 
 
 def test_machine_targets_and_command_are_recorded(tiny_run):

@@ -21,12 +21,8 @@ SET_KEYS = {"train": "trnid", "val": "valid", "test": "tstid"}
 
 
 def _folder(root: str) -> str:
-    for candidate in (os.path.join(root, FOLDER), root):
-        if os.path.isdir(os.path.join(candidate, "jpg")):
-            return candidate
-    raise FileNotFoundError(f"no Flowers-102 data under {root!r}: expected {os.path.join(root, FOLDER)}/ with "
-                            f"jpg/, imagelabels.mat and setid.mat, as torchvision's Flowers102(root, "
-                            f"download=True) leaves them")
+    return standard.find_folder(root, FOLDER, "jpg", "Flowers-102",
+                                "jpg/, imagelabels.mat and setid.mat")
 
 
 def _numbers(content: dict, key: str, path: str) -> np.ndarray:

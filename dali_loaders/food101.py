@@ -20,12 +20,8 @@ ALIASES = {"val": "test"}
 
 
 def _folder(root: str) -> str:
-    for candidate in (os.path.join(root, FOLDER), root):
-        if os.path.isdir(os.path.join(candidate, "meta")):
-            return candidate
-    raise FileNotFoundError(f"no Food-101 data under {root!r}: expected {os.path.join(root, FOLDER)}/ with "
-                            f"images/ and meta/train.json, meta/test.json, as torchvision's Food101(root, "
-                            f"download=True) leaves them")
+    return standard.find_folder(root, FOLDER, "meta", "Food-101",
+                                "images/ and meta/train.json, meta/test.json")
 
 
 def read_split(path: str) -> dict:

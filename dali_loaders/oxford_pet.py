@@ -19,12 +19,8 @@ ALIASES = {"train": "trainval", "val": "test"}
 
 
 def _folder(root: str) -> str:
-    for candidate in (os.path.join(root, FOLDER), root):
-        if os.path.isdir(os.path.join(candidate, "annotations")):
-            return candidate
-    raise FileNotFoundError(f"no Oxford-IIIT Pet data under {root!r}: expected {os.path.join(root, FOLDER)}/ "
-                            f"with images/ and annotations/, as torchvision's OxfordIIITPet(root, "
-                            f"download=True) leaves them")
+    return standard.find_folder(root, FOLDER, "annotations", "Oxford-IIIT Pet",
+                                "images/ and annotations/")
 
 
 def read_annotations(path: str):

@@ -54,6 +54,16 @@ def require_folder(path: str, what: str, fix: str) -> str:
     return path
 
 
+def find_folder(root: str, folder: str, marker: str, what: str, holds: str) -> str:
+    """torchvision's <root>/<folder>, or root itself if it is that folder: whichever holds
+    `marker`; else a FileNotFoundError saying what the dataset's folder should hold."""
+    for candidate in (os.path.join(root, folder), root):
+        if os.path.exists(os.path.join(candidate, marker)):
+            return candidate
+    raise FileNotFoundError(f"no {what} data under {root!r}: expected {os.path.join(root, folder)}/ with "
+                            f"{holds}, as torchvision's class (download=True) or the archive leaves it")
+
+
 def check_files_exist(files: Sequence[str], listed_in: str) -> None:
     """A FileNotFoundError naming the first image a split's list names but the disk lacks."""
     missing = [f for f in files if not os.path.isfile(f)]

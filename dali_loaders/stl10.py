@@ -24,12 +24,8 @@ IMAGE_BYTES = 3 * SIDE * SIDE
 
 
 def _folder(root: str) -> str:
-    for candidate in (os.path.join(root, FOLDER), root):
-        if os.path.isfile(os.path.join(candidate, "test_X.bin")):
-            return candidate
-    raise FileNotFoundError(f"no STL-10 binary files under {root!r}: expected {os.path.join(root, FOLDER)}/ "
-                            f"with train_X.bin, train_y.bin, test_X.bin, test_y.bin (unlabeled_X.bin), as "
-                            f"torchvision's STL10(root, download=True) leaves them")
+    return standard.find_folder(root, FOLDER, "test_X.bin", "STL-10 binary",
+                                "train_X.bin, train_y.bin, test_X.bin, test_y.bin (unlabeled_X.bin)")
 
 
 def read_images(path: str) -> np.ndarray:

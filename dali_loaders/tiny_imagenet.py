@@ -22,12 +22,8 @@ ALIASES = {"test": "val"}   # Tiny-ImageNet's own test/ has no labels
 
 
 def _folder(root: str) -> str:
-    for candidate in (os.path.join(root, FOLDER), root):
-        if os.path.isdir(os.path.join(candidate, "train")):
-            return candidate
-    raise FileNotFoundError(f"no Tiny-ImageNet data under {root!r}: expected {os.path.join(root, FOLDER)}/ "
-                            f"with train/<wnid>/images/ and val/images/ + val/val_annotations.txt (unzip "
-                            f"tiny-imagenet-200.zip there)")
+    return standard.find_folder(root, FOLDER, "train", "Tiny-ImageNet",
+                                "train/<wnid>/images/ and val/images/ + val/val_annotations.txt")
 
 
 def train_wnids(folder: str):

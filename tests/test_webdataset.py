@@ -74,8 +74,9 @@ def test_index_files_are_made_beside_the_shards_in_dalis_format(folder, tmp_path
 def test_index_command_and_cache_dir(folder, tmp_path):
     shards = copy_of(folder, tmp_path)
     cache = str(tmp_path / "cache")
-    result = subprocess.run([sys.executable, "-m", "dali_loaders", "index", os.path.join(shards, "shard-{000..002}.tar"),
-                             "--cache-dir", cache], capture_output=True, text=True, check=True)
+    pattern = os.path.join(shards, "shard-{000..002}.tar")
+    result = subprocess.run([sys.executable, "-m", "dali_loaders", "index", pattern, "--cache-dir", cache],
+                            capture_output=True, text=True, check=True)
     assert result.stdout.count("samples of") == 3 and "13 samples" in result.stdout
     assert sorted(os.listdir(cache)) == sorted(os.path.basename(index_path(s, cache)) for s in expand_shards(shards))
     assert not any(name.endswith(".idx") for name in os.listdir(shards))

@@ -17,8 +17,8 @@ WORKER_KINDS = ("torchvision", "tensor")   # DataLoaders: their num_workers is s
 
 
 def kinds(dataset: str):
-    """The contenders of a dataset: the tensor backend reads image files only."""
-    return KINDS if dataset != "cifar10" else tuple(k for k in KINDS if k != "tensor")
+    """The contenders of a dataset: the tensor backend is timed on the ImageNet-style folder."""
+    return KINDS if dataset == "imagenet" else tuple(k for k in KINDS if k != "tensor")
 
 
 def preload(spec: dict) -> None:
@@ -28,7 +28,7 @@ def preload(spec: dict) -> None:
 
     if spec["kind"] in WORKER_KINDS:
         import torchvision.transforms.v2  # noqa: F401
-    elif spec["kind"] == "dali" or spec["dataset"] == "imagenet":
+    elif spec["kind"] == "dali" or spec["dataset"] in ("imagenet", "flowers102"):
         import nvidia.dali.fn  # noqa: F401
         import nvidia.dali.plugin.pytorch  # noqa: F401
 
@@ -38,7 +38,10 @@ def make_loader(spec: dict, workers: int):
     makers = {("cifar10", "dali"): _cifar_dali, ("cifar10", "torchvision"): _cifar_torch,
               ("cifar10", "limit"): _cifar_limit, ("imagenet", "dali"): _imagenet_dali,
               ("imagenet", "torchvision"): _imagenet_torch, ("imagenet", "tensor"): _imagenet_tensor,
-              ("imagenet", "limit"): _decode_only}
+              ("imagenet", "limit"): _decode_only,
+              ("mnist", "dali"): _standard_dali, ("mnist", "torchvision"): _standard_torch,
+              ("mnist", "limit"): _mnist_limit, ("flowers102", "dali"): _standard_dali,
+              ("flowers102", "torchvision"): _standard_torch, ("flowers102", "limit"): _flowers_decode_only}
     return makers[spec["dataset"], spec["kind"]](spec, workers)
 
 
@@ -96,15 +99,28 @@ def _imagenet_tensor(spec, workers):
                         batch_size=spec["batch_size"], num_workers=workers, seed=0)
 
 
-class CifarLimit:
-    """The memory-bound floor of a CIFAR batch: gather the batch's images by index and
-    convert them to float32 NCHW, vectorized over the whole batch, nothing else."""
+def _standard_dali(spec, workers):
+    """A standard dataset's factory (get_<dataset>_iter_dali), as a user calls it."""
+    import dali_loaders
 
-    def __init__(self, spec):
+    factory = getattr(dali_loaders, f"get_{spec['dataset']}_iter_dali")
+    return factory(spec["split"], spec["data"], spec["batch_size"], spec["threads"], seed=0)
+
+
+def _standard_torch(spec, workers):
+    import dali_loaders
+
+    factory = getattr(dali_loaders, f"get_{spec['dataset']}_iter_torch")
+    return factory(spec["split"], spec["data"], spec["batch_size"], workers, seed=0)
+
+
+class ArrayLimit:
+    """The memory-bound floor of an in-memory dataset's batch: gather the batch's images by
+    index and convert them to float32 NCHW, vectorized over the whole batch, nothing else."""
+
+    def __init__(self, spec, arrays):
         import torch
-        from dali_loaders.cifar import cifar_source
 
-        arrays = cifar_source(spec["data"], spec["split"] == "train")
         self.images, self.labels = torch.from_numpy(arrays.images), torch.from_numpy(arrays.labels)
         self.batch_size, self.shuffle, self.epoch = spec["batch_size"], spec["split"] == "train", 0
 
@@ -116,13 +132,22 @@ class CifarLimit:
         self.epoch += 1
         for start in range(0, n, self.batch_size):
             index = torch.from_numpy(order[start:start + self.batch_size])
-            images = torch.empty((len(index), 3, 32, 32), dtype=torch.float32)
+            images = torch.empty((len(index), *self.images.shape[3:], *self.images.shape[1:3]),
+                                 dtype=torch.float32)
             images.copy_(self.images[index].permute(0, 3, 1, 2))  # gather, transpose, convert: one pass
             yield images, self.labels[index]
 
 
 def _cifar_limit(spec, workers):
-    return CifarLimit(spec)
+    from dali_loaders.cifar import cifar_source
+
+    return ArrayLimit(spec, cifar_source(spec["data"], spec["split"] == "train"))
+
+
+def _mnist_limit(spec, workers):
+    from dali_loaders.mnist import idx_source
+
+    return ArrayLimit(spec, idx_source(spec["data"], "mnist", "train" if spec["split"] == "train" else "test"))
 
 
 def exact_runs(pipeline, runs: int):
@@ -152,17 +177,20 @@ def decode_only(encoded):
 class DecodeOnly:
     """The decode floor of an image set: DALI reading and decoding the same files on the CPU
     (readers.file + decoders.image), with the loader's threads and batch, and nothing else.
-    Like the loader, it builds a pipeline per pass and runs exactly the pass's batches."""
+    Like the loader, it builds a pipeline per pass and runs exactly the pass's batches.
+    The files: a class-per-folder split (spec's data/split), or the list `files`."""
 
-    def __init__(self, spec):
+    def __init__(self, spec, files=None):
         from nvidia.dali import fn, pipeline_def
 
         root = os.path.join(spec["data"], spec["split"])
-        self.batches = -(-sum(len(f) for _, _, f in os.walk(root)) // spec["batch_size"])
+        count = len(files) if files is not None else sum(len(f) for _, _, f in os.walk(root))
+        self.batches = -(-count // spec["batch_size"])
+        where = dict(files=files, labels=[0] * len(files)) if files is not None else dict(file_root=root)
 
         @pipeline_def(batch_size=spec["batch_size"], num_threads=spec["threads"], device_id=None)
         def decode():
-            encoded, labels = fn.readers.file(file_root=root, random_shuffle=False, name="Reader")
+            encoded, labels = fn.readers.file(**where, random_shuffle=False, name="Reader")
             return decode_only(encoded), labels
 
         self.make_pipeline = decode
@@ -176,3 +204,9 @@ class DecodeOnly:
 
 def _decode_only(spec, workers):
     return DecodeOnly(spec)
+
+
+def _flowers_decode_only(spec, workers):
+    from dali_loaders.flowers102 import flowers_source
+
+    return DecodeOnly(spec, flowers_source(spec["data"], spec["split"]).files)

@@ -1,7 +1,8 @@
 """The results as a table, a list of targets met or missed, and a chart."""
 from typing import List
 
-LIMIT_MEANING = {"cifar10": "gather + float NCHW", "imagenet": "DALI decode only"}
+LIMIT_MEANING = {"cifar10": "gather + float NCHW", "imagenet": "DALI decode only",
+                 "mnist": "gather + float NCHW", "flowers102": "DALI decode only"}
 
 # (what, workload, field, at least / at most, bound, format): the targets for this machine,
 # set against the strongest CPU peer, torchvision's tensor backend (issue 13).

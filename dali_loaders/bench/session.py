@@ -21,7 +21,7 @@ from .worker import REPLY
 
 @dataclass
 class Workload:
-    dataset: str          # "cifar10" or "imagenet"
+    dataset: str          # "cifar10", "imagenet", "mnist" or "flowers102"
     split: str            # "train" or "val"
     data: str             # the dataset root the loaders read
     batch_size: int

@@ -31,12 +31,15 @@ except ImportError:  # the extra not installed; `lightning` (the unified package
         raise ImportError('dali_loaders.lightning needs PyTorch Lightning: pip install "dali_loaders[lightning]"') \
             from None
 
+import dali_loaders as _factories
 from .cifar import get_cifar_iter_dali, get_cifar_iter_torch
 from .imagenet import (get_imagefolder_iter_dali, get_imagefolder_iter_torch, get_imagenet_iter_dali,
                        get_imagenet_iter_torch)
 
 __all__ = ["DaliDataModule", "CIFAR10DataModule", "CIFAR100DataModule", "ImageNetDataModule",
-           "ImageFolderDataModule"]
+           "ImageFolderDataModule", "MNISTDataModule", "FashionMNISTDataModule", "KMNISTDataModule",
+           "EMNISTDataModule", "SVHNDataModule", "STL10DataModule", "Flowers102DataModule", "Food101DataModule",
+           "OxfordPetDataModule", "TinyImageNetDataModule"]
 
 # Lightning's stage -> the factory's `type`. Evaluation reads the val split (CIFAR's is its test set).
 SPLIT_TYPE = {"train": "train", "val": "val", "test": "val", "predict": "val"}
@@ -51,6 +54,7 @@ class DaliDataModule(LightningDataModule):
 
     factories: Tuple[Callable, Callable]
     fixed: Dict[str, object] = {}
+    split_type: Dict[str, str] = SPLIT_TYPE
 
     def __init__(self, root: str, batch_size: int, *, use_dali: bool = True, **kwargs):
         super().__init__()
@@ -70,7 +74,7 @@ class DaliDataModule(LightningDataModule):
 
     def make_loader(self, split: str):
         """A new loader for `split` ("train", "val", "test" or "predict")."""
-        return self.factory(SPLIT_TYPE[split], self.root, self.batch_size, **self.kwargs)
+        return self.factory(self.split_type[split], self.root, self.batch_size, **self.kwargs)
 
     def loader(self, split: str):
         """The split's loader, built on first use (in the process that will read it)."""
@@ -124,3 +128,52 @@ class ImageFolderDataModule(DaliDataModule):
             raise ValueError(f"ImageFolderDataModule has no {split} folder: pass val_root= (and test_root= "
                              f"if it differs)")
         return self.factory(self.roots[split], self.batch_size, split == "train", **self.kwargs)
+
+
+def _pair(name: str) -> Tuple[Callable, Callable]:
+    return getattr(_factories, f"get_{name}_iter_dali"), getattr(_factories, f"get_{name}_iter_torch")
+
+
+# The standard datasets: `root` as their factory takes it (torchvision's layout); test and
+# predict read the val split (the dataset's test split where it has no other), except
+# Flowers-102, which has all three.
+class MNISTDataModule(DaliDataModule):
+    factories = _pair("mnist")
+
+
+class FashionMNISTDataModule(DaliDataModule):
+    factories = _pair("fashion_mnist")
+
+
+class KMNISTDataModule(DaliDataModule):
+    factories = _pair("kmnist")
+
+
+class EMNISTDataModule(DaliDataModule):
+    """`split=` (EMNIST's: balanced, byclass, ...) goes to the factory."""
+    factories = _pair("emnist")
+
+
+class SVHNDataModule(DaliDataModule):
+    factories = _pair("svhn")
+
+
+class STL10DataModule(DaliDataModule):
+    factories = _pair("stl10")
+
+
+class Flowers102DataModule(DaliDataModule):
+    factories = _pair("flowers102")
+    split_type = dict(SPLIT_TYPE, test="test", predict="test")
+
+
+class Food101DataModule(DaliDataModule):
+    factories = _pair("food101")
+
+
+class OxfordPetDataModule(DaliDataModule):
+    factories = _pair("oxford_pet")
+
+
+class TinyImageNetDataModule(DaliDataModule):
+    factories = _pair("tiny_imagenet")

@@ -42,7 +42,7 @@ import numpy as np
 import torch
 
 from . import recipes, standard
-from .distributed import EpochSampler, default_seed, resolve_shard
+from .distributed import EpochSampler, resolve_shard
 from .imagenet import SUSPECT_BATCHES, ImageDecodeError, _dali_reason
 from .iterator import check_count, dali_available, fall_back
 from .loaders import SourceDataset, encoded_images
@@ -265,8 +265,9 @@ class WebDatasetSource:
 
     def epoch_sampler(self, n: int, *, shuffle: bool, seed, rank, world_size, local_rank) -> "ShardOrderSampler":
         """loaders.sampler_for's hook: the order a webdataset reader can read (see above)."""
-        shard = resolve_shard(rank, world_size, local_rank)
-        return ShardOrderSampler(n, shuffle=shuffle, seed=default_seed(seed, shard), shard=shard,
+        # settled now only when given, as distributed.epoch_sampler does (launchers build loaders early)
+        shard = None if rank is None and world_size is None else resolve_shard(rank, world_size, local_rank)
+        return ShardOrderSampler(n, shuffle=shuffle, seed=seed, shard=shard, local_rank=local_rank,
                                  shard_of=self.shard_of)
 
     def read(self, order: np.ndarray, batch_size: int, device: str):
@@ -340,8 +341,8 @@ class ShardOrderSampler(EpochSampler):
     training groups them by shard (shards in a seeded order per epoch); validation's
     contiguous parts are in shard order already."""
 
-    def __init__(self, n: int, *, shuffle: bool, seed: int, shard, shard_of: np.ndarray):
-        super().__init__(n, shuffle=shuffle, seed=seed, shard=shard)
+    def __init__(self, n: int, *, shuffle: bool, seed, shard, shard_of: np.ndarray, local_rank=None):
+        super().__init__(n, shuffle=shuffle, seed=seed, shard=shard, local_rank=local_rank)
         self.shard_of = shard_of
 
     def indices(self, epoch: int) -> np.ndarray:

@@ -215,6 +215,31 @@ def test_datamodule_takes_the_factory_arguments(cifar_root, tmp_path):
         ImageFolderDataModule(str(tmp_path), BATCH).val_dataloader()
 
 
+def test_every_standard_dataset_has_a_datamodule_that_reads_each_split_once(tmp_path):
+    """MNIST and Flowers-102 stand for the standard datasets: each split's loader is the
+    factory's, with both backends, and Flowers-102's test stage reads its test split."""
+    pytest.importorskip("pytorch_lightning")
+    import dali_loaders
+    from dali_loaders import lightning
+    from dataset_data import write_flowers, write_mnist
+
+    for name in dali_loaders.STANDARD_DATASETS:   # one class per dataset, on its own factories
+        module = next(m for m in vars(lightning).values() if getattr(m, "factories", None) ==
+                      (getattr(dali_loaders, f"get_{name}_iter_dali"), getattr(dali_loaders, f"get_{name}_iter_torch")))
+        assert module.__name__ in lightning.__all__
+    write_mnist(str(tmp_path), n_train=24, n_test=12)
+    for use_dali in (True, False):
+        module = lightning.MNISTDataModule(str(tmp_path), 5, use_dali=use_dali, num_threads=1 if use_dali else 0)
+        assert sum(len(y) for _, y in module.val_dataloader()) == 12
+        assert sum(len(y) for _, y in module.train_dataloader()) == 24
+    flowers = str(tmp_path / "flowers")
+    write_flowers(flowers)
+    module = lightning.Flowers102DataModule(flowers, 4, num_threads=1)
+    val, test = module.val_dataloader(), module.test_dataloader()
+    assert len(val.dataset) + len(test.dataset) + len(module.train_dataloader().dataset) == 30
+    assert len(val.dataset) != len(test.dataset) or val.dataset.fingerprint != test.dataset.fingerprint
+
+
 def test_import_needs_no_lightning():
     code = ("import sys; sys.modules['pytorch_lightning'] = sys.modules['lightning'] = None; "
             "import dali_loaders; print('ok')")

@@ -451,6 +451,8 @@ GPU_TRANSFORMS = [
     C(v2.PILToTensor(), v2.ConvertImageDtype(torch.float16)),
     C(v2.ToImage(), v2.ToDtype(torch.bfloat16, scale=True), v2.Normalize((0.5,) * 3, (0.2,) * 3)),
     C(v2.ToImage(), v2.ToDtype(torch.uint8)),
+    C(v2.TrivialAugmentWide(), v2.ToImage(), v2.ToDtype(torch.float32, scale=True), v2.RandomErasing(0.5)),
+    C(v2.RandAugment(2, 9), v2.AutoAugment(v2.AutoAugmentPolicy.SVHN)),
 ]
 
 

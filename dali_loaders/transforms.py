@@ -64,8 +64,11 @@ class Images:
     `data` is HWC (or the output layout once `materialized`); `height` and `width` are
     ints or CPU DataNodes (int), so the same arithmetic serves fixed-size arrays and
     decoded files on both devices. `kind` is "pil" or "tensor": the twin's image type,
-    which decides torchvision's antialias semantics. Pending: `mirror` (a horizontal flip
-    per sample), `scale`/`offset` (out = x * scale + offset, per channel) and `dtype`.
+    which decides torchvision's antialias semantics. Pending: `crop` (a window, cut first),
+    `mirror` (a horizontal flip per sample), `scale`/`offset` (out = x * scale + offset, per
+    channel) and `dtype`: crop_mirror_normalize does them all in one pass at the end.
+    `pad_source`: while `data` is still `source_data`, the source can pad the images it feeds
+    (numpy, a batch at a time) instead of an operator padding each image (see ArraySource).
     """
     data: Any
     height: Any
@@ -81,6 +84,9 @@ class Images:
     materialized: bool = False     # data is already converted to `dtype` in `layout`
     encoded: bool = False          # data is still the encoded files (see decode)
     decode_args: dict = field(default_factory=dict)
+    crop: Any = None               # (height, width, relative y, relative x), cut by crop_mirror_normalize
+    pad_source: Optional[Callable] = None
+    source_data: Any = None
 
     def decode(self) -> None:
         """Decodes the files, if not done yet: every step but a leading crop wants pixels."""
@@ -101,10 +107,30 @@ class Images:
     def is_float(self) -> bool:
         return self.dtype in FLOAT_TYPES
 
-    def flush_mirror(self) -> None:
-        """Applies a pending flip: before any step that a flip does not commute with."""
+    def pad_at_source(self, ltrb: Tuple[int, int, int, int], fill: List[float]) -> bool:
+        """Has the source pad the images, if the data is still the source's own; else False."""
+        if self.pad_source is None or self.data is not self.source_data or self.crop is not None:
+            return False
+        left, top, right, bottom = ltrb
+        self.pad_source(ltrb, fill)
+        self.height, self.width = self.height + top + bottom, self.width + left + right
+        return True
+
+    def flush_crop(self) -> None:
+        """Cuts a pending crop window: before any step that must see the cropped pixels."""
         from nvidia.dali import fn
 
+        if self.crop is not None:
+            height, width, pos_y, pos_x = self.crop
+            self.data = fn.crop(self.data, crop=(height, width), crop_pos_y=pos_y, crop_pos_x=pos_x)
+            self.crop = None
+
+    def flush_mirror(self) -> None:
+        """Applies the pending geometry (crop, then flip): before any step that a flip does not
+        commute with."""
+        from nvidia.dali import fn
+
+        self.flush_crop()
         if self.mirror is not None:
             self.data = fn.flip(self.data, horizontal=self.mirror)
             self.mirror = None
@@ -119,18 +145,24 @@ class Images:
         channels = self.channels
         scale = self.scale or [1.0] * channels
         offset = self.offset or [0.0] * channels
+        crop = {}
+        if self.crop is not None:
+            height, width, pos_y, pos_x = self.crop
+            crop = dict(crop=(height, width), crop_pos_y=pos_y, crop_pos_x=pos_x)
         self.data = fn.crop_mirror_normalize(
             self.data, mirror=0 if self.mirror is None else self.mirror, dtype=dali_dtype(self.dtype),
             output_layout=self.layout, mean=[-o / s for o, s in zip(offset, scale)],
-            std=[1.0 / s for s in scale])
-        self.mirror, self.scale, self.offset, self.materialized = None, [], [], True
+            std=[1.0 / s for s in scale], **crop)
+        self.crop, self.mirror, self.scale, self.offset, self.materialized = None, None, [], [], True
 
     def uint8_pixels(self, step) -> None:
         """Pixel steps run on HWC uint8, as the twin's PIL image or uint8 tensor: refuse them
-        after the conversion to float, which would change their arithmetic."""
+        after the conversion to float, which would change their arithmetic. They see the
+        pixels of a pending crop window."""
         if self.is_float or self.materialized:
             raise Untranslatable(f"{describe(step)} comes after the conversion to float (ToTensor, ToDtype, "
                                  f"Normalize); move it before the conversion, or pass python_fallback=True")
+        self.flush_crop()
 
 
 def dali_dtype(dtype: torch.dtype):
@@ -552,10 +584,13 @@ def random_crop_padding(step) -> Tuple[int, int, int, int]:
 @translates("RandomCrop")
 @refuses(random_crop_refusal)
 def random_crop(step, images: Images) -> None:
-    """Pad (padding, then pad_if_needed), then a uniform window: one slice, padded with `fill`."""
+    """Pad (padding, then pad_if_needed), then a uniform window: one slice, padded with `fill`;
+    or, first on fixed-size arrays, padded by the source and cut by crop_mirror_normalize."""
     images.decode()
     crop_h, crop_w = pair(step.size)
     left, top, right, bottom = random_crop_padding(step)
+    if _crop_at_the_end(step, images, (left, top, right, bottom), crop_h, crop_w):
+        return
     height, width = images.height + top + bottom, images.width + left + right
     if step.pad_if_needed:   # torchvision pads both sides of a short axis by the whole shortfall
         grow_h = _is(height < crop_h) * (crop_h - height)
@@ -563,6 +598,29 @@ def random_crop(step, images: Images) -> None:
         top, left, height, width = top + grow_h, left + grow_w, height + 2 * grow_h, width + 2 * grow_w
     crop_window(images, random_offset(height - crop_h) - top, random_offset(width - crop_w) - left,
                 crop_h, crop_w, fill_values(step, images.channels))
+
+
+def _crop_at_the_end(step, images: Images, ltrb, crop_h: int, crop_w: int) -> bool:
+    """CIFAR's pad-and-crop at the cost of a crop: the source pads the batch in numpy, and the
+    window, drawn per sample from the span's whole offsets, is left to crop_mirror_normalize.
+    Only for fixed sizes that fit, where the window's offsets are exact in relative terms."""
+    fixed = all(isinstance(v, numbers.Number) for v in (images.height, images.width))
+    left, top, right, bottom = ltrb
+    if not fixed or step.pad_if_needed or images.mirror is not None:
+        return False
+    span_y, span_x = images.height + top + bottom - crop_h, images.width + left + right - crop_w
+    if span_y < 0 or span_x < 0 or not images.pad_at_source(ltrb, fill_values(step, images.channels)):
+        return False
+    images.crop = (crop_h, crop_w, relative_offset(span_y), relative_offset(span_x))
+    images.height, images.width = crop_h, crop_w
+    return True
+
+
+def relative_offset(span: int):
+    """Per sample, k / span for k uniform in 0 .. span: a whole offset as a crop position."""
+    from nvidia.dali import fn
+
+    return fn.random.uniform(values=[k / span for k in range(span + 1)]) if span else 0.0
 
 
 @translates("Pad")
@@ -578,7 +636,8 @@ def pad(step, images: Images) -> None:
 def horizontal_flip(step, images: Images) -> None:
     """Kept pending: crop_mirror_normalize flips for free at the end."""
     images.decode()
-    images.flush_mirror()
+    if images.mirror is not None:
+        images.flush_mirror()
     if images.materialized:
         from nvidia.dali import fn
 
@@ -592,6 +651,7 @@ def vertical_flip(step, images: Images) -> None:
     from nvidia.dali import fn
 
     images.decode()
+    images.flush_crop()
     images.data = fn.flip(images.data, vertical=coin(step.p), horizontal=0)
 
 

@@ -239,6 +239,11 @@ def describe(step) -> str:
     return name if module == "torchvision" else f"{module}.{name}"
 
 
+def is_v1(step) -> bool:
+    """A torchvision.transforms (v1) step: some of its tensor kernels round differently from v2's."""
+    return not type(step).__module__.startswith("torchvision.transforms.v2")
+
+
 def final_dtype(steps) -> torch.dtype:
     dtype = torch.uint8
     for step in steps:
@@ -952,11 +957,151 @@ def adjust_saturation(data, factor, images: Images):
     return blend(data, luma(data, images), factor, images)
 
 
-def adjust_hue(data, factor, images: Images):
-    """DALI's hue rotation (in YIQ) for torchvision's shift in HSV: close, not equal."""
-    from nvidia.dali import fn
+def adjust_hue(data, factor, images: Images, v1: bool = False):
+    """torchvision's hue shift in HSV, in each twin's arithmetic: PIL's 8-bit HSV shifted by
+    int(factor * 255) levels (wrapping), or the tensor kernels' float HSV (v1's and v2's
+    differ in a few roundings). A grey image has no hue."""
+    from nvidia.dali import fn, types
 
-    return data if images.channels == 1 else fn.hue(data, hue=factor * 360.0)
+    if images.channels == 1:
+        return data
+    r, g, b = (fn.cast(data[:, :, k:k + 1], dtype=types.FLOAT) for k in range(3))
+    if images.kind == "pil":
+        h, s, v = pil_rgb_to_hsv(r, g, b)
+        h = h + pil_hue_levels(factor)
+        rgb = pil_hsv_to_rgb(h - 256.0 * _mask(h >= 256.0), s, v)
+        return fn.cat(*(fn.cast(c, dtype=types.UINT8) for c in rgb), axis=2)
+    h, s, v = tensor_rgb_to_hsv(*(c / 255.0 if v1 else c * (1.0 / 255.0) for c in (r, g, b)), v1=v1)
+    h = h + factor
+    h = h - _mask(h >= 1.0) + _mask(h < 0.0)   # torch's remainder(h, 1.0), h in [-0.5, 1.5)
+    return fn.cat(*(to_uint8(c * 255.999) for c in tensor_hsv_to_rgb(h, s, v, v1)), axis=2)
+
+
+def _mask(condition):
+    """A comparison as 0.0 / 1.0, to select by arithmetic (exact for finite values)."""
+    from nvidia.dali import fn, types
+
+    return fn.cast(condition, dtype=types.FLOAT)
+
+
+def _select(*pairs):
+    """sum(mask * value) over (mask, value) pairs of which exactly one mask is 1: that value."""
+    out = None
+    for mask, value in pairs:
+        out = mask * value if out is None else out + mask * value
+    return out
+
+
+def _where(mask, yes, no):
+    return mask * yes + (1.0 - mask) * no
+
+
+def _double(x):
+    from nvidia.dali import fn, types
+
+    return fn.cast(x, dtype=types.FLOAT64)
+
+
+def _single(x):
+    from nvidia.dali import fn, types
+
+    return fn.cast(x, dtype=types.FLOAT)
+
+
+def _hue_case_masks(top, r, g):
+    """Which channel holds the maximum, as torchvision's and PIL's HSV pick it: r, else g, else b."""
+    is_r = _mask(top == r)
+    is_g = _mask(top == g) * (1.0 - is_r)
+    return is_r, is_g, 1.0 - is_r - is_g
+
+
+def _sector_masks(i):
+    """sector = i mod 6 (i in 0..6) as six masks."""
+    masks = [_mask(i == float(k)) for k in range(6)]
+    masks[0] = masks[0] + _mask(i == 6.0)
+    return masks
+
+
+def _sector_rgb(sector, v, p, q, t):
+    """(r, g, b) of the HSV sector: (v,t,p) (q,v,p) (p,v,t) (p,q,v) (t,p,v) (v,p,q)."""
+    m0, m1, m2, m3, m4, m5 = sector
+    return (_select((m0 + m5, v), (m1, q), (m2 + m3, p), (m4, t)),
+            _select((m0, t), (m1 + m2, v), (m3, q), (m4 + m5, p)),
+            _select((m0 + m1, p), (m2, t), (m3 + m4, v), (m5, q)))
+
+
+def pil_rgb_to_hsv(r, g, b):
+    """PIL's convert("HSV") of integer r, g, b (float32): the ratios in float, the hue's
+    scaling in double, H and S truncated to integers (returned as float64)."""
+    from nvidia.dali import math as dmath
+
+    top, bottom = dmath.max(dmath.max(r, g), b), dmath.min(dmath.min(r, g), b)
+    spread = top - bottom
+    s = spread / (top + _mask(top == 0.0))
+    rc, gc, bc = ((top - c) / (spread + _mask(spread == 0.0)) for c in (r, g, b))
+    is_r, is_g, is_b = _hue_case_masks(top, r, g)
+    h = _select((is_r, bc - gc), (is_g, _single(_double(rc) + 2.0 - bc)), (is_b, _single(_double(gc) + 4.0 - rc)))
+    h = _double(h) / 6.0 + 1.0
+    h = _double(_single(h - _mask(h >= 1.0)))
+    return dmath.floor(h * 255.0), dmath.floor(_double(s) * 255.0), _double(top)
+
+
+def pil_hsv_to_rgb(h, s, v):
+    """PIL's convert("RGB") of integer h, s, v (float64): the sector's fraction in float,
+    p, q, t in double, rounded to integers."""
+    from nvidia.dali import math as dmath
+
+    x = h * 6.0 / 255.0
+    i = dmath.floor(x)
+    f = _single(x - i)
+    fs = f * _single(s)
+    p = dmath.floor(v * (1.0 - s / 255.0) + 0.5)
+    q = dmath.floor(v * (1.0 - _double(fs) / 255.0) + 0.5)
+    t = dmath.floor(v * (1.0 - _double(_single(s) - fs) / 255.0) + 0.5)
+    return _sector_rgb(_sector_masks(i), v, p, q, t)
+
+
+def pil_hue_levels(factor):
+    """torchvision's shift of PIL's 8-bit hue: int(factor * 255) in double (towards zero), mod 256."""
+    from nvidia.dali import math as dmath
+
+    if isinstance(factor, numbers.Number):
+        return float(int(float(np.float32(factor)) * 255) % 256)
+    x = _double(factor) * 255.0
+    negative = _mask(x < 0.0)
+    return _where(negative, dmath.ceil(x) + 256.0, dmath.floor(x))
+
+
+def tensor_rgb_to_hsv(r, g, b, v1: bool):
+    """torchvision's float32 rgb -> hsv of a tensor (hue in [0, 1)); v1 divides by 6, v2
+    multiplies by 1/6."""
+    from nvidia.dali import math as dmath
+
+    top, bottom = dmath.max(dmath.max(r, g), b), dmath.min(dmath.min(r, g), b)
+    same = _mask(top == bottom)
+    spread = top - bottom
+    s = spread / _where(same, 1.0, top)
+    rc, gc, bc = ((top - c) / _where(same, 1.0, spread) for c in (r, g, b))
+    is_r, is_g, is_b = _hue_case_masks(top, r, g)
+    h = _select((is_r, bc - gc), (is_g, rc + 2.0 - bc), (is_b, gc + 4.0 - rc))
+    h = (h / 6.0 if v1 else h * (1.0 / 6.0)) + 1.0
+    return h - _mask(h >= 1.0), s, top
+
+
+def tensor_hsv_to_rgb(h, s, v, v1: bool):
+    """torchvision's float32 hsv -> rgb of a tensor, p, q, t clamped to [0, 1] (v1 and v2
+    group the products differently)."""
+    from nvidia.dali import math as dmath
+
+    h6 = h * 6.0
+    i = dmath.floor(h6)
+    f = h6 - i
+    if v1:
+        p, q, t = v * (1.0 - s), v * (1.0 - s * f), v * (1.0 - s * (1.0 - f))
+    else:
+        p, q, t = (1.0 - s) * v, (1.0 - s * f) * v, (s * f + (1.0 - s)) * v
+    p, q, t = (dmath.clamp(c, 0.0, 1.0) for c in (p, q, t))
+    return _sector_rgb(_sector_masks(i), v, p, q, t)
 
 
 JITTERS = {"brightness": adjust_brightness, "contrast": adjust_contrast, "saturation": adjust_saturation,
@@ -967,36 +1112,39 @@ JITTERS = {"brightness": adjust_brightness, "contrast": adjust_contrast, "satura
 @branches
 def color_jitter(step, images: Images) -> None:
     """Each factor uniform in its range, the adjustments in a random order, as torchvision does."""
+    from functools import partial
     from itertools import permutations
 
     from nvidia.dali import fn, types
 
     images.uint8_pixels(step)
     images.decode()
-    active = [name for name in JITTERS if getattr(step, name) is not None]
+    jitters = dict(JITTERS, hue=partial(adjust_hue, v1=is_v1(step)))
+    active = [name for name in jitters if getattr(step, name) is not None]
     factors = {name: uniform(*getattr(step, name)) for name in active}
     orders = list(permutations(range(len(active))))
     order = fn.random.uniform(values=list(range(len(orders))), dtype=types.INT32) if len(orders) > 1 else None
     data = images.data
     for position in range(len(active)):
         if order is None:
-            data = JITTERS[active[0]](data, factors[active[0]], images)
+            data = jitters[active[0]](data, factors[active[0]], images)
             continue
         chosen = fn.lookup_table(order, keys=list(range(len(orders))), dtype=types.INT32,
                                  values=[o[position] for o in orders])
-        data = _one_of(chosen, 0, len(active) - 1, active, data, factors, images)
+        data = _one_of(chosen, 0, len(active) - 1, [jitters[name] for name in active], data,
+                       [factors[name] for name in active], images)
     images.data = data
 
 
-def _one_of(chosen, lo: int, hi: int, active, data, factors, images: Images):
-    """JITTERS[active[chosen]] per sample, as a binary tree of DALI conditionals."""
+def _one_of(chosen, lo: int, hi: int, jitters, data, factors, images: Images):
+    """jitters[chosen](data, factors[chosen]) per sample, as a binary tree of DALI conditionals."""
     if lo == hi:
-        return JITTERS[active[lo]](data, factors[active[lo]], images)
+        return jitters[lo](data, factors[lo], images)
     mid = (lo + hi) // 2
     if chosen <= mid:
-        out = _one_of(chosen, lo, mid, active, data, factors, images)
+        out = _one_of(chosen, lo, mid, jitters, data, factors, images)
     else:
-        out = _one_of(chosen, mid + 1, hi, active, data, factors, images)
+        out = _one_of(chosen, mid + 1, hi, jitters, data, factors, images)
     return out
 
 
@@ -1135,15 +1283,68 @@ def warp_refusal(step) -> str:
 
 
 def warp(step, images: Images, angle, translate=(0, 0), scale=1.0, shear=(0.0, 0.0)) -> None:
-    from nvidia.dali import fn
+    """Nearest: DALI's warp is the twins' (pixel centres mapped back, the fill where the
+    source pixel is outside). Bilinear: each twin's own border and rounding (see below)."""
+    from nvidia.dali import fn, types
 
     images.uint8_pixels(step)
     images.decode()
     images.flush_mirror()
     center = step.center if step.center is not None else (images.width * 0.5, images.height * 0.5)
     matrix = inverse_affine(angle, translate, scale, shear, center)
-    images.data = fn.warp_affine(images.data, matrix=matrix, fill_value=fill_values(step, 1)[0],
-                                 interp_type=interp_type(step), inverse_map=True)
+    fill = fill_values(step, 1)[0]
+    if interp_type(step) == types.INTERP_NN:
+        images.data = fn.warp_affine(images.data, matrix=matrix, fill_value=fill, interp_type=types.INTERP_NN,
+                                     inverse_map=True)
+    elif images.kind == "pil":
+        images.data = pil_bilinear_warp(images.data, matrix, fill)
+    else:
+        images.data = tensor_bilinear_warp(images.data, matrix, fill, v1=is_v1(step))
+
+
+def _ones_channel(data):
+    """An HW1 uint8 image of ones, the size of `data`."""
+    from nvidia.dali import fn, types
+
+    return fn.cast(data[:, :, 0:1] >= 0, dtype=types.UINT8)
+
+
+def pil_bilinear_warp(data, matrix, fill: float):
+    """PIL's bilinear transform: where the mapped pixel centre falls inside the image, the
+    neighbours clamped to the border (never blended with the fill) and the result truncated;
+    elsewhere the fill. The inside test is the nearest warp's, which is PIL's."""
+    from nvidia.dali import fn, math as dmath, types
+
+    inside = fn.warp_affine(_ones_channel(data), matrix=matrix, fill_value=0, interp_type=types.INTERP_NN,
+                            inverse_map=True)
+    clamped = fn.warp_affine(data, matrix=matrix, interp_type=types.INTERP_LINEAR, inverse_map=True,
+                             dtype=types.FLOAT)   # no fill_value: DALI clamps to the border
+    return fn.cast(_where(_mask(inside > 0), dmath.floor(clamped), fill), dtype=types.UINT8)
+
+
+def tensor_bilinear_warp(data, matrix, fill: float, v1: bool):
+    """torchvision's grid_sample with zeros outside, and a channel of ones warped alongside
+    as the mask: out = mask * warped + (1 - mask) * fill (v2 groups it as
+    (warped - fill) * mask + fill), rounded half to even. A pixel partly outside is thus
+    blended twice: its outside neighbours count as 0, then the mask weighs it again."""
+    from nvidia.dali import fn, types
+
+    channels = fn.cat(data, _ones_channel(data), axis=2)
+    warped = fn.warp_affine(channels, matrix=matrix, fill_value=0, interp_type=types.INTERP_LINEAR,
+                            inverse_map=True, dtype=types.FLOAT)
+    image, mask = warped[:, :, 0:-1], warped[:, :, -1:]
+    out = image * mask + (1.0 - mask) * fill if v1 else (image - fill) * mask + fill
+    return fn.cast(_round_half_even(out), dtype=types.UINT8)
+
+
+def _round_half_even(x):
+    """torch.round of x >= 0."""
+    from nvidia.dali import math as dmath
+
+    nearest = dmath.floor(x + 0.5)
+    nearest = nearest - _mask(nearest - x > 0.5)   # x + 0.5 rounded up to an integer (x just below 0.5)
+    tie_to_odd = _mask(nearest - x == 0.5) * (nearest - 2.0 * dmath.floor(nearest * 0.5))
+    return nearest - tie_to_odd
 
 
 @translates("RandomRotation")

@@ -8,10 +8,11 @@ import subprocess
 import sys
 
 import pytest
+import torch
 
 LOADERS = ("dali", "torchvision", "limit")
 LOADER_FIELDS = ("images_per_s", "runs_images_per_s", "first_batch_s", "peak_rss_mb")
-WORKLOADS = ("cifar10/train", "cifar10/val", "imagenet/train", "imagenet/val")
+WORKLOADS = ("cifar10/train", "cifar10/val", "imagenet/train", "imagenet/val", "resnet50/train", "resnet50/val")
 
 
 @pytest.fixture(scope="module")
@@ -114,3 +115,17 @@ def test_stages_table_builds_the_train_graph_stage_by_stage(tmp_path):
     for way in ("DALI fn.resize (CPU)", "PIL Image.resize (torchvision)", "torch interpolate, uint8",
                 "external_source alone", "+ per-image crop and flip (= CIFAR train)"):
         assert float(rows[way][0]) > 0, way
+
+
+@pytest.mark.parametrize("kind", ["dali", "torchvision"])
+def test_resnet50_workload_runs_the_reference_recipe(kind, tmp_path):
+    """Train: 176-pixel crops, MixUp/CutMix soft labels; val: 224-pixel centre crops, class indices."""
+    from dali_loaders.bench import contenders, data
+
+    root = data.make_image_folder(str(tmp_path), 16, 8, classes=2)
+    classes = sum(entry.is_dir() for entry in os.scandir(os.path.join(root, "train")))
+    for split, size in (("train", 176), ("val", 224)):
+        spec = {"kind": kind, "dataset": "resnet50", "split": split, "data": root, "batch_size": 4, "threads": 1}
+        images, labels = next(iter(contenders.make_loader(spec, 0)))
+        assert images.shape == (4, 3, size, size) and images.dtype == torch.float32
+        assert labels.shape == ((4, classes) if split == "train" else (4,))

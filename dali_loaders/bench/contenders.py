@@ -18,7 +18,7 @@ def preload(spec: dict) -> None:
 
     if spec["kind"] == "torchvision":
         import torchvision.transforms  # noqa: F401
-    elif spec["kind"] == "dali" or spec["dataset"] == "imagenet":
+    elif spec["kind"] == "dali" or spec["dataset"] != "cifar10":
         import nvidia.dali.fn  # noqa: F401
         import nvidia.dali.plugin.pytorch  # noqa: F401
 
@@ -27,7 +27,9 @@ def make_loader(spec: dict, workers: int):
     """The loader `spec` names; `workers` is the torchvision twin's num_workers."""
     makers = {("cifar10", "dali"): _cifar_dali, ("cifar10", "torchvision"): _cifar_torch,
               ("cifar10", "limit"): _cifar_limit, ("imagenet", "dali"): _imagenet_dali,
-              ("imagenet", "torchvision"): _imagenet_torch, ("imagenet", "limit"): _decode_only}
+              ("imagenet", "torchvision"): _imagenet_torch, ("imagenet", "limit"): _decode_only,
+              ("resnet50", "dali"): _resnet50_dali, ("resnet50", "torchvision"): _resnet50_torch,
+              ("resnet50", "limit"): _decode_only}
     return makers[spec["dataset"], spec["kind"]](spec, workers)
 
 
@@ -53,6 +55,31 @@ def _imagenet_torch(spec, workers):
     from dali_loaders import get_imagenet_iter_torch
 
     return get_imagenet_iter_torch(spec["split"], spec["data"], spec["batch_size"], workers, seed=0)
+
+
+def _resnet50_recipe(spec) -> dict:
+    """torchvision's ResNet-50 reference recipe on the image folder: transform, and MixUp/CutMix
+    on train batches (one class per folder of train/)."""
+    from dali_loaders import recipes
+
+    train = spec["split"] == "train"
+    classes = sum(entry.is_dir() for entry in os.scandir(os.path.join(spec["data"], "train")))
+    return dict(transform=recipes.resnet50_reference(train),
+                batch_transform=recipes.resnet50_mixing(classes) if train else None)
+
+
+def _resnet50_dali(spec, workers):
+    from dali_loaders import get_imagenet_iter_dali
+
+    return get_imagenet_iter_dali(spec["split"], spec["data"], spec["batch_size"], spec["threads"], seed=0,
+                                  **_resnet50_recipe(spec))
+
+
+def _resnet50_torch(spec, workers):
+    from dali_loaders import get_imagenet_iter_torch
+
+    return get_imagenet_iter_torch(spec["split"], spec["data"], spec["batch_size"], workers, seed=0,
+                                   **_resnet50_recipe(spec))
 
 
 class CifarLimit:

@@ -31,8 +31,9 @@ MODES = {
     "tiny": dict(cifar=(1024, 512), jpegs=(48, 24), cifar_batch=256, image_batch=16,
                  plan=Plan(rounds=1, sweep_batches=1, max_batches=None)),
 }
-SWEEP_IMAGES = {"cifar10": 12800, "imagenet": 384}  # per pass while choosing num_workers
-DATASETS = ("cifar10", "imagenet")
+SWEEP_IMAGES = {"cifar10": 12800, "imagenet": 384, "resnet50": 384}  # per pass while choosing num_workers
+# resnet50: torchvision's ResNet-50 reference recipe (recipes.resnet50_reference) on the image folder
+DATASETS = ("cifar10", "imagenet", "resnet50")
 REAL_PASS_IMAGES = 12800
 
 
@@ -61,7 +62,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--imagenet-dir", metavar="DIR",
                         help="the image folder alone, holding train/ and val/ (overrides --data-dir)")
     parser.add_argument("--only", choices=DATASETS, action="append",
-                        help="time this dataset only (repeatable; default: both)")
+                        help="time this workload only (repeatable; default: all three; resnet50 is "
+                             "torchvision's ResNet-50 reference recipe on the image folder)")
     parser.add_argument("--threads", type=int, default=cores(), metavar="N",
                         help="the most DALI threads and DataLoader workers tried (default: %(default)s, "
                              "the cores this process may use)")

@@ -20,7 +20,7 @@ from .worker import REPLY
 
 @dataclass
 class Workload:
-    dataset: str          # "cifar10" or "imagenet"
+    dataset: str          # "cifar10", "imagenet", or "resnet50" (the reference recipe on the image folder)
     split: str            # "train" or "val"
     data: str             # the dataset root the loaders read
     batch_size: int

@@ -17,61 +17,55 @@ import time
 
 import numpy as np
 
-from dali_loaders.recipes import CIFAR, IMAGENET, on_255_scale
+from dali_loaders import recipes
 
 from dali_loaders.bench import data
 from dali_loaders.bench.contenders import decode_only, exact_runs
 from dali_loaders.bench.run import cores
 
-CROP = IMAGENET.crop
+CROP = recipes.IMAGENET_CROP
 BATCH = 64
 RESIZE_SIDE = 330  # a typical random crop of a 300-500 px image
-
-
-def _train_stage(encoded, stage: int):
-    """The loader's train graph (imagenet._image_graph) up to and including stage `stage`,
-    built from the loader's own pieces."""
-    from nvidia.dali import fn
-
-    from dali_loaders import imagenet
-
-    if stage == 0:
-        return encoded
-    if stage == 1:
-        return decode_only(encoded)
-    if stage == 2:  # the loader's decoder settings
-        return fn.decoders.image(encoded, **imagenet.decode_args("cpu"))
-    images = imagenet.random_crop_decode(encoded, IMAGENET, "cpu")
-    if stage >= 4:
-        images = imagenet.resize_train(images, CROP)
-    if stage >= 5:
-        images = imagenet.normalize(images, fn.random.coin_flip(probability=IMAGENET.flip_p), IMAGENET)
-    return images
 
 
 STAGES = ("read the files", "decode (the bench's limit)", "decode, PIL's chroma upsampling",
           "random-crop decode (ROI)", "  + resize to 224, antialiased", "  + crop_mirror_normalize (= train)")
 
 
+def _train_stage(source, stage: int):
+    """The loader's train graph (the default recipe, translated) up to stage `stage`."""
+    from dali_loaders import loaders, transforms
+
+    order = np.arange(len(source))
+    if stage == len(STAGES) - 1:
+        return loaders.graph(source, order, BATCH, transforms.plan(recipes.imagenet(True), False), "CHW", "cpu")
+    images, labels = source.read(order, BATCH, "cpu")
+    if stage == 1:
+        images.data = decode_only(images.data)
+    elif stage == 2:
+        images.decode()
+    elif stage == 3:
+        images.decode_random_crop([0.08, 1.0], [3 / 4, 4 / 3])
+    elif stage == 4:   # the recipe's first step: RandomResizedCrop, as ROI decode + resize
+        transforms.apply(transforms.flatten(recipes.imagenet(True))[:1], images)
+    return images.data, labels
+
+
 def _pipelines(root: str, threads: int) -> dict:
-    from nvidia.dali import fn, pipeline_def
+    from nvidia.dali import pipeline_def
 
-    from dali_loaders.imagenet import ImageFiles, _image_graph
+    from dali_loaders import loaders, transforms
+    from dali_loaders.imagenet import ImageFiles
 
-    files = ImageFiles(os.path.join(root, "train")).files
-    val = ImageFiles(os.path.join(root, "val"))
+    train, val = ImageFiles(os.path.join(root, "train")), ImageFiles(os.path.join(root, "val"))
 
     def built(graph):  # a factory: each turn times a fresh pipeline
         return pipeline_def(graph, batch_size=BATCH, num_threads=threads, device_id=None, seed=0)
 
-    pipes = {}
-    for stage, name in enumerate(STAGES):
-        def train_graph(stage=stage):
-            encoded, labels = fn.readers.file(files=files, random_shuffle=False)
-            return _train_stage(encoded, stage), labels
-        pipes["train: " + name] = built(train_graph)
+    pipes = {"train: " + name: built(lambda stage=stage: _train_stage(train, stage)) for stage, name in enumerate(STAGES)}
+    val_recipe = transforms.plan(recipes.imagenet(False), False)
     pipes["val: decode, resize the crop window, normalize"] = built(
-        lambda: _image_graph(val.files, val.labels.tolist(), IMAGENET, False, CROP, IMAGENET.val_size, "cpu"))
+        lambda: loaders.graph(val, np.arange(len(val)), BATCH, val_recipe, "CHW", "cpu"))
     return pipes
 
 
@@ -145,14 +139,14 @@ def time_cifar_operator(batches: int) -> dict:
     crop_mirror_normalize on them with fixed arguments and with per-image ones."""
     from nvidia.dali import fn, pipeline_def, types
 
-    recipe = CIFAR["cifar10"]
     rng = np.random.default_rng(0)
-    n, side, span = 256, recipe.size + 2 * recipe.padding, 2 * recipe.padding
-    images = rng.integers(0, 256, (n, side, side, 3), dtype=np.uint8)
-    origins = (rng.integers(0, span + 1, (2, n)) / span).astype(np.float32)  # relative, as the loader's
-    flips = (rng.random(n) < recipe.flip_p).astype(np.int32)
-    normalize = dict(crop=(recipe.size, recipe.size), dtype=types.FLOAT, output_layout="CHW",
-                     mean=on_255_scale(recipe.mean), std=on_255_scale(recipe.std))
+    n, span = 256, 2 * recipes.CIFAR_PADDING
+    images = rng.integers(0, 256, (n, 32 + span, 32 + span, 3), dtype=np.uint8)
+    origins = (rng.integers(0, span + 1, (2, n)) / span).astype(np.float32)  # relative positions
+    flips = (rng.random(n) < 0.5).astype(np.int32)
+    normalize = dict(crop=(32, 32), dtype=types.FLOAT, output_layout="CHW",
+                     mean=[255 * m for m in recipes.CIFAR_MEAN["cifar10"]],
+                     std=[255 * s for s in recipes.CIFAR_STD["cifar10"]])
 
     def graph(kind: str):
         batch, crop_y, crop_x, mirror = fn.external_source(
@@ -166,7 +160,7 @@ def time_cifar_operator(batches: int) -> dict:
 
     out = {}
     for kind, name in (("none", "external_source alone"), ("fixed", "  + crop_mirror_normalize, fixed arguments"),
-                       ("per-image", "  + per-image crop and flip (= CIFAR train)")):
+                       ("per-image", "  + per-image crop and flip")):
         make_pipeline = pipeline_def(graph, batch_size=n, num_threads=1, device_id=None)
         _rate(lambda: make_pipeline(kind), 2)  # warm-up
         out[name] = 1e6 / _rate(lambda: make_pipeline(kind), batches, n)

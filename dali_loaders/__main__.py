@@ -1,4 +1,4 @@
-"""`python -m dali_loaders demo|bench|verify` (installed as `dali-loaders` too)."""
+"""`python -m dali_loaders demo|bench|verify|index` (installed as `dali-loaders` too)."""
 import argparse
 import sys
 
@@ -26,6 +26,16 @@ def _verify(args) -> int:
     return 1 if bad else 0
 
 
+def _index(args) -> int:
+    from .webdataset import ensure_index, expand_shards, index_path, write_index
+
+    for shard in expand_shards(args.shards):
+        path = index_path(shard, args.cache_dir) if args.force else ensure_index(shard, args.cache_dir)
+        samples = write_index(shard, path) if args.force else int(open(path).readline().split()[1])
+        print(f"{path}: {samples} samples of {shard}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="dali-loaders", description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -46,6 +56,13 @@ def build_parser() -> argparse.ArgumentParser:
     verify = commands.add_parser("verify", help="list the files under ROOT that cannot be decoded")
     verify.add_argument("root", help="a dataset folder (class-per-folder, or train/ and val/ inside)")
     verify.set_defaults(run=_verify)
+
+    index = commands.add_parser("index", help="write the index files DALI's webdataset reader needs "
+                                              "(beside each shard, or in --cache-dir)")
+    index.add_argument("shards", nargs="+", help="tar shards: paths, a folder, a glob or name-{000..009}.tar")
+    index.add_argument("--cache-dir", default=None, help="write the indexes here instead of beside the shards")
+    index.add_argument("--force", action="store_true", help="write them even where an up-to-date one exists")
+    index.set_defaults(run=_index)
     return parser
 
 

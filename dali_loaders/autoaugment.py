@@ -18,7 +18,7 @@ from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 
-from .transforms import (Images, branches, describe, fill_values, gray, interp_type, random_offset, refuses,
+from .transforms import (Images, branches, describe, fill_values, interp_type, luma, random_offset, refuses,
                          translates, warp_refusal)
 
 AUTOAUGMENT_BINS = 10   # torchvision's AutoAugment reads its policies' magnitudes from 10 bins
@@ -139,15 +139,8 @@ def brightness(data, factor):
     return blend(0.0, data, factor)
 
 
-def grey(data, channels: int):
-    """PIL's convert("L") (ITU-R 601, rounded), as float."""
-    from nvidia.dali import fn, types
-
-    return fn.cast(gray(data, channels), dtype=types.FLOAT)
-
-
 def color(images: Images):
-    return lambda data, factor: data if images.channels == 1 else blend(grey(data, 3), data, factor)
+    return lambda data, factor: data if images.channels == 1 else blend(luma(data, images), data, factor)
 
 
 def contrast(images: Images):
@@ -155,7 +148,7 @@ def contrast(images: Images):
     from nvidia.dali import fn, math as dmath
 
     def op(data, factor):
-        mean = fn.reductions.mean(grey(data, images.channels), axis_names="HWC", keep_dims=True)
+        mean = fn.reductions.mean(luma(data, images), axis_names="HWC", keep_dims=True)
         return blend(dmath.floor(mean + 0.5) if images.kind == "pil" else mean, data, factor)
     return op
 

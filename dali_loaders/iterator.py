@@ -12,7 +12,7 @@ from typing import Callable, Optional, Tuple
 
 import numpy as np
 import torch
-from torch.utils.data import DataLoader
+from torch.utils.data import BatchSampler, DataLoader
 
 from .distributed import EpochSampler, derived_seed
 
@@ -79,8 +79,24 @@ class DaliLoader:
     """`for images, labels in loader`, `len(loader)`, `set_epoch`, `state_dict` over DALI.
 
     `loader.dataset` is the dataset (its len is the sample count over all ranks);
-    `loader.sampler` says which samples this rank reads in each epoch.
+    `loader.sampler` says which samples this rank reads in each epoch, and
+    `loader.batch_sampler` which samples each batch holds. The other DataLoader attributes
+    that frameworks read (Lightning, Accelerate) say what is true of DALI: no worker
+    processes, no collate step, nothing to pin.
     """
+
+    # DataLoader's attributes, with the values of a loader whose batches come whole from DALI.
+    num_workers = 0
+    collate_fn = None
+    pin_memory = False
+    pin_memory_device = ""
+    timeout = 0
+    worker_init_fn = None
+    multiprocessing_context = None
+    generator = None
+    prefetch_factor = None
+    persistent_workers = False
+    in_order = True
 
     def __init__(self, dataset, build_pipeline: PipelineBuilder, *, batch_size: int,
                  sampler: EpochSampler, drop_last: bool,
@@ -93,6 +109,7 @@ class DaliLoader:
         self.batch_size = batch_size
         self.sampler = sampler
         self.drop_last = drop_last
+        self.batch_sampler = BatchSampler(sampler, batch_size, drop_last)
         self._build_pipeline = build_pipeline
         self._explain_failure = explain_failure
         self._live: Optional[_LiveEpoch] = None  # the epoch in progress, if any
@@ -113,23 +130,32 @@ class DaliLoader:
         return order[:self._num_batches(len(order)) * self.batch_size]
 
     def __iter__(self):
+        # A generator: the epoch starts at the first next(), not here. Frameworks call iter()
+        # to check that a loader is iterable (Lightning) and set the epoch after iter() but
+        # before the first batch; until then a state_dict() still names the epoch to come.
+        return self._epoch()
+
+    def _start_epoch(self) -> "_LiveEpoch":
         resume, self._resume = self._resume, None
         if resume:
             self.sampler.set_epoch(resume["epoch"])
             done, checkpoint = resume["batches_done"], resume["dali"]
         else:
             done, checkpoint = 0, None
-        # Set now, not at the first batch: a state_dict() taken before it must name this epoch.
         self._live = _LiveEpoch(self.sampler.start_epoch(), done, checkpoint)
-        return self._epoch(self._live)
+        return self._live
 
-    def _epoch(self, live: "_LiveEpoch"):
+    def _epoch(self):
+        live = self._start_epoch()
         order = self._epoch_order(live.epoch)
         batches = self._num_batches(len(order))
         if live.done < batches:
             release_freed_memory()  # a loop left with `break` dropped its pipeline just now
             seed = derived_seed(self.sampler.seed, live.epoch, self.sampler.shard.rank)
-            pipeline = self._build_pipeline(order, seed, live.checkpoint)
+            # A checkpoint restores the pipeline's position; without one (a state taken on
+            # another rank) a pipeline starts at the first batch still to come.
+            skipped = 0 if live.checkpoint is not None else live.done * self.batch_size
+            pipeline = self._build_pipeline(order[skipped:], seed, live.checkpoint)
             live.dali_iter = _epoch_iterator(pipeline, runs=batches - live.done)
         for k in range(live.done, batches):
             try:
@@ -162,9 +188,9 @@ class DaliLoader:
         """A small picklable state; `load_state_dict` then the next loop continues from here."""
         if self._resume is not None:  # loaded and not yet used: still the position to go on from
             return dict(self._resume)
-        if self._live is not None:
+        if self._live is not None and self._live.done < len(self):
             epoch, done, checkpoint = self._live.epoch, self._live.done, self._live.current_checkpoint()
-        else:
+        else:  # between epochs, or every batch served (Lightning stops there, not at StopIteration)
             epoch, done, checkpoint = self.sampler.next_epoch, 0, None
         return {"version": STATE_VERSION, "dataset": dataset_fingerprint(self.dataset),
                 "batch_size": self.batch_size, "drop_last": self.drop_last,
@@ -172,7 +198,13 @@ class DaliLoader:
                 "seed": self.sampler.seed, "epoch": epoch, "batches_done": done, "dali": checkpoint}
 
     def load_state_dict(self, state: dict) -> None:
-        """Makes the next loop yield the batches that were still to come when `state` was taken."""
+        """Makes the next loop yield the batches that were still to come when `state` was taken.
+
+        A state taken on another rank of the same world size loads too: frameworks save rank
+        0's state only (Lightning, Accelerate), and all ranks are at the same batch. That
+        rank's DALI checkpoint does not apply here, so the rest of the epoch reads exactly the
+        samples still to come, with fresh random augmentations.
+        """
         if not isinstance(state, dict):
             raise TypeError(f"state must be the dict that loader.state_dict() returned, got "
                             f"{type(state).__name__}")
@@ -183,11 +215,13 @@ class DaliLoader:
         self._resume = None
         mine = self.state_dict()
         for key in ("version", "dataset", "batch_size", "drop_last", "rank", "world_size"):
-            if state[key] != mine[key]:
+            if state[key] != mine[key] and not (key == "rank" and state["world_size"] == mine["world_size"]):
                 raise ValueError(f"cannot load this state: its {key} is {state[key]!r} but this "
                                  f"loader's is {mine[key]!r}; build the loader as the saved one was built")
         self.sampler.seed = state["seed"]
         self._resume = dict(state)
+        if state["rank"] != mine["rank"]:
+            self._resume.update(rank=mine["rank"], dali=None)
 
 
 def _epoch_iterator(pipeline, runs: int):
@@ -250,6 +284,8 @@ class _LiveEpoch:
     def current_checkpoint(self) -> Optional[bytes]:
         if self.dali_iter is None or self.done == self.start:
             return self.checkpoint
+        if self.checkpoint is None and self.start > 0:
+            return None  # that pipeline began mid-epoch: its positions do not count from the epoch's start
         return self.dali_iter.checkpoints()[0]
 
 
@@ -268,16 +304,18 @@ class TorchLoader(DataLoader):
 
 
 _warned_fallback = False
+INSTALL_DALI = ('`pip install "dali_loaders[cuda12]"` (CUDA 13: `[cuda13]`), or `pip install nvidia-dali-cuda120` '
+                '(`nvidia-dali-cuda130`); Linux x86_64 and aarch64 only')
 
 
 def fall_back(fallback: bool, torch_twin: Callable, arguments: dict):
     """No DALI on this platform: the torchvision twin, with a warning (once), or ImportError."""
     global _warned_fallback
     if not fallback:
-        raise ImportError("NVIDIA DALI is not installed: `pip install nvidia-dali-cuda120` "
-                          "(or pass fallback=True to get the torchvision loader instead)")
+        raise ImportError(f"NVIDIA DALI is not installed: {INSTALL_DALI} (or pass fallback=True to get "
+                          f"the torchvision loader instead)")
     if not _warned_fallback:
-        warnings.warn("NVIDIA DALI is not installed; using the torchvision loader instead "
-                      "(`pip install nvidia-dali-cuda120` for the fast path)", RuntimeWarning, stacklevel=3)
+        warnings.warn(f"NVIDIA DALI is not installed; using the torchvision loader instead ({INSTALL_DALI} "
+                      f"for the fast path)", RuntimeWarning, stacklevel=3)
         _warned_fallback = True
     return torch_twin(**{k: v for k, v in arguments.items() if k != "fallback"})

@@ -89,14 +89,21 @@ class FileSource:
         return load_rgb(self.files[i])
 
     def read(self, order: np.ndarray, batch_size: int, device: str):
-        from nvidia.dali import fn, types
+        from nvidia.dali import fn
 
         encoded, labels = fn.readers.file(files=[self.files[i] for i in order], labels=self.labels[order].tolist(),
                                           random_shuffle=False, name="Reader")
-        shape = fn.peek_image_shape(encoded, dtype=types.INT32, adjust_orientation=False)
-        images = transforms.Images(encoded, shape[0], shape[1], 3, device)
-        images.encoded, images.decode_args = True, decode_args(device)
-        return images, labels
+        return encoded_images(encoded, device), labels
+
+
+def encoded_images(encoded, device: str) -> transforms.Images:
+    """Encoded files as the graph's Images: decoded to RGB when a step first needs pixels."""
+    from nvidia.dali import fn, types
+
+    shape = fn.peek_image_shape(encoded, dtype=types.INT32, adjust_orientation=False)
+    images = transforms.Images(encoded, shape[0], shape[1], 3, device)
+    images.encoded, images.decode_args = True, decode_args(device)
+    return images
 
 
 def decode_args(device: str) -> dict:
@@ -140,9 +147,9 @@ def dali_loader(source, transform, *, train: bool, batch_size: int, num_threads:
     recipe = transforms.plan(transform, python_fallback)
     if recipe.python:
         transforms.warn_slow(recipe)
-    sampler = epoch_sampler(len(source), shuffle=train, seed=seed, rank=rank, world_size=world_size,
-                            local_rank=local_rank)
-    gpu = pick_device_id(device_id, sampler.shard.local_rank)
+    sampler = sampler_for(source)(len(source), shuffle=train, seed=seed, rank=rank, world_size=world_size,
+                                  local_rank=local_rank)
+    gpu = pick_device_id(device_id, sampler.local_rank)
     device = "cpu" if gpu is None else "gpu"
 
     def build_pipeline(order, pipeline_seed, checkpoint):
@@ -154,6 +161,12 @@ def dali_loader(source, transform, *, train: bool, batch_size: int, num_threads:
     return DaliLoader(source, build_pipeline, batch_size=batch_size, sampler=sampler, drop_last=drop_last,
                       explain_failure=explain_failure, finish=batch_finisher(layout, recipe.output_dtype),
                       batch_transform=batch_mixer(batch_transform, sampler))
+
+
+def sampler_for(source) -> Callable:
+    """The source's own `epoch_sampler` if it has one (a source that can only read its samples
+    in some orders, as WebDatasetSource its shards), else distributed.epoch_sampler."""
+    return getattr(source, "epoch_sampler", epoch_sampler)
 
 
 def output_layout(memory_format) -> str:
@@ -209,8 +222,8 @@ def torch_loader(dataset: Dataset, *, train: bool, batch_size: int, num_workers:
     check_count("batch_size", batch_size, 1)
     check_count("num_threads", num_workers, 0, " (DataLoader workers)")
     layout = output_layout(memory_format)
-    sampler = epoch_sampler(len(dataset), shuffle=train, seed=seed, rank=rank, world_size=world_size,
-                            local_rank=local_rank)
+    sampler = sampler_for(dataset)(len(dataset), shuffle=train, seed=seed, rank=rank, world_size=world_size,
+                                   local_rank=local_rank)
     collate = _collate_channels_last if layout == "HWC" else None
     mixer = batch_mixer(batch_transform, sampler)
     loader_class = TorchLoader if mixer is None else BatchTransformedTorchLoader

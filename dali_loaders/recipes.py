@@ -60,6 +60,22 @@ def imagenet(train: bool, crop: int = IMAGENET_CROP, val_size: int = IMAGENET_VA
     return v2.Compose(steps + to_float(IMAGENET_MEAN, IMAGENET_STD))
 
 
+# The usual per-channel statistics of each dataset's training split, on the 0..1 scale.
+DATASET_MEAN = {"mnist": (0.1307,), "fashion_mnist": (0.2860,), "kmnist": (0.1918,), "emnist": (0.1751,),
+                "svhn": (0.4377, 0.4438, 0.4728), "stl10": (0.4467, 0.4398, 0.4066),
+                "tiny_imagenet": (0.4802, 0.4481, 0.3975)}
+DATASET_STD = {"mnist": (0.3081,), "fashion_mnist": (0.3530,), "kmnist": (0.3483,), "emnist": (0.3332,),
+               "svhn": (0.1980, 0.2010, 0.1970), "stl10": (0.2603, 0.2566, 0.2713),
+               "tiny_imagenet": (0.2770, 0.2691, 0.2821)}
+
+
+def normalized(dataset: str) -> v2.Compose:
+    """A float32 tensor normalized with the dataset's usual mean and std, and nothing else:
+    the default recipe of the small fixed-size datasets (MNIST and kin, SVHN, STL-10,
+    Tiny-ImageNet), train and val alike. Grey datasets stay one channel."""
+    return v2.Compose(to_float(DATASET_MEAN[dataset], DATASET_STD[dataset]))
+
+
 # torchvision's classification reference for ResNet-50 at 80.9% top-1 (its "new recipe")
 RESNET50_TRAIN_CROP, RESNET50_VAL_SIZE = 176, 232
 

@@ -327,8 +327,14 @@ def coin(p: float):
 
 
 def uniform(lo: float, hi: float):
+    """Per sample, a float uniform in [lo, hi]; a fixed range (lo == hi) is that number
+    (DALI's random.uniform refuses an empty range)."""
     from nvidia.dali import fn
 
+    if not (isinstance(lo, numbers.Number) and isinstance(hi, numbers.Number)):   # e.g. from the image size
+        return lo + fn.random.uniform(range=[0.0, 1.0]) * (hi - lo)
+    if float(lo) == float(hi):
+        return float(lo)
     return fn.random.uniform(range=[float(lo), float(hi)])
 
 
@@ -416,9 +422,28 @@ def resize(step, images: Images) -> None:
     images.decode()
     images.flush_mirror()
     height, width = resized_shape(step.size, step.max_size, images.height, images.width)
+    shift_y, shift_x = (tensor_nearest_shift(step, images, images.height, height),
+                        tensor_nearest_shift(step, images, images.width, width))
+    window = {}
+    if shift_y is not None:
+        window = dict(roi_start=stack(shift_y, shift_x), roi_end=stack(images.height + shift_y, images.width + shift_x),
+                      roi_relative=False)
     images.data = fn.resize(images.data, size=stack(height, width), interp_type=interp_type(step),
-                            antialias=antialias(step, images))
+                            antialias=antialias(step, images), **window)
     images.height, images.width = height, width
+
+
+def tensor_nearest_shift(step, images: Images, size_in, size_out):
+    """torch's "nearest" reads source pixel floor(x * in / out), PIL's (and DALI's)
+    floor((x + 0.5) * in / out): for a tensor twin the window moves by half an output
+    pixel, in source pixels. None when no move is needed. Exact ties (x * in / out whole)
+    are nudged up by a quarter of the 1 / out spacing of its fractions, so float32 rounding
+    cannot pick the pixel below."""
+    from nvidia.dali import types
+
+    if images.kind != "tensor" or interp_type(step) != types.INTERP_NN:
+        return None
+    return (_ratio(size_in, size_out) * -0.5) + _ratio(0.25, size_out)
 
 
 @translates("CenterCrop")
@@ -450,9 +475,12 @@ def resize_center_crop(resize_step, crop_step, images: Images) -> None:
     height, width = resized_shape(size, None, images.height, images.width)
     top, left = centre_offset(height - crop_h), centre_offset(width - crop_w)
     scale_y, scale_x = _ratio(images.height, height), _ratio(images.width, width)
+    shift_y = tensor_nearest_shift(resize_step, images, images.height, height)
+    shift_x = tensor_nearest_shift(resize_step, images, images.width, width)
+    shift_y, shift_x = (0.0, 0.0) if shift_y is None else (shift_y, shift_x)
     images.data = fn.resize(images.data, size=[float(crop_h), float(crop_w)],
-                            roi_start=stack(top * scale_y, left * scale_x),
-                            roi_end=stack((top + crop_h) * scale_y, (left + crop_w) * scale_x),
+                            roi_start=stack(top * scale_y + shift_y, left * scale_x + shift_x),
+                            roi_end=stack((top + crop_h) * scale_y + shift_y, (left + crop_w) * scale_x + shift_x),
                             interp_type=interp_type(resize_step), antialias=antialias(resize_step, images))
     images.height, images.width = crop_h, crop_w
 
@@ -508,13 +536,26 @@ def random_crop_refusal(step) -> str:
     return constant_padding_refusal(step)
 
 
+def random_crop_padding(step) -> Tuple[int, int, int, int]:
+    """(left, top, right, bottom): v2's RandomCrop stores its padding parsed, as
+    [left, right, top, bottom]; v1's keeps what it was given."""
+    from torchvision.transforms import v2
+
+    if step.padding is None:
+        return 0, 0, 0, 0
+    if isinstance(step, v2.RandomCrop):
+        left, right, top, bottom = step.padding
+        return left, top, right, bottom
+    return padding_ltrb(step.padding)
+
+
 @translates("RandomCrop")
 @refuses(random_crop_refusal)
 def random_crop(step, images: Images) -> None:
     """Pad (padding, then pad_if_needed), then a uniform window: one slice, padded with `fill`."""
     images.decode()
     crop_h, crop_w = pair(step.size)
-    left, top, right, bottom = padding_ltrb(step.padding) if step.padding is not None else (0, 0, 0, 0)
+    left, top, right, bottom = random_crop_padding(step)
     height, width = images.height + top + bottom, images.width + left + right
     if step.pad_if_needed:   # torchvision pads both sides of a short axis by the whole shortfall
         grow_h = _is(height < crop_h) * (crop_h - height)
@@ -737,7 +778,7 @@ def run_in_python(steps, images: Images) -> None:
         images.materialize()
     images.flush_mirror()
     layout_in = images.layout if images.materialized else "HWC"
-    seeds = fn.random.uniform(range=[0, 2 ** 31 - 1], dtype=types.INT32)
+    seeds = fn.random.uniform(range=[0, 2 ** 30], dtype=types.INT32)   # 2**31 - 1 rounds up in float32
     images.data = fn.python_function(images.data, seeds, function=PythonSteps(steps, images.kind, layout_in,
                                                                                layout_out),
                                      batch_processing=False, output_layouts=layout_out)
@@ -792,44 +833,63 @@ _cutout_translator()
 # -- colour ---------------------------------------------------------------------------------
 
 
-def to_uint8(values, images: Images):
-    """Float pixels back to uint8 as the twin stores them: PIL rounds, torchvision's tensor
-    kernels truncate (a clamp, then .to(uint8))."""
+def to_uint8(values):
+    """Float pixels back to uint8 as the twin stores them: PIL's blend and torchvision's
+    tensor kernels both truncate (a clamp, then a cast that drops the fraction)."""
     from nvidia.dali import fn, math as dmath, types
 
-    values = dmath.clamp(values, 0.0, 255.0)
-    if images.kind == "tensor":
-        values = dmath.floor(values)
-    return fn.cast(values, dtype=types.UINT8)
+    return fn.cast(dmath.floor(dmath.clamp(values, 0.0, 255.0)), dtype=types.UINT8)
 
 
-def gray(data, channels: int):
-    """The luma (ITU-R 601, as PIL's convert("L")) of HWC uint8 pixels, HW1."""
+def as_float(data):
     from nvidia.dali import fn, types
 
-    return data if channels == 1 else fn.color_space_conversion(data, image_type=types.RGB, output_type=types.GRAY)
+    return fn.cast(data, dtype=types.FLOAT)
+
+
+def luma(data, images: Images):
+    """The grey image (float, HW1) each twin computes from uint8 pixels: PIL's convert("L")
+    in 16-bit fixed point, rounded; torchvision's tensors 0.2989 R + 0.587 G + 0.114 B in
+    float32, truncated. A 1-channel image is its own grey."""
+    from nvidia.dali import fn, math as dmath, types
+
+    if images.channels == 1:
+        return as_float(data)
+    if images.kind == "pil":
+        r, g, b = (fn.cast(data[:, :, k:k + 1], dtype=types.INT32) for k in range(3))
+        return as_float((r * 19595 + g * 38470 + b * 7471 + 32768) // 65536)
+    r, g, b = (as_float(data[:, :, k:k + 1]) for k in range(3))
+    return dmath.floor(r * 0.2989 + g * 0.587 + b * 0.114)
+
+
+def blend(data, other, factor, images: Images):
+    """torchvision's blend of the image with `other` (0 for brightness, the grey mean for
+    contrast, the grey image for saturation), in each twin's order of float operations."""
+    pixels = as_float(data)
+    if images.kind == "pil":   # Image.blend(degenerate, image, factor)
+        return to_uint8(other + factor * (pixels - other))
+    return to_uint8(pixels * factor + other * (1.0 - factor))
 
 
 def adjust_brightness(data, factor, images: Images):
-    return to_uint8(data * factor, images)
+    return blend(data, 0.0, factor, images)
 
 
 def adjust_contrast(data, factor, images: Images):
-    """A blend with the mean grey (PIL rounds the mean; torchvision's tensors keep it float)."""
+    """A blend with the mean grey: PIL rounds the mean to an integer, tensors keep it float."""
     from nvidia.dali import fn, math as dmath
 
-    mean = fn.reductions.mean(gray(data, images.channels), axis_names="HWC", keep_dims=True)
+    mean = fn.reductions.mean(luma(data, images), axis_names="HWC")
     if images.kind == "pil":
         mean = dmath.floor(mean + 0.5)
-    return to_uint8(mean + factor * (data - mean), images)
+    return blend(data, mean, factor, images)
 
 
 def adjust_saturation(data, factor, images: Images):
     """A blend with the grey image; a grey image has no saturation to change."""
     if images.channels == 1:
         return data
-    grey = gray(data, 3)
-    return to_uint8(grey + factor * (data - grey), images)
+    return blend(data, luma(data, images), factor, images)
 
 
 def adjust_hue(data, factor, images: Images):
@@ -885,10 +945,11 @@ def grayscale_refusal(step) -> str:
     return "" if channels in (1, 3) else f"num_output_channels={channels} (1 or 3)"
 
 
-def _grey_channels(data, channels: int):
-    from nvidia.dali import fn
+def _grey_channels(data, channels: int, images: Images):
+    """The twin's grey image as uint8, 1 or 3 channels."""
+    from nvidia.dali import fn, types
 
-    grey = gray(data, 3) if data is not None else None
+    grey = fn.cast(luma(data, images), dtype=types.UINT8)
     return grey if channels == 1 else fn.cat(grey, grey, grey, axis=2)
 
 
@@ -898,7 +959,7 @@ def grayscale(step, images: Images) -> None:
     images.uint8_pixels(step)
     images.decode()
     if images.channels == 3:
-        images.data = _grey_channels(images.data, step.num_output_channels)
+        images.data = _grey_channels(images.data, step.num_output_channels, images)
     elif step.num_output_channels == 3:
         from nvidia.dali import fn
 
@@ -916,7 +977,7 @@ def random_grayscale(step, images: Images) -> None:
         return
     data = images.data
     if coin(step.p):
-        data = _grey_channels(data, 3)
+        data = _grey_channels(data, 3, images)
     images.data = data
 
 
@@ -974,18 +1035,28 @@ def random_apply(step, images: Images) -> None:
 def inverse_affine(angle, translate, scale, shear, center):
     """torchvision's _get_inverse_affine_matrix, per sample, as a 2x3 output->input matrix.
     `angle` (clockwise) and `shear` are in degrees; numbers or DataNodes."""
-    from nvidia.dali import fn, math as dmath
+    from nvidia.dali import fn
 
     rot, shear_x, shear_y = angle * (math.pi / 180), shear[0] * (math.pi / 180), shear[1] * (math.pi / 180)
-    a = dmath.cos(rot - shear_y) / dmath.cos(shear_y)
-    b = -dmath.cos(rot - shear_y) * dmath.tan(shear_x) / dmath.cos(shear_y) - dmath.sin(rot)
-    c = dmath.sin(rot - shear_y) / dmath.cos(shear_y)
-    d = -dmath.sin(rot - shear_y) * dmath.tan(shear_x) / dmath.cos(shear_y) + dmath.cos(rot)
+    cos, sin, tan = _trig("cos"), _trig("sin"), _trig("tan")
+    a = cos(rot - shear_y) / cos(shear_y)
+    b = -cos(rot - shear_y) * tan(shear_x) / cos(shear_y) - sin(rot)
+    c = sin(rot - shear_y) / cos(shear_y)
+    d = -sin(rot - shear_y) * tan(shear_x) / cos(shear_y) + cos(rot)
     m = [d / scale, -b / scale, -c / scale, a / scale]
     (cx, cy), (tx, ty) = center, translate
     shift_x = m[0] * (-cx - tx) + m[1] * (-cy - ty) + cx
     shift_y = m[2] * (-cx - tx) + m[3] * (-cy - ty) + cy
     return fn.reshape(stack(m[0], m[1], shift_x, m[2], m[3], shift_y), shape=[2, 3])
+
+
+def _trig(name: str):
+    """math.<name> for numbers (fixed parameters), DALI's for DataNodes (drawn per sample)."""
+    from nvidia.dali import math as dmath
+
+    def function(x):
+        return getattr(math, name)(x) if isinstance(x, numbers.Number) else getattr(dmath, name)(x)
+    return function
 
 
 def warp_refusal(step) -> str:

@@ -8,11 +8,16 @@ import subprocess
 import sys
 
 import pytest
-import torch
 
-LOADERS = ("dali", "torchvision", "limit")
 LOADER_FIELDS = ("images_per_s", "runs_images_per_s", "first_batch_s", "peak_rss_mb")
-WORKLOADS = ("cifar10/train", "cifar10/val", "imagenet/train", "imagenet/val", "resnet50/train", "resnet50/val")
+# workload -> its contenders: the tensor backend is timed on the ImageNet-style folder
+THREE = ("dali", "torchvision", "limit")
+WORKLOADS = {"cifar10/train": THREE, "cifar10/val": THREE, "imagenet/train": ("dali", "torchvision", "tensor", "limit"),
+             "imagenet/val": ("dali", "torchvision", "tensor", "limit"), "mnist/train": THREE, "mnist/val": THREE,
+             "flowers102/train": THREE, "flowers102/val": THREE}
+# the other recipes (tv176, albumentations) run in the full bench; their loaders are tested elsewhere
+RECIPES = ("default",)
+RUN_TIMEOUT = 900  # seconds: a hang must fail the test; eight workloads' workers start on 2 cores
 
 
 @pytest.fixture(scope="module")
@@ -20,8 +25,8 @@ def tiny_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("bench")
     command = [sys.executable, "-m", "dali_loaders", "bench", "--tiny", "--threads", "1",
                "--cache-dir", str(out / "cache"), "--json", str(out / "bench.json"),
-               "--plot", str(out / "bench.png")]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=300)
+               "--plot", str(out / "bench.png")] + [f"--recipe={name}" for name in RECIPES]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=RUN_TIMEOUT)
     assert done.returncode == 0, done.stderr[-3000:]
     (out / "stderr.txt").write_text(done.stderr)
     with open(out / "bench.json") as f:
@@ -33,13 +38,15 @@ def test_every_workload_reports_every_loader(tiny_run):
     assert [r["workload"] for r in report["results"]] == list(WORKLOADS)
     for result in report["results"]:
         assert result["images"] > 0
-        for kind in LOADERS:
+        assert set(result["loaders"]) == set(WORKLOADS[result["workload"]])
+        for kind in WORKLOADS[result["workload"]]:
             loader = result["loaders"][kind]
             for field in LOADER_FIELDS:
                 assert loader[field] is not None, (result["workload"], kind, field)
             assert loader["images_per_s"] > 0 and loader["peak_rss_mb"] > 0
             assert len(loader["runs_images_per_s"]) == 1  # --tiny: one round
-        assert result["loaders"]["torchvision"]["num_workers"] in (0, 1)  # 0 .. --threads
+        for kind in {"torchvision", "tensor"} & set(result["loaders"]):
+            assert result["loaders"][kind]["num_workers"] in (0, 1)  # 0 .. --threads
         assert result["loaders"]["dali"]["num_threads"] == 1                # 1 .. --threads
         assert set(result["loaders"]["dali"]["sweep_images_per_s"]) == {"1"}
         assert result["vs_torchvision"] > 0 and result["of_limit"] > 0
@@ -49,10 +56,20 @@ def test_ratios_are_medians_of_side_by_side_runs(tiny_run):
     report, _, _ = tiny_run
     for result in report["results"]:
         dali = result["loaders"]["dali"]["runs_images_per_s"]
-        twin = result["loaders"]["torchvision"]["runs_images_per_s"]
-        limit = result["loaders"]["limit"]["runs_images_per_s"]
-        assert result["vs_torchvision_runs"] == pytest.approx([d / t for d, t in zip(dali, twin)])
-        assert result["of_limit_runs"] == pytest.approx([d / lim for d, lim in zip(dali, limit)])
+        for field, kind in (("vs_torchvision", "torchvision"), ("vs_tensor", "tensor"), ("of_limit", "limit")):
+            if kind not in result["loaders"]:
+                assert field not in result
+                continue
+            other = result["loaders"][kind]["runs_images_per_s"]
+            assert result[field + "_runs"] == pytest.approx([d / o for d, o in zip(dali, other)])
+
+
+def test_new_workloads_time_the_standard_factories_against_their_twins(tiny_run):
+    report, stdout, _ = tiny_run
+    by_name = {r["workload"]: r for r in report["results"]}
+    assert by_name["mnist/train"]["batch_size"] == 256 and by_name["flowers102/train"]["batch_size"] == 16
+    assert by_name["mnist/val"]["images"] == 512 and by_name["flowers102/val"]["images"] == 16
+    assert "limit: gather + float NCHW" in stdout and "limit: DALI decode only" in stdout
 
 
 def test_machine_targets_and_command_are_recorded(tiny_run):
@@ -60,6 +77,8 @@ def test_machine_targets_and_command_are_recorded(tiny_run):
     assert {"cpu", "cores", "memory_gb", "torch", "dali"} <= set(report["machine"])
     assert report["command"].startswith("dali-loaders bench --tiny")
     assert {t["workload"] for t in report["targets"]} == {"cifar10/train", "imagenet/train", "imagenet/val"}
+    assert {"ImageNet-style train vs torchvision tensors", "ImageNet-style val vs torchvision tensors"} <= \
+        {t["target"] for t in report["targets"]}
     assert all(isinstance(t["met"], bool) for t in report["targets"])
 
 
@@ -113,19 +132,22 @@ def test_stages_table_builds_the_train_graph_stage_by_stage(tmp_path):
     assert rows["train: " + STAGES[1]][1] == "100%"  # the decode-only row is the reference
     assert float(rows["val: decode, resize the crop window, normalize"][0]) > 0
     for way in ("DALI fn.resize (CPU)", "PIL Image.resize (torchvision)", "torch interpolate, uint8",
-                "external_source alone", "+ per-image crop and flip (= CIFAR train)"):
+                "external_source alone", "+ per-image crop and flip"):
         assert float(rows[way][0]) > 0, way
 
 
-@pytest.mark.parametrize("kind", ["dali", "torchvision"])
-def test_resnet50_workload_runs_the_reference_recipe(kind, tmp_path):
-    """Train: 176-pixel crops, MixUp/CutMix soft labels; val: 224-pixel centre crops, class indices."""
+@pytest.mark.parametrize("kind", ["dali", "torchvision", "tensor"])
+def test_resnet50_recipe_runs_torchvisions_reference(kind, tmp_path):
+    """The resnet50 recipe: train 176-pixel crops with MixUp/CutMix soft labels; val
+    224-pixel centre crops with class indices; every contender runs it."""
+    import torch
+
     from dali_loaders.bench import contenders, data
 
     root = data.make_image_folder(str(tmp_path), 16, 8, classes=2)
-    classes = sum(entry.is_dir() for entry in os.scandir(os.path.join(root, "train")))
     for split, size in (("train", 176), ("val", 224)):
-        spec = {"kind": kind, "dataset": "resnet50", "split": split, "data": root, "batch_size": 4, "threads": 1}
+        spec = {"kind": kind, "dataset": "imagenet", "recipe": "resnet50", "split": split, "data": root,
+                "batch_size": 4, "threads": 1}
         images, labels = next(iter(contenders.make_loader(spec, 0)))
         assert images.shape == (4, 3, size, size) and images.dtype == torch.float32
-        assert labels.shape == ((4, classes) if split == "train" else (4,))
+        assert labels.shape == ((4, 2) if split == "train" else (4,))

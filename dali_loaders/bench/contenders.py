@@ -1,4 +1,6 @@
-"""What a benchmark worker can time: the DALI loader, its torchvision twin, and the limit.
+"""What a benchmark worker can time: the DALI loader, its torchvision twin (PIL), the
+torchvision tensor backend (decode_image + transforms.v2 on uint8 tensors), and the limit.
+Every loader runs the workload's recipe (bench/recipes.py).
 
 Each maker returns an iterable of (images, labels) batches, one pass per `iter()`.
 Imports stay inside the makers so that a worker loads only what its loader needs
@@ -8,7 +10,15 @@ import os
 
 import numpy as np
 
-KINDS = ("dali", "torchvision", "limit")
+from .recipes import batch_options, options_for, transform_for
+
+KINDS = ("dali", "torchvision", "tensor", "limit")
+WORKER_KINDS = ("torchvision", "tensor")   # DataLoaders: their num_workers is swept
+
+
+def kinds(dataset: str):
+    """The contenders of a dataset: the tensor backend is timed on the ImageNet-style folder."""
+    return KINDS if dataset == "imagenet" else tuple(k for k in KINDS if k != "tensor")
 
 
 def preload(spec: dict) -> None:
@@ -16,9 +26,9 @@ def preload(spec: dict) -> None:
     import torch  # noqa: F401  every loader hands out torch tensors
     import dali_loaders  # noqa: F401
 
-    if spec["kind"] == "torchvision":
-        import torchvision.transforms  # noqa: F401
-    elif spec["kind"] == "dali" or spec["dataset"] != "cifar10":
+    if spec["kind"] in WORKER_KINDS:
+        import torchvision.transforms.v2  # noqa: F401
+    elif spec["kind"] == "dali" or spec["dataset"] in ("imagenet", "flowers102"):
         import nvidia.dali.fn  # noqa: F401
         import nvidia.dali.plugin.pytorch  # noqa: F401
 
@@ -27,70 +37,90 @@ def make_loader(spec: dict, workers: int):
     """The loader `spec` names; `workers` is the torchvision twin's num_workers."""
     makers = {("cifar10", "dali"): _cifar_dali, ("cifar10", "torchvision"): _cifar_torch,
               ("cifar10", "limit"): _cifar_limit, ("imagenet", "dali"): _imagenet_dali,
-              ("imagenet", "torchvision"): _imagenet_torch, ("imagenet", "limit"): _decode_only,
-              ("resnet50", "dali"): _resnet50_dali, ("resnet50", "torchvision"): _resnet50_torch,
-              ("resnet50", "limit"): _decode_only}
+              ("imagenet", "torchvision"): _imagenet_torch, ("imagenet", "tensor"): _imagenet_tensor,
+              ("imagenet", "limit"): _decode_only,
+              ("mnist", "dali"): _standard_dali, ("mnist", "torchvision"): _standard_torch,
+              ("mnist", "limit"): _mnist_limit, ("flowers102", "dali"): _standard_dali,
+              ("flowers102", "torchvision"): _standard_torch, ("flowers102", "limit"): _flowers_decode_only}
     return makers[spec["dataset"], spec["kind"]](spec, workers)
 
 
 def _cifar_dali(spec, workers):
     from dali_loaders import get_cifar_iter_dali
 
-    return get_cifar_iter_dali(spec["split"], spec["data"], spec["batch_size"], spec["threads"], seed=0)
+    return get_cifar_iter_dali(spec["split"], spec["data"], spec["batch_size"], spec["threads"], seed=0,
+                               transform=transform_for(spec), **options_for(spec))
 
 
 def _cifar_torch(spec, workers):
     from dali_loaders import get_cifar_iter_torch
 
-    return get_cifar_iter_torch(spec["split"], spec["data"], spec["batch_size"], workers, seed=0)
+    return get_cifar_iter_torch(spec["split"], spec["data"], spec["batch_size"], workers, seed=0,
+                                transform=transform_for(spec))
 
 
 def _imagenet_dali(spec, workers):
     from dali_loaders import get_imagenet_iter_dali
 
-    return get_imagenet_iter_dali(spec["split"], spec["data"], spec["batch_size"], spec["threads"], seed=0)
+    return get_imagenet_iter_dali(spec["split"], spec["data"], spec["batch_size"], spec["threads"], seed=0,
+                                  transform=transform_for(spec), **options_for(spec), **batch_options(spec))
 
 
 def _imagenet_torch(spec, workers):
     from dali_loaders import get_imagenet_iter_torch
 
-    return get_imagenet_iter_torch(spec["split"], spec["data"], spec["batch_size"], workers, seed=0)
-
-
-def _resnet50_recipe(spec) -> dict:
-    """torchvision's ResNet-50 reference recipe on the image folder: transform, and MixUp/CutMix
-    on train batches (one class per folder of train/)."""
-    from dali_loaders import recipes
-
-    train = spec["split"] == "train"
-    classes = sum(entry.is_dir() for entry in os.scandir(os.path.join(spec["data"], "train")))
-    return dict(transform=recipes.resnet50_reference(train),
-                batch_transform=recipes.resnet50_mixing(classes) if train else None)
-
-
-def _resnet50_dali(spec, workers):
-    from dali_loaders import get_imagenet_iter_dali
-
-    return get_imagenet_iter_dali(spec["split"], spec["data"], spec["batch_size"], spec["threads"], seed=0,
-                                  **_resnet50_recipe(spec))
-
-
-def _resnet50_torch(spec, workers):
-    from dali_loaders import get_imagenet_iter_torch
-
     return get_imagenet_iter_torch(spec["split"], spec["data"], spec["batch_size"], workers, seed=0,
-                                   **_resnet50_recipe(spec))
+                                   transform=transform_for(spec), **batch_options(spec))
 
 
-class CifarLimit:
-    """The memory-bound floor of a CIFAR batch: gather the batch's images by index and
-    convert them to float32 NCHW, vectorized over the whole batch, nothing else."""
+class TensorFiles:
+    """torchvision's tensor backend: the file's bytes decoded by torchvision.io.decode_image
+    to a uint8 CHW tensor, then the recipe on that tensor (v2 runs on tensors)."""
 
-    def __init__(self, spec):
+    def __init__(self, index, transform):
+        self.index, self.transform = index, transform
+
+    def __len__(self) -> int:
+        return len(self.index)
+
+    def __getitem__(self, i):
+        from torchvision.io import ImageReadMode, decode_image, read_file
+
+        image = decode_image(read_file(self.index.files[i]), mode=ImageReadMode.RGB)
+        return self.transform(image), int(self.index.labels[i])
+
+
+def _imagenet_tensor(spec, workers):
+    from dali_loaders.imagenet import ImageFiles
+    from dali_loaders.loaders import torch_loader
+
+    index = ImageFiles(os.path.join(spec["data"], spec["split"]))
+    return torch_loader(TensorFiles(index, transform_for(spec)), train=spec["split"] == "train",
+                        batch_size=spec["batch_size"], num_workers=workers, seed=0, **batch_options(spec))
+
+
+def _standard_dali(spec, workers):
+    """A standard dataset's factory (get_<dataset>_iter_dali), as a user calls it."""
+    import dali_loaders
+
+    factory = getattr(dali_loaders, f"get_{spec['dataset']}_iter_dali")
+    return factory(spec["split"], spec["data"], spec["batch_size"], spec["threads"], seed=0)
+
+
+def _standard_torch(spec, workers):
+    import dali_loaders
+
+    factory = getattr(dali_loaders, f"get_{spec['dataset']}_iter_torch")
+    return factory(spec["split"], spec["data"], spec["batch_size"], workers, seed=0)
+
+
+class ArrayLimit:
+    """The memory-bound floor of an in-memory dataset's batch: gather the batch's images by
+    index and convert them to float32 NCHW, vectorized over the whole batch, nothing else."""
+
+    def __init__(self, spec, arrays):
         import torch
-        from dali_loaders.cifar import cifar_source
 
-        arrays = cifar_source(spec["data"], spec["split"] == "train")
         self.images, self.labels = torch.from_numpy(arrays.images), torch.from_numpy(arrays.labels)
         self.batch_size, self.shuffle, self.epoch = spec["batch_size"], spec["split"] == "train", 0
 
@@ -102,13 +132,22 @@ class CifarLimit:
         self.epoch += 1
         for start in range(0, n, self.batch_size):
             index = torch.from_numpy(order[start:start + self.batch_size])
-            images = torch.empty((len(index), 3, 32, 32), dtype=torch.float32)
+            images = torch.empty((len(index), *self.images.shape[3:], *self.images.shape[1:3]),
+                                 dtype=torch.float32)
             images.copy_(self.images[index].permute(0, 3, 1, 2))  # gather, transpose, convert: one pass
             yield images, self.labels[index]
 
 
 def _cifar_limit(spec, workers):
-    return CifarLimit(spec)
+    from dali_loaders.cifar import cifar_source
+
+    return ArrayLimit(spec, cifar_source(spec["data"], spec["split"] == "train"))
+
+
+def _mnist_limit(spec, workers):
+    from dali_loaders.mnist import idx_source
+
+    return ArrayLimit(spec, idx_source(spec["data"], "mnist", "train" if spec["split"] == "train" else "test"))
 
 
 def exact_runs(pipeline, runs: int):
@@ -138,17 +177,20 @@ def decode_only(encoded):
 class DecodeOnly:
     """The decode floor of an image set: DALI reading and decoding the same files on the CPU
     (readers.file + decoders.image), with the loader's threads and batch, and nothing else.
-    Like the loader, it builds a pipeline per pass and runs exactly the pass's batches."""
+    Like the loader, it builds a pipeline per pass and runs exactly the pass's batches.
+    The files: a class-per-folder split (spec's data/split), or the list `files`."""
 
-    def __init__(self, spec):
+    def __init__(self, spec, files=None):
         from nvidia.dali import fn, pipeline_def
 
         root = os.path.join(spec["data"], spec["split"])
-        self.batches = -(-sum(len(f) for _, _, f in os.walk(root)) // spec["batch_size"])
+        count = len(files) if files is not None else sum(len(f) for _, _, f in os.walk(root))
+        self.batches = -(-count // spec["batch_size"])
+        where = dict(files=files, labels=[0] * len(files)) if files is not None else dict(file_root=root)
 
         @pipeline_def(batch_size=spec["batch_size"], num_threads=spec["threads"], device_id=None)
         def decode():
-            encoded, labels = fn.readers.file(file_root=root, random_shuffle=False, name="Reader")
+            encoded, labels = fn.readers.file(**where, random_shuffle=False, name="Reader")
             return decode_only(encoded), labels
 
         self.make_pipeline = decode
@@ -162,3 +204,9 @@ class DecodeOnly:
 
 def _decode_only(spec, workers):
     return DecodeOnly(spec)
+
+
+def _flowers_decode_only(spec, workers):
+    from dali_loaders.flowers102 import flowers_source
+
+    return DecodeOnly(spec, flowers_source(spec["data"], spec["split"]).files)

@@ -2,6 +2,8 @@
 
 CIFAR: the python pickles of CIFAR-10, written by dali_loaders.synthetic, holding random
 pixels; the loaders' cost does not depend on what the pixels show.
+MNIST: torchvision's MNIST/raw/ idx files of blurred random strokes.
+Flowers-102: its jpg/ and .mat files, JPEGs made as the image folder's are.
 Images: an ImageNet-style folder (train/<class>/, val/<class>/) of JPEGs 300 to 500 px
 on the short side, smooth and textured like photographs, so that they decode at the
 speed and compress to the size of real ones (random noise would do neither).
@@ -97,5 +99,58 @@ def make_image_folder(cache_dir: str, n_train: int, n_val: int, classes: int = 1
         for _ in tqdm(pool.map(_write_jpeg, jobs, chunksize=16), total=len(jobs),
                       desc="making JPEGs", unit="image", leave=False):
             pass
+    _mark_complete(root)
+    return root
+
+
+def make_mnist(cache_dir: str, n_train: int, n_test: int) -> str:
+    """An MNIST root (MNIST/raw/ with the plain idx files torchvision reads) of n_train +
+    n_test 28x28 grey images: blurred strokes on black, labels cycling 0..9."""
+    root = os.path.join(cache_dir, f"mnist-{n_train}-{n_test}")
+    if _is_complete(root):
+        return root
+    _start_fresh(root)
+    raw = os.path.join(root, "MNIST", "raw")
+    os.makedirs(raw)
+    rng = np.random.default_rng(0)
+    for prefix, n in (("train", n_train), ("t10k", n_test)):
+        coarse = (rng.random((n, 7, 7)) < 0.3) * 255.0
+        images = np.clip(coarse.repeat(4, axis=1).repeat(4, axis=2) + rng.normal(0, 20, (n, 28, 28)), 0, 255)
+        _write_idx(os.path.join(raw, f"{prefix}-images-idx3-ubyte"), images.astype(np.uint8))
+        _write_idx(os.path.join(raw, f"{prefix}-labels-idx1-ubyte"), (np.arange(n) % 10).astype(np.uint8))
+    _mark_complete(root)
+    return root
+
+
+def _write_idx(path: str, array: np.ndarray) -> None:
+    with open(path, "wb") as f:
+        f.write(bytes([0, 0, 0x08, array.ndim]) + np.array(array.shape, dtype=">u4").tobytes() + array.tobytes())
+
+
+def make_flowers(cache_dir: str, n_train: int, n_val: int, classes: int = 102, short_sides=(500, 500),
+                 workers: int = None) -> str:
+    """A Flowers-102 root (flowers-102/ with jpg/, imagelabels.mat, setid.mat): photo-like
+    JPEGs 500 px on the short side, as the real set's are; train first, then val, then a
+    test split of one image (the loaders need all three keys)."""
+    from scipy.io import savemat
+
+    root = os.path.join(cache_dir, f"flowers-{n_train}-{n_val}-{short_sides[0]}-{short_sides[1]}")
+    if _is_complete(root):
+        return root
+    _start_fresh(root)
+    base = os.path.join(root, "flowers-102")
+    os.makedirs(os.path.join(base, "jpg"))
+    n = n_train + n_val + 1
+    rng = np.random.default_rng(2)
+    jobs = [(os.path.join(base, "jpg", f"image_{k:05d}.jpg"), 10 ** 6 + k,
+             int(rng.integers(short_sides[0], short_sides[1] + 1))) for k in range(1, n + 1)]
+    with ProcessPoolExecutor(workers or os.cpu_count()) as pool:
+        for _ in tqdm(pool.map(_write_jpeg, jobs, chunksize=16), total=len(jobs),
+                      desc="making JPEGs", unit="image", leave=False):
+            pass
+    savemat(os.path.join(base, "imagelabels.mat"), {"labels": (np.arange(n) % classes + 1)[None, :]})
+    ids = np.arange(1, n + 1)
+    savemat(os.path.join(base, "setid.mat"), {"trnid": ids[None, :n_train], "valid": ids[None, n_train:n - 1],
+                                              "tstid": ids[None, n - 1:]})
     _mark_complete(root)
     return root

@@ -1,8 +1,8 @@
 """`python -m dali_loaders bench`: the DALI loaders against torchvision and the machine's limit.
 
-For CIFAR-10 and an ImageNet-style folder, train and val, it times three loaders side by
+For CIFAR-10, an ImageNet-style folder, MNIST and a Flowers-102-style set, train and val, it times three loaders side by
 side, each in its own process: the DALI loader; its torchvision twin at its best
-num_workers (0 .. the core count); and the limit: for CIFAR, gathering the batch and
+num_workers (0 .. the core count); and the limit: for CIFAR and MNIST, gathering the batch and
 converting it to float NCHW in one vectorized pass; for images, DALI decoding the same
 files and nothing else. It prints images/s, DALI's speed-up over torchvision, its
 fraction of the limit, time to first batch and peak RSS, then writes a JSON file and a
@@ -20,20 +20,27 @@ import time
 from tqdm import tqdm
 
 from . import data, report
+from .recipes import RECIPES
 from .session import Plan, Workload, commands_per_workload, time_workload
 
 # mode -> CIFAR train/test images, JPEGs train/val, batch sizes, plan
 MODES = {
-    "full": dict(cifar=(50000, 10000), jpegs=(1280, 500), cifar_batch=256, image_batch=64,
+    "full": dict(cifar=(50000, 10000), jpegs=(1280, 500), mnist=(60000, 10000), flowers=(1020, 510),
+                 cifar_batch=256, image_batch=64,
                  plan=Plan(rounds=3, sweep_batches=None, max_batches=None, min_seconds=3.0)),
-    "quick": dict(cifar=(10000, 2000), jpegs=(1024, 256), cifar_batch=256, image_batch=64,
+    "quick": dict(cifar=(10000, 2000), jpegs=(1024, 256), mnist=(10000, 2000), flowers=(512, 256),
+                  cifar_batch=256, image_batch=64,
                   plan=Plan(rounds=3, sweep_batches=None, max_batches=None, min_seconds=1.0)),
-    "tiny": dict(cifar=(1024, 512), jpegs=(48, 24), cifar_batch=256, image_batch=16,
+    "tiny": dict(cifar=(1024, 512), jpegs=(48, 24), mnist=(1024, 512), flowers=(16, 16),
+                 cifar_batch=256, image_batch=16, flowers_short_sides=(96, 128),
                  plan=Plan(rounds=1, sweep_batches=1, max_batches=None)),
 }
-SWEEP_IMAGES = {"cifar10": 12800, "imagenet": 384, "resnet50": 384}  # per pass while choosing num_workers
-# resnet50: torchvision's ResNet-50 reference recipe (recipes.resnet50_reference) on the image folder
-DATASETS = ("cifar10", "imagenet", "resnet50")
+SWEEP_IMAGES = {"cifar10": 12800, "imagenet": 384, "mnist": 12800, "flowers102": 384}  # per num_workers pass
+DATASETS = ("cifar10", "imagenet", "mnist", "flowers102")
+ARRAY_DATASETS = ("cifar10", "mnist")   # in memory: the larger batch
+# Where --data-dir DIR holds each dataset, and the file that says it is there.
+DATA_DIR_LAYOUT = {"cifar10": ("", "cifar-10-batches-py"), "imagenet": ("imagenet", "train"),
+                   "mnist": ("", os.path.join("MNIST", "raw")), "flowers102": ("", "flowers-102")}
 REAL_PASS_IMAGES = 12800
 
 
@@ -56,14 +63,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                       help="a few batches of everything, one round: checks that it runs, not speed")
     parser.set_defaults(mode="full")
     parser.add_argument("--data-dir", metavar="DIR",
-                        help="real data instead of made-up: DIR/cifar-10-batches-py/ (torchvision's "
-                             "layout) and DIR/imagenet/{train,val}/<class>/; a missing one is skipped")
+                        help="real data instead of made-up: DIR/cifar-10-batches-py/, DIR/MNIST/raw/, "
+                             "DIR/flowers-102/ (torchvision's layouts) and DIR/imagenet/{train,val}/<class>/; "
+                             "a missing one is skipped")
     parser.add_argument("--cifar-dir", metavar="DIR", help="the CIFAR-10 root alone (overrides --data-dir)")
     parser.add_argument("--imagenet-dir", metavar="DIR",
                         help="the image folder alone, holding train/ and val/ (overrides --data-dir)")
     parser.add_argument("--only", choices=DATASETS, action="append",
-                        help="time this workload only (repeatable; default: all three; resnet50 is "
-                             "torchvision's ResNet-50 reference recipe on the image folder)")
+                        help="time this dataset only (repeatable; default: all)")
+    parser.add_argument("--recipe", action="append", metavar="NAME",
+                        choices=sorted({name for named in RECIPES.values() for name in named}),
+                        help="time this recipe only (repeatable; default: all; see dali_loaders/bench/recipes.py)")
     parser.add_argument("--threads", type=int, default=cores(), metavar="N",
                         help="the most DALI threads and DataLoader workers tried (default: %(default)s, "
                              "the cores this process may use)")
@@ -81,13 +91,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _real_root(args, dataset: str):
     """The user's root for `dataset`, "" if they gave data but not this one, None if none."""
-    explicit = args.cifar_dir if dataset == "cifar10" else args.imagenet_dir
+    explicit = {"cifar10": args.cifar_dir, "imagenet": args.imagenet_dir}.get(dataset)
     if explicit:
         return explicit
     if args.data_dir:
-        root = args.data_dir if dataset == "cifar10" else os.path.join(args.data_dir, "imagenet")
-        found = os.path.isdir(os.path.join(root, "cifar-10-batches-py" if dataset == "cifar10" else "train"))
-        return root if found else ""
+        folder, marker = DATA_DIR_LAYOUT[dataset]
+        root = os.path.join(args.data_dir, folder) if folder else args.data_dir
+        return root if os.path.isdir(os.path.join(root, marker)) else ""
     return "" if (args.cifar_dir or args.imagenet_dir) else None
 
 
@@ -96,6 +106,11 @@ def _data_root(args, dataset: str, mode: dict):
     if root is None:
         if dataset == "cifar10":
             return data.make_cifar(args.cache_dir, *mode["cifar"])
+        if dataset == "mnist":
+            return data.make_mnist(args.cache_dir, *mode["mnist"])
+        if dataset == "flowers102":
+            return data.make_flowers(args.cache_dir, *mode["flowers"],
+                                     short_sides=mode.get("flowers_short_sides", (500, 500)))
         return data.make_image_folder(args.cache_dir, *mode["jpegs"])
     if root == "":
         print(f"skipping {dataset}: no data for it under the given directories", file=sys.stderr)
@@ -108,9 +123,12 @@ def workloads(args, mode: dict):
         root = _data_root(args, dataset, mode)
         if not root:
             continue
-        batch = mode["cifar_batch" if dataset == "cifar10" else "image_batch"]
-        for split in ("train", "val"):
-            found.append(Workload(dataset, split, root, batch, args.threads))
+        batch = mode["cifar_batch" if dataset in ARRAY_DATASETS else "image_batch"]
+        for name, recipe in RECIPES[dataset].items():
+            if args.recipe and name not in args.recipe:
+                continue
+            for split in recipe.splits:
+                found.append(Workload(dataset, split, root, batch, args.threads, name))
     return found
 
 
@@ -161,7 +179,7 @@ def main(args) -> int:
     if not todo:
         print("nothing to time: no data found", file=sys.stderr)
         return 1
-    steps = sum(commands_per_workload(plan, w.threads) for w, plan in todo)
+    steps = sum(commands_per_workload(plan, w) for w, plan in todo)
     results = []
     with tqdm(total=steps, desc="bench", unit="step", dynamic_ncols=True) as progress:
         for workload, plan in todo:

@@ -14,22 +14,35 @@ import tempfile
 from dataclasses import dataclass
 from typing import List, Optional
 
-from .contenders import KINDS
+from .contenders import WORKER_KINDS, kinds
+from .recipes import bench_recipe
 from .worker import REPLY
 
 
 @dataclass
 class Workload:
-    dataset: str          # "cifar10", "imagenet", or "resnet50" (the reference recipe on the image folder)
+    dataset: str          # "cifar10", "imagenet", "mnist" or "flowers102"
     split: str            # "train" or "val"
     data: str             # the dataset root the loaders read
     batch_size: int
     threads: int          # the most DALI threads and DataLoader workers tried
+    recipe: str = "default"   # a name in bench/recipes.py
     images: int = 0       # images per timed pass (the split, unless passes are capped)
 
     @property
     def name(self) -> str:
-        return f"{self.dataset}/{self.split}"
+        return f"{self.dataset}/{self.split}" + ("" if self.recipe == "default" else f" [{self.recipe}]")
+
+    @property
+    def kinds(self):
+        found = kinds(self.dataset)
+        if not bench_recipe(self.dataset, self.recipe).tensor_backend:
+            found = tuple(k for k in found if k != "tensor")
+        return found
+
+    @property
+    def worker_kinds(self):
+        return [k for k in self.kinds if k in WORKER_KINDS]
 
 
 @dataclass
@@ -83,11 +96,12 @@ def dali_thread_counts(threads: int) -> List[int]:
     return list(range(1, threads + 1))
 
 
-def commands_per_workload(plan: Plan, threads: int) -> int:
+def commands_per_workload(plan: Plan, workload: Workload) -> int:
     """How many steps `time_workload` reports to `progress` (the bar's length)."""
-    dali_sweep = 6 * len(dali_thread_counts(threads))
-    twin_sweep = 4 * (threads + 1)  # num_workers 0 .. threads
-    return 3 + dali_sweep + 2 + 2 + twin_sweep + 2 + 3 * plan.rounds + 3
+    dali_sweep = 6 * len(dali_thread_counts(workload.threads))
+    twin_sweep = 4 * (workload.threads + 1)  # num_workers 0 .. threads
+    n = len(workload.kinds)
+    return n + dali_sweep + 4 + len(workload.worker_kinds) * (twin_sweep + 2) + n * plan.rounds + n
 
 
 def _throughput(reply: dict) -> float:
@@ -111,11 +125,11 @@ class Session:
 
     def start(self) -> None:
         # The imports run in parallel; the measured work below never does.
-        for kind in KINDS:
+        for kind in self.workload.kinds:
             self.workers[kind] = Worker({"kind": kind, "dataset": self.workload.dataset,
                                          "split": self.workload.split, "data": self.workload.data,
                                          "batch_size": self.workload.batch_size,
-                                         "threads": self.workload.threads})
+                                         "threads": self.workload.threads, "recipe": self.workload.recipe})
         for kind, worker in self.workers.items():
             worker.read()
             self.step(f"{kind} ready")
@@ -143,21 +157,23 @@ class Session:
             found.setdefault(threads, []).append(self.run("dali", self.plan.sweep_batches))
         return {threads: sum(speeds) / len(speeds) for threads, speeds in found.items()}
 
-    def sweep_num_workers(self) -> dict:
-        """num_workers -> (twin's speed / DALI's, first batch s), each against an adjacent DALI pass."""
+    def sweep_num_workers(self, kind: str) -> dict:
+        """num_workers -> (the DataLoader's speed / DALI's, first batch s), each against an
+        adjacent DALI pass."""
         found = {}
         for workers in range(self.workload.threads + 1):
-            first_batch = self.build("torchvision", workers)
-            self.run("torchvision", self.plan.sweep_batches)  # warm-up: workers up, caches hot
+            first_batch = self.build(kind, workers)
+            self.run(kind, self.plan.sweep_batches)  # warm-up: workers up, caches hot
             dali = self.run("dali", self.plan.sweep_batches)
-            twin = self.run("torchvision", self.plan.sweep_batches)
+            twin = self.run(kind, self.plan.sweep_batches)
             found[workers] = (twin / dali, first_batch)
         return found
 
     def rounds(self) -> dict:
-        speeds = {kind: [] for kind in KINDS}
+        order = self.workload.kinds
+        speeds = {kind: [] for kind in order}
         for r in range(self.plan.rounds):
-            for kind in (KINDS if r % 2 == 0 else KINDS[::-1]):
+            for kind in (order if r % 2 == 0 else order[::-1]):
                 speeds[kind].append(self.run(kind, self.plan.max_batches, self.plan.min_seconds))
         return speeds
 
@@ -190,29 +206,38 @@ def time_workload(workload: Workload, plan: Plan, progress) -> dict:
         first_batch = {kind: session.build(kind, threads=dali_threads) for kind in ("dali", "limit")}
         session.run("dali", plan.sweep_batches)
         session.run("limit", plan.sweep_batches)
-        sweep = session.sweep_num_workers()
-        best = max(sweep, key=lambda w: sweep[w][0])
-        first_batch["torchvision"] = session.build("torchvision", best)
-        session.run("torchvision", plan.sweep_batches)
+        sweeps = {}
+        for kind in workload.worker_kinds:   # each DataLoader at its best num_workers
+            sweeps[kind] = session.sweep_num_workers(kind)
+            best = max(sweeps[kind], key=lambda w: sweeps[kind][w][0])
+            first_batch[kind] = session.build(kind, best)
+            session.run(kind, plan.sweep_batches)
         speeds = session.rounds()
         memory = session.close()
     finally:
         session.kill()
-    return summarize(workload, speeds, first_batch, memory, best, sweep, dali_threads, threads)
+    return summarize(workload, speeds, first_batch, memory, sweeps, dali_threads, threads)
 
 
-def summarize(workload: Workload, speeds: dict, first_batch: dict, memory: dict, best: int,
-              sweep: dict, dali_threads: int, thread_sweep: dict) -> dict:
+def _ratios(speeds: dict, kind: str) -> List[float]:
+    """DALI's speed over `kind`'s, round by round."""
+    return [d / other for d, other in zip(speeds["dali"], speeds[kind])]
+
+
+def summarize(workload: Workload, speeds: dict, first_batch: dict, memory: dict, sweeps: dict,
+              dali_threads: int, thread_sweep: dict) -> dict:
     loaders = {kind: {"images_per_s": _median(speeds[kind]), "runs_images_per_s": speeds[kind],
-                      "first_batch_s": first_batch[kind], **memory[kind]} for kind in KINDS}
+                      "first_batch_s": first_batch[kind], **memory[kind]} for kind in workload.kinds}
     loaders["dali"]["num_threads"] = dali_threads
     loaders["dali"]["sweep_images_per_s"] = {str(t): speed for t, speed in thread_sweep.items()}
-    loaders["torchvision"]["num_workers"] = best
-    loaders["torchvision"]["sweep_speed_vs_dali"] = {str(w): ratio for w, (ratio, _) in sweep.items()}
-    vs_twin = [d / t for d, t in zip(speeds["dali"], speeds["torchvision"])]
-    of_limit = [d / lim for d, lim in zip(speeds["dali"], speeds["limit"])]
-    return {"workload": workload.name, "dataset": workload.dataset, "split": workload.split,
-            "data": os.path.abspath(workload.data), "batch_size": workload.batch_size,
-            "images": workload.images, "threads": workload.threads, "loaders": loaders,
-            "vs_torchvision": _median(vs_twin), "vs_torchvision_runs": vs_twin,
-            "of_limit": _median(of_limit), "of_limit_runs": of_limit}
+    for kind, sweep in sweeps.items():
+        loaders[kind]["num_workers"] = max(sweep, key=lambda w: sweep[w][0])
+        loaders[kind]["sweep_speed_vs_dali"] = {str(w): ratio for w, (ratio, _) in sweep.items()}
+    result = {"workload": workload.name, "dataset": workload.dataset, "split": workload.split,
+              "recipe": workload.recipe, "data": os.path.abspath(workload.data),
+              "batch_size": workload.batch_size, "images": workload.images, "threads": workload.threads,
+              "loaders": loaders}
+    for field, kind in (("vs_torchvision", "torchvision"), ("vs_tensor", "tensor"), ("of_limit", "limit")):
+        if kind in speeds:
+            result[field], result[field + "_runs"] = _median(_ratios(speeds, kind)), _ratios(speeds, kind)
+    return result

@@ -1,0 +1,215 @@
+"""Small datasets in their real on-disk formats (idx, .mat, STL binary, JPEG folders with
+.mat / JSON / txt metadata), whose images say which sample they are."""
+import gzip
+import json
+import os
+
+import numpy as np
+from PIL import Image
+from scipy.io import savemat
+
+from image_data import SIZES, solid_colour
+
+
+def index_pixels(n, offset, height, width, channels):
+    """(n, height, width, channels) uint8: image i is filled with i, spread over the bytes
+    (grey: top half i // 256, bottom half i % 256; RGB: (i >> 16, i >> 8, i) & 255)."""
+    index = np.arange(offset, offset + n)
+    images = np.empty((n, height, width, channels), dtype=np.uint8)
+    if channels == 1:
+        images[:, :height // 2] = (index // 256)[:, None, None, None]
+        images[:, height // 2:] = (index % 256)[:, None, None, None]
+    else:
+        rgb = np.stack([index >> 16, (index >> 8) & 255, index & 255], axis=1).astype(np.uint8)
+        images[:] = rgb[:, None, None, :]
+    return images
+
+
+def read_index(pixels):
+    """The index index_pixels wrote, from (B, H, W, C) uint8 pixels."""
+    pixels = pixels.astype(np.int64)
+    if pixels.shape[-1] == 1:
+        return pixels[:, 0, 0, 0] * 256 + pixels[:, -1, 0, 0]
+    centre = pixels[:, pixels.shape[1] // 2, pixels.shape[2] // 2]
+    return (centre[:, 0] << 16) | (centre[:, 1] << 8) | centre[:, 2]
+
+
+def write_idx(path, array, gz=False):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    header = bytes([0, 0, 0x08, array.ndim]) + np.array(array.shape, dtype=">u4").tobytes()
+    with (gzip.open if gz else open)(path + (".gz" if gz else ""), "wb") as f:
+        f.write(header + np.ascontiguousarray(array, dtype=np.uint8).tobytes())
+
+
+def write_mnist(root, folder="MNIST", n_train=60, n_test=30, gz=False, emnist_split=None):
+    """<root>/<folder>/raw/ with index-carrying 28x28 images; label = index % 10."""
+    raw = os.path.join(root, folder, "raw")
+    for split, n, offset in (("train", n_train, 0), ("test", n_test, n_train)):
+        images = index_pixels(n, offset, 28, 28, 1)[..., 0]
+        labels = np.arange(offset, offset + n) % 10
+        if emnist_split:
+            stem = f"emnist-{emnist_split}-{split}"
+            names = (f"{stem}-images-idx3-ubyte", f"{stem}-labels-idx1-ubyte")
+        else:
+            prefix = "train" if split == "train" else "t10k"
+            names = (f"{prefix}-images-idx3-ubyte", f"{prefix}-labels-idx1-ubyte")
+        write_idx(os.path.join(raw, names[0]), images, gz)
+        write_idx(os.path.join(raw, names[1]), labels.astype(np.uint8), gz)
+    return root
+
+
+def write_svhn(root, counts=(("train", 50), ("test", 30), ("extra", 20))):
+    """<root>/<split>_32x32.mat; label = index % 10, stored with 0 as 10."""
+    os.makedirs(root, exist_ok=True)
+    offset = 0
+    for split, n in counts:
+        labels = np.arange(offset, offset + n) % 10
+        images = index_pixels(n, offset, 32, 32, 3).transpose(1, 2, 3, 0)
+        savemat(os.path.join(root, f"{split}_32x32.mat"),
+                {"X": images, "y": np.where(labels == 0, 10, labels).astype(np.uint8)[:, None]})
+        offset += n
+    return root
+
+
+def write_stl10(root, n_train=40, n_test=20, n_unlabeled=10):
+    """<root>/stl10_binary/ with column-major planes; label = index % 10 (stored + 1)."""
+    folder = os.path.join(root, "stl10_binary")
+    os.makedirs(folder, exist_ok=True)
+    offset = 0
+    for name, n in (("train", n_train), ("test", n_test), ("unlabeled", n_unlabeled)):
+        images = index_pixels(n, offset, 96, 96, 3)
+        images[:, :10, :5] = 0   # a mark in the top-left corner: rows and columns must not swap
+        images.transpose(0, 3, 2, 1).tofile(os.path.join(folder, f"{name}_X.bin"))
+        if name != "unlabeled":
+            (np.arange(offset, offset + n) % 10 + 1).astype(np.uint8).tofile(os.path.join(folder, f"{name}_y.bin"))
+        offset += n
+    rng = np.random.default_rng(0)
+    with open(os.path.join(folder, "fold_indices.txt"), "w") as f:
+        for _ in range(10):
+            f.write(" ".join(str(i) for i in rng.choice(n_train, n_train // 2, replace=False)) + "\n")
+    return root
+
+
+def write_solid_jpeg(path, image_id):
+    """A flat-colour JPEG that says image_id (see image_data.solid_colour)."""
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    width, height = SIZES[image_id % len(SIZES)]
+    Image.new("RGB", (width, height), solid_colour(image_id)).save(path, "JPEG", quality=90)
+    return path
+
+
+def write_flowers(root, n=30, classes=5):
+    """<root>/flowers-102/: jpg/image_%05d.jpg (image k is solid_colour(k - 1)),
+    imagelabels.mat (label k % classes + 1), setid.mat (trnid, valid, tstid)."""
+    base = os.path.join(root, "flowers-102")
+    for k in range(1, n + 1):
+        write_solid_jpeg(os.path.join(base, "jpg", f"image_{k:05d}.jpg"), k - 1)
+    savemat(os.path.join(base, "imagelabels.mat"), {"labels": (np.arange(1, n + 1) % classes + 1)[None, :]})
+    ids = np.random.default_rng(1).permutation(np.arange(1, n + 1))
+    third = n // 3
+    savemat(os.path.join(base, "setid.mat"), {"trnid": np.sort(ids[:third])[None, :],
+                                              "valid": np.sort(ids[third:2 * third])[None, :],
+                                              "tstid": np.sort(ids[2 * third:])[None, :]})
+    return root
+
+
+def write_food(root, per_class=6, classes=("ramen", "apple_pie", "sushi")):
+    """<root>/food-101/: images/<class>/<id>.jpg, meta/train.json and meta/test.json
+    (two thirds train); images numbered in the JSON files' order, train then test."""
+    base = os.path.join(root, "food-101")
+    meta = {"train": {}, "test": {}}
+    for c, name in enumerate(classes):
+        for i in range(per_class):
+            split = "train" if i < per_class * 2 // 3 else "test"
+            meta[split].setdefault(name, []).append(f"{name}/{1000 + i}")
+    image = 0
+    for split in ("train", "test"):
+        for name, entries in meta[split].items():
+            for entry in entries:
+                write_solid_jpeg(os.path.join(base, "images", entry + ".jpg"), image)
+                image += 1
+    os.makedirs(os.path.join(base, "meta"), exist_ok=True)
+    for split, content in meta.items():
+        with open(os.path.join(base, "meta", f"{split}.json"), "w") as f:
+            json.dump(content, f)
+    return root
+
+
+PET_BREEDS = ("Abyssinian", "american_bulldog", "Bengal", "yorkshire_terrier")
+
+
+def write_pets(root, per_breed=5):
+    """<root>/oxford-iiit-pet/: images/<Breed>_<n>.jpg and annotations/{trainval,test}.txt
+    (`name class species breed` lines); images numbered in the files' order."""
+    base = os.path.join(root, "oxford-iiit-pet")
+    lines = {"trainval": [], "test": []}
+    for b, breed in enumerate(PET_BREEDS):
+        for i in range(per_breed):
+            split = "trainval" if i < per_breed // 2 + 1 else "test"
+            species = 1 if breed[0].isupper() else 2
+            lines[split].append(f"{breed}_{i + 1} {b + 1} {species} {i + 1}")
+    os.makedirs(os.path.join(base, "annotations"), exist_ok=True)
+    image = 0
+    for split in ("trainval", "test"):
+        with open(os.path.join(base, "annotations", f"{split}.txt"), "w") as f:
+            f.write("\n".join(lines[split]) + "\n")
+        for line in lines[split]:
+            write_solid_jpeg(os.path.join(base, "images", line.split()[0] + ".jpg"), image)
+            image += 1
+    return root
+
+
+TINY_WNIDS = ("n01443537", "n01629819", "n01641577")
+
+
+def write_tiny_imagenet(root, per_class=4, val=7):
+    """<root>/tiny-imagenet-200/: train/<wnid>/images/<wnid>_<i>.JPEG, val/images/val_<i>.JPEG
+    with val/val_annotations.txt, wnids.txt; 64x64 images, numbered train then val."""
+    base = os.path.join(root, "tiny-imagenet-200")
+    image = 0
+    for wnid in TINY_WNIDS:
+        for i in range(per_class):
+            path = os.path.join(base, "train", wnid, "images", f"{wnid}_{i}.JPEG")
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            Image.new("RGB", (64, 64), solid_colour(image)).save(path, "JPEG", quality=90)
+            image += 1
+    os.makedirs(os.path.join(base, "val", "images"), exist_ok=True)
+    with open(os.path.join(base, "val", "val_annotations.txt"), "w") as f:
+        for i in range(val):
+            name = f"val_{i}.JPEG"
+            Image.new("RGB", (64, 64), solid_colour(image)).save(os.path.join(base, "val", "images", name),
+                                                                 "JPEG", quality=90)
+            f.write(f"{name}\t{TINY_WNIDS[i % 3]}\t0\t0\t63\t63\n")
+            image += 1
+    with open(os.path.join(base, "wnids.txt"), "w") as f:
+        f.write("\n".join(reversed(TINY_WNIDS)) + "\n")
+    return root
+
+
+def write_shards(folder, sizes=(13, 11, 16), image_format="jpg", first=0, labels=True):
+    """WebDataset shards folder/shard-000.tar, ...: sample i (counted over all shards) is a
+    flat-colour image solid_colour(i) under `image_format` (a JPEG, PNG, ...), with
+    `cls` = i % 7, and a `json` member the reader must skip. Returns the shard paths."""
+    import io
+    import tarfile
+
+    os.makedirs(folder, exist_ok=True)
+    paths, i = [], first
+    for number, size in enumerate(sizes):
+        path = os.path.join(folder, f"shard-{number:03d}.tar")
+        with tarfile.open(path, "w") as tar:
+            for _ in range(size):
+                image = io.BytesIO()
+                width, height = SIZES[i % len(SIZES)]
+                Image.new("RGB", (width, height), solid_colour(i)).save(
+                    image, "JPEG" if image_format in ("jpg", "jpeg") else image_format.upper(), quality=90)
+                members = [(image_format, image.getvalue()), ("json", json.dumps({"i": i}).encode())]
+                if labels:
+                    members.append(("cls", str(i % 7).encode()))
+                for key, data in members:
+                    info = tarfile.TarInfo(f"sample{i:05d}.{key}")
+                    info.size = len(data)
+                    tar.addfile(info, io.BytesIO(data))
+                i += 1
+        paths.append(path)
+    return paths

@@ -1,0 +1,34 @@
+"""examples/train.py trains ResNet-18 for one short epoch with each loader and prints its figures."""
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+from cifar_data import write_cifar
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+N_TRAIN, N_VAL = 128, 64
+
+
+@pytest.fixture(scope="module")
+def small_cifar(tmp_path_factory):
+    return write_cifar(str(tmp_path_factory.mktemp("cifar")), n_train=N_TRAIN, n_test=N_VAL)
+
+
+@pytest.mark.parametrize("loader_args, loader_class", [(["--use-dali", "--threads", "1"], "DaliLoader"),
+                                                       (["--loader", "torch", "--threads", "0"], "TorchLoader")])
+def test_train_example_runs_an_epoch(small_cifar, loader_args, loader_class):
+    done = subprocess.run([sys.executable, os.path.join(REPO, "examples", "train.py"), "--root", small_cifar,
+                           "--epochs", "1", "--batch-size", "64", *loader_args],
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = done.stdout.splitlines()
+    assert f"({loader_class})" in lines[0]
+    epoch = re.fullmatch(r"epoch 0: ([\d.]+) s, waiting for data ([\d.]+) s \(\d+%\), (\d+) images, "
+                         r"train loss [\d.]+, train accuracy [\d.]+%, val accuracy [\d.]+%", lines[1])
+    assert epoch, lines[1]
+    assert float(epoch[2]) <= float(epoch[1]) and int(epoch[3]) == N_TRAIN
+    assert re.fullmatch(rf"inference: {N_VAL} images in [\d.]+ s \(\d+ images/s\), accuracy [\d.]+%", lines[2]), \
+        lines[2]

@@ -1,0 +1,275 @@
+"""The loaders inside Lightning and Accelerate (issue 11), counting the samples every epoch
+and every rank saw: images encode their own index (cifar_data.index_images).
+
+Lightning runs tests/lightning_worker.py: in this process for one device, launched as a
+script for strategy="ddp" on 2 CPU processes (gloo), where the loaders passed to fit()
+are built before the process group exists.
+"""
+import inspect
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+from torch.utils.data import DataLoader
+
+from cifar_data import index_images, write_cifar
+from dali_loaders import get_cifar_iter_dali, get_cifar_iter_torch
+from dali_loaders.distributed import Shard
+from dist_worker import decode_indices, recipe_mean_std
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+N_TRAIN, N_VAL, BATCH = 500, 100, 32
+TRAIN, VAL = list(range(N_TRAIN)), list(range(N_TRAIN, N_TRAIN + N_VAL))  # index_images numbers val after train
+CHECKPOINT_STEP = 4
+LAUNCH_TIMEOUT = 600
+
+MEAN, STD = recipe_mean_std("cifar", {})
+
+
+def indices(images):
+    return decode_indices(images, MEAN, STD, {"base": 256, "step": 1, "offset": 0})
+
+
+@pytest.fixture(scope="module")
+def cifar_root(tmp_path_factory):
+    return write_cifar(str(tmp_path_factory.mktemp("cifar")), n_train=N_TRAIN, n_test=N_VAL, images=index_images)
+
+
+@pytest.fixture
+def no_launcher_env(monkeypatch):
+    for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK"):
+        monkeypatch.delenv(name, raising=False)
+
+
+def flat(batches):
+    return [i for batch in batches for i in batch]
+
+
+# -- the DataLoader surface and the lazy shard, without a framework ---------------------------
+
+
+def test_dali_loader_has_every_dataloader_attribute(cifar_root, no_launcher_env):
+    loader = get_cifar_iter_dali("train", cifar_root, BATCH, num_threads=1, seed=0)
+    arguments = set(inspect.signature(DataLoader.__init__).parameters) - {"self", "shuffle"}
+    assert not [name for name in arguments if not hasattr(loader, name)]
+    assert (loader.num_workers, loader.pin_memory, loader.collate_fn) == (0, False, None)
+    assert isinstance(loader.sampler, torch.utils.data.DistributedSampler)
+    assert (loader.sampler.num_replicas, loader.sampler.rank) == (1, 0)
+    assert len(loader.batch_sampler) == len(loader)
+    # The batch sampler names the samples of each batch the loader yields.
+    loader.set_epoch(3)
+    planned = list(loader.batch_sampler)
+    loader.set_epoch(3)
+    assert [indices(images) for images, _ in loader] == planned
+
+
+def test_iter_alone_starts_no_epoch(cifar_root, no_launcher_env):
+    loader = get_cifar_iter_dali("train", cifar_root, BATCH, num_threads=1, seed=0)
+    reference = [indices(images) for images, _ in get_cifar_iter_dali("train", cifar_root, BATCH, num_threads=1,
+                                                                      seed=0)]
+    iter(loader), iter(loader)  # what Lightning does to check that a loader is iterable
+    assert loader.state_dict()["epoch"] == 0
+    assert [indices(images) for images, _ in loader] == reference
+
+
+def test_shard_waits_for_the_rank(cifar_root, no_launcher_env, monkeypatch):
+    # Lightning's ddp launcher, in rank 1 before its process group: WORLD_SIZE, LOCAL_RANK, no RANK.
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("LOCAL_RANK", "1")
+    loader = get_cifar_iter_dali("train", cifar_root, BATCH, num_threads=1)  # does not raise
+    twin = get_cifar_iter_torch("train", cifar_root, BATCH, num_threads=0)
+    with pytest.raises(ValueError, match="WORLD_SIZE=2 is set"):
+        len(loader)
+    monkeypatch.setenv("RANK", "1")  # as the process group would tell
+    assert loader.sampler.shard == twin.sampler.shard == Shard(1, 2, 1)
+    assert len(loader) == len(twin) == -(-(N_TRAIN // 2) // BATCH)
+    assert loader.sampler.seed == 0, "several processes must agree on the seed"
+
+
+def test_single_process_until_a_group_says_otherwise(cifar_root, no_launcher_env, monkeypatch):
+    # Lightning's rank 0: built before fit() with nothing set, read once the group exists.
+    loader = get_cifar_iter_dali("train", cifar_root, BATCH, num_threads=1)
+    assert len(loader.sampler) == N_TRAIN
+    monkeypatch.setenv("RANK", "0")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    assert len(loader.sampler) == N_TRAIN // 2
+    assert sorted(flat(indices(images) for images, _ in loader)) == sorted(loader.sampler.indices(0).tolist())
+
+
+def test_state_from_another_rank_resumes_this_ranks_batches(cifar_root, no_launcher_env):
+    def loader(rank):
+        return get_cifar_iter_dali("train", cifar_root, BATCH, num_threads=1, seed=4, rank=rank, world_size=2)
+
+    rank0, rank1 = loader(0), loader(1)
+    reference = [indices(images) for images, _ in rank1]
+    epoch = iter(rank0)
+    for _ in range(3):
+        next(epoch)
+    state = rank0.state_dict()  # frameworks keep rank 0's state only
+    resumed = loader(1)
+    resumed.load_state_dict(state)
+    assert [indices(images) for images, _ in resumed] == reference[3:]
+    with pytest.raises(ValueError, match="world_size"):
+        get_cifar_iter_dali("train", cifar_root, BATCH, num_threads=1, seed=4, rank=0, world_size=3) \
+            .load_state_dict(state)
+
+
+# -- Lightning -------------------------------------------------------------------------------------
+
+LIGHTNING_JOBS = {
+    # Loaders built before the Trainer and passed to fit(): sanity check, validation mid-epoch,
+    # validate/test/predict, then a new process's fit resumed from a mid-epoch checkpoint.
+    "factory_dali": {"loaders": "factory", "use_dali": True, "seed": 3, "evaluate": True,
+                     "trainer": {"max_epochs": 2, "num_sanity_val_steps": 2, "val_check_interval": 3},
+                     "checkpoint_step": CHECKPOINT_STEP, "resume_from": f"step={CHECKPOINT_STEP}.ckpt"},
+    "module_dali": {"loaders": "module", "use_dali": True, "evaluate": True,
+                    "trainer": {"max_epochs": 2, "limit_train_batches": 5, "num_sanity_val_steps": 0}},
+    "module_torch": {"loaders": "module", "use_dali": False, "num_threads": 0, "evaluate": True,
+                     "trainer": {"max_epochs": 2, "num_sanity_val_steps": 2}},
+}
+
+
+def lightning_jobs(root, **settings):
+    return {name: dict(job, root=root, batch_size=BATCH, **settings) for name, job in LIGHTNING_JOBS.items()}
+
+
+def check_lightning(reports, world_size):
+    """reports[rank][job] = what that rank saw (lightning_worker.py)."""
+    per_rank = N_TRAIN // world_size
+    batches_per_epoch = -(-per_rank // BATCH)
+    for name in LIGHTNING_JOBS:
+        runs = [report[name] for report in reports]
+        assert [r["world_size"] for r in runs] == [world_size] * world_size
+        limit = LIGHTNING_JOBS[name]["trainer"].get("limit_train_batches")
+        for epoch in ("0", "1"):
+            shards = [flat(r["train"][epoch]) for r in runs]
+            for shard in shards:  # every rank: a whole epoch (or exactly `limit` batches), no repeat
+                assert len(shard) == len(set(shard)) == (limit * BATCH if limit else per_rank), (name, epoch)
+            together = flat(shards)
+            assert len(set(together)) == len(together), f"{name}: ranks overlap in epoch {epoch}"
+            assert set(together) <= set(TRAIN)
+        for r in runs:
+            assert r["train"]["0"] != r["train"]["1"], f"{name}: epoch 1 repeats epoch 0"
+        # Every validation run, the test and the prediction: each val sample once over all ranks.
+        for passes in zip(*(r["val"] for r in runs)):
+            assert sorted(flat(flat(passes))) == VAL, name
+        for stage in ("test", "predict"):
+            assert sorted(flat(flat(r[stage] for r in runs))) == VAL, (name, stage)
+        sanity = [flat(run) for r in runs for run in r["sanity"]]
+        steps = LIGHTNING_JOBS[name]["trainer"]["num_sanity_val_steps"]
+        assert len(sanity) == (world_size if steps else 0)
+        for r in runs:
+            if steps:
+                assert len(r["sanity"][0]) == steps
+        if "resume_from" in LIGHTNING_JOBS[name]:
+            for r in runs:
+                original, resumed = r["train"], r["resumed"]["train"]
+                assert len(original["0"]) == batches_per_epoch
+                # The epoch interrupted after CHECKPOINT_STEP batches goes on with the batches still to come.
+                assert resumed["0"] == original["0"][CHECKPOINT_STEP:]
+                assert resumed["1"] == original["1"]
+
+
+def test_lightning_one_process(cifar_root, tmp_path, no_launcher_env):
+    pytest.importorskip("pytorch_lightning")
+    sys.path.insert(0, HERE)
+    import lightning_worker
+
+    jobs_path = tmp_path / "jobs.json"
+    jobs_path.write_text(json.dumps(lightning_jobs(cifar_root)))
+    lightning_worker.main(str(jobs_path), str(tmp_path))
+    check_lightning([json.load(open(tmp_path / "rank0.json"))], 1)
+
+
+def test_lightning_ddp_two_processes(cifar_root, tmp_path, no_launcher_env):
+    pytest.importorskip("pytorch_lightning")
+    jobs_path = tmp_path / "jobs.json"
+    jobs_path.write_text(json.dumps(lightning_jobs(cifar_root, devices=2, strategy="ddp")))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.path.dirname(HERE), HERE]))
+    done = subprocess.run([sys.executable, os.path.join(HERE, "lightning_worker.py"), str(jobs_path), str(tmp_path)],
+                          env=env, capture_output=True, text=True, timeout=LAUNCH_TIMEOUT)
+    assert done.returncode == 0, done.stderr[-5000:]
+    check_lightning([json.load(open(tmp_path / f"rank{r}.json")) for r in range(2)], 2)
+
+
+def test_datamodule_takes_the_factory_arguments(cifar_root, tmp_path):
+    pytest.importorskip("pytorch_lightning")
+    from dali_loaders.lightning import CIFAR100DataModule, CIFAR10DataModule, ImageFolderDataModule
+
+    module = CIFAR10DataModule(cifar_root, BATCH, num_threads=1, seed=5, drop_last=True)
+    train = module.train_dataloader()
+    assert train is module.train_dataloader(), "built once, kept"
+    assert (train.drop_last, train.sampler.seed, len(train)) == (True, 5, N_TRAIN // BATCH)
+    assert isinstance(CIFAR10DataModule(cifar_root, BATCH, use_dali=False, num_threads=0).val_dataloader(),
+                      DataLoader)
+    with pytest.raises(ValueError, match="use_dali"):
+        CIFAR10DataModule(cifar_root, BATCH, use_dali="yes")
+    with pytest.raises(ValueError, match="dataset"):
+        CIFAR100DataModule(cifar_root, BATCH, dataset="cifar10")
+    with pytest.raises(TypeError, match="no_such_argument"):
+        CIFAR10DataModule(cifar_root, BATCH, no_such_argument=1).train_dataloader()
+    with pytest.raises(ValueError, match="val_root"):
+        ImageFolderDataModule(str(tmp_path), BATCH).val_dataloader()
+
+
+def test_every_standard_dataset_has_a_datamodule_that_reads_each_split_once(tmp_path):
+    """MNIST and Flowers-102 stand for the standard datasets: each split's loader is the
+    factory's, with both backends, and Flowers-102's test stage reads its test split."""
+    pytest.importorskip("pytorch_lightning")
+    import dali_loaders
+    from dali_loaders import lightning
+    from dataset_data import write_flowers, write_mnist
+
+    for name in dali_loaders.STANDARD_DATASETS:   # one class per dataset, on its own factories
+        module = next(m for m in vars(lightning).values() if getattr(m, "factories", None) ==
+                      (getattr(dali_loaders, f"get_{name}_iter_dali"), getattr(dali_loaders, f"get_{name}_iter_torch")))
+        assert module.__name__ in lightning.__all__
+    write_mnist(str(tmp_path), n_train=24, n_test=12)
+    for use_dali in (True, False):
+        module = lightning.MNISTDataModule(str(tmp_path), 5, use_dali=use_dali, num_threads=1 if use_dali else 0)
+        assert sum(len(y) for _, y in module.val_dataloader()) == 12
+        assert sum(len(y) for _, y in module.train_dataloader()) == 24
+    flowers = str(tmp_path / "flowers")
+    write_flowers(flowers)
+    module = lightning.Flowers102DataModule(flowers, 4, num_threads=1)
+    val, test = module.val_dataloader(), module.test_dataloader()
+    assert len(val.dataset) + len(test.dataset) + len(module.train_dataloader().dataset) == 30
+    assert len(val.dataset) != len(test.dataset) or val.dataset.fingerprint != test.dataset.fingerprint
+
+
+def test_import_needs_no_lightning():
+    code = ("import sys; sys.modules['pytorch_lightning'] = sys.modules['lightning'] = None; "
+            "import dali_loaders; print('ok')")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.stdout.strip() == "ok", done.stderr
+
+
+# -- Accelerate -------------------------------------------------------------------------------------
+
+
+def test_accelerate_prepare_runs_the_loop_unchanged(cifar_root, no_launcher_env):
+    accelerate = pytest.importorskip("accelerate")
+    accelerator = accelerate.Accelerator(cpu=True)
+    for make in (get_cifar_iter_dali, get_cifar_iter_torch):
+        loader = make("train", cifar_root, BATCH, num_threads=1 if make is get_cifar_iter_dali else 0, seed=2)
+        model = torch.nn.Linear(3 * 32 * 32, 10)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+        model, optimizer, prepared = accelerator.prepare(model, optimizer, loader)
+        if make is get_cifar_iter_dali:
+            assert prepared is loader, "a DALI loader passes through: it shards itself"
+        epochs = []
+        for epoch in range(2):
+            prepared.set_epoch(epoch)
+            seen = []
+            for images, labels in prepared:
+                loss = torch.nn.functional.cross_entropy(model(images.flatten(1)), labels)
+                accelerator.backward(loss)
+                optimizer.step()
+                optimizer.zero_grad()
+                seen.append(indices(images))
+            assert sorted(flat(seen)) == TRAIN, make.__name__
+            epochs.append(seen)
+        assert epochs[0] != epochs[1]

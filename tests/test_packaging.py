@@ -1,0 +1,107 @@
+"""The wheel: only dali_loaders in it, DALI per CUDA extra and platform, and it works
+installed into a fresh venv (not the editable install)."""
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+import zipfile
+
+import pytest
+from packaging.requirements import Requirement
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+LINUX_X86 = {"platform_system": "Linux", "platform_machine": "x86_64"}
+OTHERS = [{"platform_system": "Darwin", "platform_machine": "arm64"},
+          {"platform_system": "Windows", "platform_machine": "AMD64"}]
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory):
+    """Built from a copy of the tree, so no stale build/ of an older layout gets in."""
+    tmp = tmp_path_factory.mktemp("wheel")
+    source = tmp / "source"
+    shutil.copytree(REPO, source, ignore=shutil.ignore_patterns(".venv", ".git", "build", "dist", "*.egg-info",
+                                                                "__pycache__", ".pytest_cache", "bench-results"))
+    done = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
+                           str(source), "-w", str(tmp / "dist")], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    (path,) = (tmp / "dist").glob("dali_loaders-*.whl")
+    return path
+
+
+def metadata(wheel_path):
+    with zipfile.ZipFile(wheel_path) as archive:
+        name = next(n for n in archive.namelist() if n.endswith(".dist-info/METADATA"))
+        lines = archive.read(name).decode().splitlines()
+    return [Requirement(line.split(":", 1)[1].strip()) for line in lines if line.startswith("Requires-Dist:")]
+
+
+def installed(requirements, extra, environment):
+    """The names pip would install for `dali_loaders[extra]` on that platform."""
+    return {r.name for r in requirements
+            if r.marker is None or r.marker.evaluate(dict(environment, extra=extra or ""))}
+
+
+def test_the_wheel_holds_dali_loaders_only(wheel):
+    with zipfile.ZipFile(wheel) as archive:
+        names = archive.namelist()
+    assert {name.split("/")[0] for name in names} == {"dali_loaders", "dali_loaders-0.1.0.dist-info"}
+    assert "dali_loaders/bench/run.py" in names and "dali_loaders/lightning.py" in names
+
+
+def test_one_dali_per_cuda_extra_and_none_without_wheels(wheel):
+    requirements = metadata(wheel)
+    dali = {"nvidia-dali-cuda120", "nvidia-dali-cuda130"}
+    assert installed(requirements, None, LINUX_X86) & dali == set(), "the base forces no CUDA version"
+    assert installed(requirements, "cuda12", LINUX_X86) & dali == {"nvidia-dali-cuda120"}
+    assert installed(requirements, "cuda13", LINUX_X86) & dali == {"nvidia-dali-cuda130"}
+    assert installed(requirements, "cuda13", dict(LINUX_X86, platform_machine="aarch64")) & dali == \
+        {"nvidia-dali-cuda130"}
+    for platform in OTHERS:  # no DALI wheels there: the torchvision twins serve
+        for extra in ("cuda12", "cuda13"):
+            assert installed(requirements, extra, platform) & dali == set(), (platform, extra)
+            assert {"torch", "torchvision"} <= installed(requirements, extra, platform)
+    assert "pytorch-lightning" in installed(requirements, "lightning", LINUX_X86)
+    assert "pytorch-lightning" not in installed(requirements, None, LINUX_X86)
+
+
+def test_setup_py_still_works():
+    done = subprocess.run([sys.executable, "setup.py", "--name", "--version"], cwd=REPO, capture_output=True,
+                          text=True, timeout=120)
+    assert done.stdout.split()[-2:] == ["dali_loaders", "0.1.0"], done.stderr[-2000:]
+
+
+def test_the_wheel_installed_in_a_fresh_venv_runs_batches(wheel, tmp_path):
+    from cifar_data import index_images, write_cifar
+
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+    python = venv / "bin" / "python"
+    # torch, DALI, ... from this environment, by path: its .pth files (the editable
+    # dali_loaders among them) are not run, so only the wheel can provide dali_loaders.
+    site = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    with open(os.path.join(site, "borrowed.pth"), "w") as f:
+        f.write(sysconfig.get_paths()["purelib"] + "\n")
+    done = subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "--no-deps", "--no-index",
+                           "-q", str(wheel)], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    root = write_cifar(str(tmp_path / "cifar"), n_train=96, n_test=32, images=index_images)
+    script = f"""
+import dali_loaders
+from dali_loaders import get_cifar_iter_dali
+loader = get_cifar_iter_dali("train", {root!r}, 32, num_threads=1, seed=0, fallback=False)
+print(dali_loaders.__file__)
+print(type(loader).__name__, sum(len(labels) for _, labels in loader))
+"""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    done = subprocess.run([str(python), "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    where, batches = done.stdout.splitlines()[-2:]
+    assert where.startswith(str(venv)), where
+    assert batches == "DaliLoader 96"
+    done = subprocess.run([str(python), "-m", "dali_loaders", "bench", "--help"], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and "--tiny" in done.stdout, done.stderr[-2000:]

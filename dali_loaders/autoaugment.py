@@ -46,6 +46,17 @@ def quiet_dali():
         yield
 
 
+def _unconverted(function):
+    """Marks a function DALI's autograph must not convert: one that builds graph nodes but
+    never branches on a DataNode. Converting is slow (it parses and rewrites the source of
+    every function it reaches) and is redone at each pipeline build, that is every epoch."""
+    try:
+        from nvidia.dali.pipeline import do_not_convert
+    except ImportError:   # no DALI: the package still imports, the twins still run
+        return function
+    return do_not_convert(function)
+
+
 # -- torchvision's augmentation space, v1 or v2 ----------------------------------------------
 
 
@@ -217,9 +228,27 @@ def operations(step, images: Images, relative: bool):
     }
 
 
+_Unconverted = None
+
+
+def unconverted_augmentation():
+    """DALI's Augmentation, called without DALI's autograph conversion. Neither it nor our
+    operations branch on a DataNode; converted, its parameter tables are re-converted per
+    magnitude at every pipeline build: ~1,600 conversions, seconds per epoch."""
+    global _Unconverted
+    if _Unconverted is None:
+        from nvidia.dali.auto_aug.core._augmentation import Augmentation
+        from nvidia.dali.pipeline import do_not_convert
+
+        _Unconverted = type("UnconvertedAugmentation", (Augmentation,),
+                            {"__call__": do_not_convert(Augmentation.__call__)})
+    return _Unconverted
+
+
 WARPS = ("ShearX", "ShearY", "TranslateX", "TranslateY", "Rotate")   # their matrix is a CPU argument
 
 
+@_unconverted
 def suite(step, images: Images, num_bins: int) -> Dict:
     """The step's operations as DALI auto_aug augmentations, with torchvision's magnitudes.
     Translations are in pixels of this image size when it is known when the graph is built,
@@ -236,7 +265,7 @@ def suite(step, images: Images, num_bins: int) -> Dict:
     made = {}
     for name, (mags, signed) in magnitudes.items():
         function, to_param = ops[name]
-        made[name] = augmentation(function, name=name, mag_range=mags, randomly_negate=signed and mags is not None,
+        made[name] = augmentation(function, name=name, augmentation_cls=unconverted_augmentation(), mag_range=mags, randomly_negate=signed and mags is not None,
                                   mag_to_param=to_param if mags is not None else None,
                                   param_device="cpu" if name in WARPS else "auto")
     return made
@@ -250,6 +279,7 @@ def _depends_on_size(step, num_bins: int) -> bool:
                for name in ("TranslateX", "TranslateY") if name in small)
 
 
+@_unconverted
 def prepare(step, images: Images) -> None:
     images.uint8_pixels(step)
     images.decode()

@@ -74,3 +74,23 @@ def normalized(dataset: str) -> v2.Compose:
     the default recipe of the small fixed-size datasets (MNIST and kin, SVHN, STL-10,
     Tiny-ImageNet), train and val alike. Grey datasets stay one channel."""
     return v2.Compose(to_float(DATASET_MEAN[dataset], DATASET_STD[dataset]))
+
+
+# torchvision's classification reference for ResNet-50 at 80.9% top-1 (its "new recipe")
+RESNET50_TRAIN_CROP, RESNET50_VAL_SIZE = 176, 232
+
+
+def resnet50_reference(train: bool) -> v2.Compose:
+    """Train: RandomResizedCrop(176), flip, TrivialAugmentWide, normalized, RandomErasing(0.1);
+    val: Resize(232), CenterCrop(224), normalized."""
+    if not train:
+        return imagenet(False, IMAGENET_CROP, RESNET50_VAL_SIZE)
+    steps = [v2.RandomResizedCrop(RESNET50_TRAIN_CROP, antialias=True), v2.RandomHorizontalFlip(),
+             v2.TrivialAugmentWide()]
+    return v2.Compose(steps + to_float(IMAGENET_MEAN, IMAGENET_STD) + [v2.RandomErasing(p=0.1)])
+
+
+def resnet50_mixing(num_classes: int) -> v2.RandomChoice:
+    """The reference's batch mixing: MixUp(0.2) or CutMix(1.0), one of them per batch."""
+    return v2.RandomChoice([v2.MixUp(alpha=0.2, num_classes=num_classes),
+                            v2.CutMix(alpha=1.0, num_classes=num_classes)])

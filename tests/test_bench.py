@@ -134,3 +134,20 @@ def test_stages_table_builds_the_train_graph_stage_by_stage(tmp_path):
     for way in ("DALI fn.resize (CPU)", "PIL Image.resize (torchvision)", "torch interpolate, uint8",
                 "external_source alone", "+ per-image crop and flip"):
         assert float(rows[way][0]) > 0, way
+
+
+@pytest.mark.parametrize("kind", ["dali", "torchvision", "tensor"])
+def test_resnet50_recipe_runs_torchvisions_reference(kind, tmp_path):
+    """The resnet50 recipe: train 176-pixel crops with MixUp/CutMix soft labels; val
+    224-pixel centre crops with class indices; every contender runs it."""
+    import torch
+
+    from dali_loaders.bench import contenders, data
+
+    root = data.make_image_folder(str(tmp_path), 16, 8, classes=2)
+    for split, size in (("train", 176), ("val", 224)):
+        spec = {"kind": kind, "dataset": "imagenet", "recipe": "resnet50", "split": split, "data": root,
+                "batch_size": 4, "threads": 1}
+        images, labels = next(iter(contenders.make_loader(spec, 0)))
+        assert images.shape == (4, 3, size, size) and images.dtype == torch.float32
+        assert labels.shape == ((4, 2) if split == "train" else (4,))

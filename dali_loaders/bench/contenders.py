@@ -10,7 +10,7 @@ import os
 
 import numpy as np
 
-from .recipes import options_for, transform_for
+from .recipes import batch_options, options_for, transform_for
 
 KINDS = ("dali", "torchvision", "tensor", "limit")
 WORKER_KINDS = ("torchvision", "tensor")   # DataLoaders: their num_workers is swept
@@ -63,14 +63,14 @@ def _imagenet_dali(spec, workers):
     from dali_loaders import get_imagenet_iter_dali
 
     return get_imagenet_iter_dali(spec["split"], spec["data"], spec["batch_size"], spec["threads"], seed=0,
-                                  transform=transform_for(spec), **options_for(spec))
+                                  transform=transform_for(spec), **options_for(spec), **batch_options(spec))
 
 
 def _imagenet_torch(spec, workers):
     from dali_loaders import get_imagenet_iter_torch
 
     return get_imagenet_iter_torch(spec["split"], spec["data"], spec["batch_size"], workers, seed=0,
-                                   transform=transform_for(spec))
+                                   transform=transform_for(spec), **batch_options(spec))
 
 
 class TensorFiles:
@@ -96,7 +96,7 @@ def _imagenet_tensor(spec, workers):
 
     index = ImageFiles(os.path.join(spec["data"], spec["split"]))
     return torch_loader(TensorFiles(index, transform_for(spec)), train=spec["split"] == "train",
-                        batch_size=spec["batch_size"], num_workers=workers, seed=0)
+                        batch_size=spec["batch_size"], num_workers=workers, seed=0, **batch_options(spec))
 
 
 def _standard_dali(spec, workers):

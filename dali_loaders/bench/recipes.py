@@ -19,6 +19,7 @@ class BenchRecipe:
     options: dict = field(default_factory=dict)   # extra loader arguments (python_fallback, ...)
     about: str = ""
     tensor_backend: bool = True                   # torchvision's tensor backend can run it
+    mixing: Optional[Callable[[int], object]] = None   # num_classes -> the train batches' batch_transform
 
 
 def _torchvision_176(train: bool):
@@ -47,6 +48,10 @@ RECIPES = {
         "default": BenchRecipe(lambda train: recipes.imagenet(train)),
         "tv176": BenchRecipe(_torchvision_176, about="RandomResizedCrop(176, bicubic), flip, ColorJitter(0.4, 0.4, "
                                                       "0.4) / Resize(232), CenterCrop(224)"),
+        "resnet50": BenchRecipe(recipes.resnet50_reference, mixing=recipes.resnet50_mixing,
+                                about="torchvision's ResNet-50 reference: RandomResizedCrop(176), flip, "
+                                      "TrivialAugmentWide, RandomErasing(0.1), MixUp(0.2)/CutMix(1.0) / "
+                                      "Resize(232), CenterCrop(224)"),
         "albumentations": BenchRecipe(_albumentations_val, splits=("val",), options={"python_fallback": True},
                                       tensor_backend=False,
                                       about="SmallestMaxSize(256), CenterCrop(224), Normalize, ToTensorV2: "
@@ -68,3 +73,15 @@ def transform_for(spec: dict) -> Optional[object]:
 
 def options_for(spec: dict) -> dict:
     return dict(bench_recipe(spec["dataset"], spec.get("recipe", "default")).options)
+
+
+def batch_options(spec: dict) -> dict:
+    """batch_transform= for every contender of a train workload whose recipe mixes batches
+    (one class per folder of the image folder's train/)."""
+    import os
+
+    mixing = bench_recipe(spec["dataset"], spec.get("recipe", "default")).mixing
+    if mixing is None or spec["split"] != "train":
+        return {}
+    classes = sum(entry.is_dir() for entry in os.scandir(os.path.join(spec["data"], "train")))
+    return {"batch_transform": mixing(classes)}

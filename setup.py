@@ -7,6 +7,8 @@ setup(
     long_description=open("README.md").read(),
     long_description_content_type="text/markdown",
     packages=find_packages(include=["dali_loaders", "dali_loaders.*"]),  # not benchmarks/: repo-only
+    # the resize plugin's C++ source, compiled on first use against the DALI installed then
+    package_data={"dali_loaders": ["csrc/*.cc", "csrc/*.h"]},
     python_requires=">=3.9",
     install_requires=[
         "numpy>=1.21",

@@ -410,14 +410,14 @@ def resize_refusal(step) -> str:
 @translates("Resize")
 @refuses(resize_refusal)
 def resize(step, images: Images) -> None:
-    from nvidia.dali import fn
+    from dali_loaders import resample
 
     images.uint8_pixels(step)
     images.decode()
     images.flush_mirror()
     height, width = resized_shape(step.size, step.max_size, images.height, images.width)
-    images.data = fn.resize(images.data, size=stack(height, width), interp_type=interp_type(step),
-                            antialias=antialias(step, images))
+    images.data = resample.resize(images.data, size=stack(height, width), interp_type=interp_type(step),
+                                  antialias=antialias(step, images), device=images.device)
     images.height, images.width = height, width
 
 
@@ -434,7 +434,7 @@ def resize_center_crop(resize_step, crop_step, images: Images) -> None:
     """Resamples only the window CenterCrop keeps: the same grid and filter as resizing the
     whole image, at crop^2 output pixels instead of ~size^2 * aspect (fn.resize's CPU cost
     follows its output size). When the crop is larger than the resize, nothing is fused."""
-    from nvidia.dali import fn
+    from dali_loaders import resample
 
     crop_h, crop_w = pair(crop_step.size)
     size = resize_step.size
@@ -450,10 +450,11 @@ def resize_center_crop(resize_step, crop_step, images: Images) -> None:
     height, width = resized_shape(size, None, images.height, images.width)
     top, left = centre_offset(height - crop_h), centre_offset(width - crop_w)
     scale_y, scale_x = _ratio(images.height, height), _ratio(images.width, width)
-    images.data = fn.resize(images.data, size=[float(crop_h), float(crop_w)],
-                            roi_start=stack(top * scale_y, left * scale_x),
-                            roi_end=stack((top + crop_h) * scale_y, (left + crop_w) * scale_x),
-                            interp_type=interp_type(resize_step), antialias=antialias(resize_step, images))
+    images.data = resample.resize(images.data, size=[float(crop_h), float(crop_w)],
+                                  roi_start=stack(top * scale_y, left * scale_x),
+                                  roi_end=stack((top + crop_h) * scale_y, (left + crop_w) * scale_x),
+                                  interp_type=interp_type(resize_step), antialias=antialias(resize_step, images),
+                                  device=images.device, window=(stack(height, width), stack(top, left)))
     images.height, images.width = crop_h, crop_w
 
 
@@ -475,13 +476,15 @@ def random_resized_crop(step, images: Images) -> None:
     """First in a recipe over files, only the crop window is decoded (ROI decode)."""
     from nvidia.dali import fn
 
+    from dali_loaders import resample
+
     images.uint8_pixels(step)
     height, width = pair(step.size)
     area, ratio = [float(s) for s in step.scale], [float(r) for r in step.ratio]
     if images.encoded:
         images.decode_random_crop(area, ratio)
-        images.data = fn.resize(images.data, size=[float(height), float(width)], interp_type=interp_type(step),
-                                antialias=antialias(step, images))
+        images.data = resample.resize(images.data, size=[float(height), float(width)], interp_type=interp_type(step),
+                                      antialias=antialias(step, images), device=images.device)
     else:
         images.flush_mirror()
         images.data = fn.random_resized_crop(images.data, size=[height, width], random_area=area,

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "dali/pipeline/operator/arg_helper.h"
+#include "dali/pipeline/operator/checkpointing/stateless_operator.h"
 #include "dali/pipeline/operator/operator.h"
 #include "pil_resample.h"
 
@@ -17,10 +18,11 @@ using dali::CPUBackend;
 using dali::TensorListShape;
 using dali::TensorShape;
 
-class Resize : public dali::Operator<CPUBackend> {
+// Stateless (nothing to save in a checkpoint), so the loaders' resumable pipelines can use it
+class Resize : public dali::StatelessOperator<CPUBackend> {
  public:
   explicit Resize(const dali::OpSpec &spec)
-      : dali::Operator<CPUBackend>(spec),
+      : dali::StatelessOperator<CPUBackend>(spec),
         size_("size", spec),
         roi_start_("roi_start", spec),
         roi_end_("roi_end", spec),

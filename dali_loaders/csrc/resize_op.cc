@@ -28,7 +28,8 @@ class Resize : public dali::StatelessOperator<CPUBackend> {
         roi_end_("roi_end", spec),
         resized_size_("resized_size", spec),
         window_start_("window_start", spec),
-        pillow_major_(spec.GetArgument<int>("pillow_major")) {
+        pillow_major_(spec.GetArgument<int>("pillow_major")),
+        simd_(!spec.GetArgument<bool>("_portable")) {
     const std::string filter = spec.GetArgument<std::string>("filter");
     DALI_ENFORCE(filter == "bilinear" || filter == "bicubic",
                  "DaliLoadersResize: filter must be \"bilinear\" or \"bicubic\", got \"" + filter + "\"");
@@ -71,7 +72,7 @@ class Resize : public dali::StatelessOperator<CPUBackend> {
       const auto &g = geometry_[i];
       pool.AddWork([&, i, h, w, c](int thread) {
         pilrs::resample(input.tensor<uint8_t>(i), h, w, w * c, c, output.mutable_tensor<uint8_t>(i),
-                        g[0], g[1], filter_, pillow_major_, scratch_[thread]);
+                        g[0], g[1], filter_, pillow_major_, scratch_[thread], simd_);
       }, static_cast<int64_t>(g[0].count) * g[1].count);   // the biggest first
     }
     pool.RunAll();
@@ -105,6 +106,7 @@ class Resize : public dali::StatelessOperator<CPUBackend> {
 
   dali::ArgValue<float, 1> size_, roi_start_, roi_end_, resized_size_, window_start_;
   int pillow_major_;
+  bool simd_;
   pilrs::Filter filter_;
   std::vector<std::array<pilrs::Axis, 2>> geometry_;
   std::vector<pilrs::Scratch> scratch_;   // one per thread
@@ -133,4 +135,5 @@ resized image (a crop of the whole resize, computed without the rest of it).)")
     .AddOptionalArg<std::vector<float>>("window_start", "(top, left) of the output in the resized image.",
                                         nullptr, true)
     .AddOptionalArg("filter", "\"bilinear\" or \"bicubic\".", std::string("bilinear"))
-    .AddOptionalArg("pillow_major", "The Pillow major version whose pass order to follow.", 13);
+    .AddOptionalArg("pillow_major", "The Pillow major version whose pass order to follow.", 13)
+    .AddOptionalArg("_portable", "Tests: the plain C++ path (as on aarch64) even where AVX2 is.", false);

@@ -24,9 +24,9 @@
 #define PILRS_X86 1
 #endif
 
-namespace pilrs {
+#include "pil_resample_api.h"
 
-enum class Filter { kBilinear, kBicubic };
+namespace pilrs {
 
 constexpr int kPrecision = 22;           // Pillow's PRECISION_BITS for 8-bit images
 constexpr int kSplit = 8;                // w = hi << kSplit | lo, both fit int16
@@ -338,16 +338,6 @@ __attribute__((target("avx2"))) inline void vertical_avx2(const uint8_t* in, int
 #endif  // PILRS_X86
 
 // ---- the whole resize ---------------------------------------------------------------------
-
-// One axis of a resize: the input box [start, end) (Pillow's box, in input pixels) resized to
-// `resized` samples, of which outputs offset .. offset + count - 1 are computed.
-struct Axis {
-  float start, end;
-  int resized, offset, count;
-};
-
-// Scratch the caller may keep between calls (one per thread)
-struct Scratch { std::vector<uint8_t> mid; };
 
 inline void span(const Taps& t, int* first, int* last) {   // the input indices the taps read
   *first = t.first[0];

@@ -10,7 +10,7 @@
 #include "dali/pipeline/operator/arg_helper.h"
 #include "dali/pipeline/operator/checkpointing/stateless_operator.h"
 #include "dali/pipeline/operator/operator.h"
-#include "pil_resample.h"
+#include "pil_resample_api.h"
 
 namespace dali_loaders {
 
@@ -71,7 +71,7 @@ class Resize : public dali::StatelessOperator<CPUBackend> {
       const int h = static_cast<int>(in[0]), w = static_cast<int>(in[1]), c = static_cast<int>(in[2]);
       const auto &g = geometry_[i];
       pool.AddWork([&, i, h, w, c](int thread) {
-        pilrs::resample(input.tensor<uint8_t>(i), h, w, w * c, c, output.mutable_tensor<uint8_t>(i),
+        pilrs::resample_image(input.tensor<uint8_t>(i), h, w, w * c, c, output.mutable_tensor<uint8_t>(i),
                         g[0], g[1], filter_, pillow_major_, scratch_[thread], simd_);
       }, static_cast<int64_t>(g[0].count) * g[1].count);   // the biggest first
     }

@@ -3,8 +3,10 @@
 It builds the loader's train graph one stage at a time (read; decode; the random-crop
 decode; + resize; + crop_mirror_normalize, which is the whole graph), plus the val graph,
 and times every pipeline in the same process, in turns (A, B, C, A, B, C, ...), with the
-same threads and batch. Then it times one resize, 330x330 to 224x224 antialiased, three
-ways on one thread: DALI's fn.resize, PIL (what torchvision runs) and torch's uint8 kernel.
+same threads and batch; the rows ending in ", fn.resize" resize with DALI's own operator
+(as with DALI_LOADERS_NO_PLUGIN=1), the others with the dali_loaders plugin where it
+applies. Then it times one resize, 330x330 to 224x224 antialiased, four ways on one
+thread: DALI's fn.resize, PIL (what torchvision runs), torch's uint8 kernel and the plugin.
 Last, the per-image cost of the CIFAR train graph's one operator, crop_mirror_normalize,
 on 256 zero-padded 40x40 images: without arguments, and with per-image crop and flip
 arguments as the loader gives it. The difference between consecutive rows is the cost
@@ -63,10 +65,33 @@ def _pipelines(root: str, threads: int) -> dict:
         return pipeline_def(graph, batch_size=BATCH, num_threads=threads, device_id=None, seed=0)
 
     pipes = {"train: " + name: built(lambda stage=stage: _train_stage(train, stage)) for stage, name in enumerate(STAGES)}
+    for stage in (4, 5):   # the resize by DALI's own operator, as without the plugin
+        pipes["train: " + STAGES[stage] + STOCK] = built(_stock(lambda stage=stage: _train_stage(train, stage)))
     val_recipe = transforms.plan(recipes.imagenet(False), False)
-    pipes["val: decode, resize the crop window, normalize"] = built(
-        lambda: loaders.graph(val, np.arange(len(val)), BATCH, val_recipe, "CHW", "cpu"))
+    val_graph = lambda: loaders.graph(val, np.arange(len(val)), BATCH, val_recipe, "CHW", "cpu")  # noqa: E731
+    pipes["val: decode, resize the crop window, normalize"] = built(val_graph)
+    pipes["val: decode, resize the crop window, normalize" + STOCK] = built(_stock(val_graph))
     return pipes
+
+
+STOCK = ", fn.resize"   # the row's resize is DALI's fn.resize, not the plugin
+
+
+def _stock(graph):
+    """`graph` defined as without the resize plugin (DALI_LOADERS_NO_PLUGIN=1)."""
+    from dali_loaders import plugin
+
+    def defined():
+        before = os.environ.get(plugin.DISABLE_ENV)
+        os.environ[plugin.DISABLE_ENV] = "1"
+        try:
+            return graph()
+        finally:
+            if before is None:
+                del os.environ[plugin.DISABLE_ENV]
+            else:
+                os.environ[plugin.DISABLE_ENV] = before
+    return defined
 
 
 def _rate(make_pipeline, batches: int, batch_size: int = BATCH) -> float:
@@ -110,28 +135,36 @@ def time_resizes(repeats: int) -> dict:
 
     image = np.random.default_rng(0).integers(0, 256, (RESIZE_SIDE, RESIZE_SIDE, 3), dtype=np.uint8)
 
-    def fed(resize: bool):
+    from dali_loaders import plugin
+
+    def fed(resize: str):
         batch = fn.external_source(source=lambda: [image] * BATCH, batch=True, layout="HWC")
+        if resize == "plugin":
+            return fn.dali_loaders_resize(batch, size=[float(CROP), float(CROP)])
         return fn.resize(batch, resize_x=float(CROP), resize_y=float(CROP), antialias=True) if resize else batch
 
-    def dali_micros(resize: bool) -> float:
+    def dali_micros(resize: str) -> float:
         make_pipeline = pipeline_def(fed, batch_size=BATCH, num_threads=1, device_id=None)
         return 1e6 / _rate(lambda: make_pipeline(resize), max(1, repeats // BATCH))
 
     pil = Image.fromarray(image)
     nchw = torch.from_numpy(image).permute(2, 0, 1)[None]  # channels-last memory, torch's fast path
     torch.set_num_threads(1)
-    ways = {"DALI fn.resize (CPU)": lambda: dali_micros(True) - dali_micros(False),
+    ways = {"DALI fn.resize (CPU)": lambda: dali_micros("stock") - dali_micros(""),
             "PIL Image.resize (torchvision)": lambda: _micros_per_image(
                 lambda: [pil.resize((CROP, CROP), Image.BILINEAR) for _ in range(repeats)], repeats),
             "torch interpolate, uint8": lambda: _micros_per_image(
                 lambda: [torch.nn.functional.interpolate(nchw, size=(CROP, CROP), mode="bilinear",
                                                          antialias=True) for _ in range(repeats)], repeats)}
-    out = {}
-    for name, way in ways.items():
+    if plugin.available():
+        ways["dali_loaders plugin (CPU, equals PIL)"] = lambda: dali_micros("plugin") - dali_micros("")
+    for way in ways.values():
         way()  # warm-up
-        out[name] = way()
-    return out
+    times = {name: [] for name in ways}
+    for _ in range(3):   # the ways take turns, so that load from elsewhere hits them alike
+        for name, way in ways.items():
+            times[name].append(way())
+    return {name: statistics.median(t) for name, t in times.items()}
 
 
 def time_cifar_operator(batches: int) -> dict:

@@ -455,18 +455,22 @@ def resize_refusal(step) -> str:
 def resize(step, images: Images) -> None:
     from nvidia.dali import fn
 
+    from dali_loaders import resample
+
     images.uint8_pixels(step)
     images.decode()
     images.flush_mirror()
     height, width = resized_shape(step.size, step.max_size, images.height, images.width)
     shift_y, shift_x = (tensor_nearest_shift(step, images, images.height, height),
                         tensor_nearest_shift(step, images, images.width, width))
-    window = {}
-    if shift_y is not None:
+    if shift_y is not None:   # NEAREST on a tensor twin: torch's pixel grid (the plugin serves no NEAREST)
         window = dict(roi_start=stack(shift_y, shift_x), roi_end=stack(images.height + shift_y, images.width + shift_x),
                       roi_relative=False)
-    images.data = fn.resize(images.data, size=stack(height, width), interp_type=interp_type(step),
-                            antialias=antialias(step, images), **window)
+        images.data = fn.resize(images.data, size=stack(height, width), interp_type=interp_type(step),
+                                antialias=antialias(step, images), **window)
+    else:
+        images.data = resample.resize(images.data, size=stack(height, width), interp_type=interp_type(step),
+                                      antialias=antialias(step, images), device=images.device)
     images.height, images.width = height, width
 
 
@@ -498,6 +502,8 @@ def resize_center_crop(resize_step, crop_step, images: Images) -> None:
     follows its output size). When the crop is larger than the resize, nothing is fused."""
     from nvidia.dali import fn
 
+    from dali_loaders import resample
+
     crop_h, crop_w = pair(crop_step.size)
     size = resize_step.size
     short = size if isinstance(size, numbers.Number) else (size[0] if len(size) == 1 else None)
@@ -514,11 +520,17 @@ def resize_center_crop(resize_step, crop_step, images: Images) -> None:
     scale_y, scale_x = _ratio(images.height, height), _ratio(images.width, width)
     shift_y = tensor_nearest_shift(resize_step, images, images.height, height)
     shift_x = tensor_nearest_shift(resize_step, images, images.width, width)
-    shift_y, shift_x = (0.0, 0.0) if shift_y is None else (shift_y, shift_x)
-    images.data = fn.resize(images.data, size=[float(crop_h), float(crop_w)],
-                            roi_start=stack(top * scale_y + shift_y, left * scale_x + shift_x),
-                            roi_end=stack((top + crop_h) * scale_y + shift_y, (left + crop_w) * scale_x + shift_x),
-                            interp_type=interp_type(resize_step), antialias=antialias(resize_step, images))
+    if shift_y is not None:   # NEAREST on a tensor twin: torch's pixel grid (the plugin serves no NEAREST)
+        images.data = fn.resize(images.data, size=[float(crop_h), float(crop_w)],
+                                roi_start=stack(top * scale_y + shift_y, left * scale_x + shift_x),
+                                roi_end=stack((top + crop_h) * scale_y + shift_y, (left + crop_w) * scale_x + shift_x),
+                                interp_type=interp_type(resize_step), antialias=antialias(resize_step, images))
+    else:
+        images.data = resample.resize(images.data, size=[float(crop_h), float(crop_w)],
+                                      roi_start=stack(top * scale_y, left * scale_x),
+                                      roi_end=stack((top + crop_h) * scale_y, (left + crop_w) * scale_x),
+                                      interp_type=interp_type(resize_step), antialias=antialias(resize_step, images),
+                                      device=images.device, window=(stack(height, width), stack(top, left)))
     images.height, images.width = crop_h, crop_w
 
 
@@ -540,13 +552,15 @@ def random_resized_crop(step, images: Images) -> None:
     """First in a recipe over files, only the crop window is decoded (ROI decode)."""
     from nvidia.dali import fn
 
+    from dali_loaders import resample
+
     images.uint8_pixels(step)
     height, width = pair(step.size)
     area, ratio = [float(s) for s in step.scale], [float(r) for r in step.ratio]
     if images.encoded:
         images.decode_random_crop(area, ratio)
-        images.data = fn.resize(images.data, size=[float(height), float(width)], interp_type=interp_type(step),
-                                antialias=antialias(step, images))
+        images.data = resample.resize(images.data, size=[float(height), float(width)], interp_type=interp_type(step),
+                                      antialias=antialias(step, images), device=images.device)
     else:
         images.flush_mirror()
         images.data = fn.random_resized_crop(images.data, size=[height, width], random_area=area,

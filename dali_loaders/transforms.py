@@ -463,14 +463,15 @@ def resize(step, images: Images) -> None:
     height, width = resized_shape(step.size, step.max_size, images.height, images.width)
     shift_y, shift_x = (tensor_nearest_shift(step, images, images.height, height),
                         tensor_nearest_shift(step, images, images.width, width))
-    if shift_y is not None:   # NEAREST on a tensor twin: torch's pixel grid (the plugin serves no NEAREST)
+    if shift_y is not None:   # NEAREST on a tensor twin: torch's pixel grid, stock (the plugin's NEAREST is PIL's)
         window = dict(roi_start=stack(shift_y, shift_x), roi_end=stack(images.height + shift_y, images.width + shift_x),
                       roi_relative=False)
         images.data = fn.resize(images.data, size=stack(height, width), interp_type=interp_type(step),
                                 antialias=antialias(step, images), **window)
     else:
         images.data = resample.resize(images.data, size=stack(height, width), interp_type=interp_type(step),
-                                      antialias=antialias(step, images), device=images.device)
+                                      antialias=antialias(step, images), device=images.device,
+                                      pil_image=images.kind == "pil")
     images.height, images.width = height, width
 
 
@@ -520,7 +521,7 @@ def resize_center_crop(resize_step, crop_step, images: Images) -> None:
     scale_y, scale_x = _ratio(images.height, height), _ratio(images.width, width)
     shift_y = tensor_nearest_shift(resize_step, images, images.height, height)
     shift_x = tensor_nearest_shift(resize_step, images, images.width, width)
-    if shift_y is not None:   # NEAREST on a tensor twin: torch's pixel grid (the plugin serves no NEAREST)
+    if shift_y is not None:   # NEAREST on a tensor twin: torch's pixel grid, stock (the plugin's NEAREST is PIL's)
         images.data = fn.resize(images.data, size=[float(crop_h), float(crop_w)],
                                 roi_start=stack(top * scale_y + shift_y, left * scale_x + shift_x),
                                 roi_end=stack((top + crop_h) * scale_y + shift_y, (left + crop_w) * scale_x + shift_x),
@@ -530,7 +531,8 @@ def resize_center_crop(resize_step, crop_step, images: Images) -> None:
                                       roi_start=stack(top * scale_y, left * scale_x),
                                       roi_end=stack((top + crop_h) * scale_y, (left + crop_w) * scale_x),
                                       interp_type=interp_type(resize_step), antialias=antialias(resize_step, images),
-                                      device=images.device, window=(stack(height, width), stack(top, left)))
+                                      device=images.device, window=(stack(height, width), stack(top, left)),
+                                      pil_image=images.kind == "pil")
     images.height, images.width = crop_h, crop_w
 
 
@@ -560,7 +562,8 @@ def random_resized_crop(step, images: Images) -> None:
     if images.encoded:
         images.decode_random_crop(area, ratio)
         images.data = resample.resize(images.data, size=[float(height), float(width)], interp_type=interp_type(step),
-                                      antialias=antialias(step, images), device=images.device)
+                                      antialias=antialias(step, images), device=images.device,
+                                      pil_image=images.kind == "pil")
     else:
         images.flush_mirror()
         images.data = fn.random_resized_crop(images.data, size=[height, width], random_area=area,

@@ -4,6 +4,7 @@
 // with the downscale factor; weights are 22-bit fixed point rounded half away from zero, as
 // Pillow's 8-bit path does. The result equals Image.resize(size, BILINEAR or BICUBIC, box)
 // bit for bit, and a window of it equals the same window cropped from the whole resize.
+// NEAREST (no filter, no passes: see nearest_indices) equals Image.resize(size, NEAREST, box).
 //
 // Speed: an AVX2 path (picked at run time, so the library itself only needs x86-64-v2)
 // keeps Pillow's 22-bit weights exact by splitting each into a high and a low 16-bit part
@@ -371,11 +372,58 @@ struct Passes {                          // the two passes, on this CPU
   }
 };
 
+// ---- NEAREST -------------------------------------------------------------------------------
+
+// Pillow's NEAREST resize, as measured against Image.resize: output i of the box [start, end)
+// resized to `resized` samples reads input int(start + scale / 2 + i * scale), scale = (end -
+// start) / resized (the difference in float), where the position is a double that starts at
+// start + scale / 2 and gains scale once per output: a running sum, whose rounding decides the
+// exact ties, so a window at `offset` sums its way there too. Indices clamp to the image.
+inline std::vector<int> nearest_indices(int in_size, float start, float end, int resized, int offset, int count) {
+  const double scale = static_cast<double>(end - start) / resized;
+  const double half = scale * 0.5;       // exact, so a fused multiply-add gives the same start
+  double position = static_cast<double>(start) + half;
+  std::vector<int> index(count);
+  for (int i = 0; i < offset + count; i++, position += scale) {
+    if (i < offset) continue;
+    const int v = position < 0.0 ? 0 : static_cast<int>(position);   // truncation
+    index[i - offset] = std::min(v, in_size - 1);
+  }
+  return index;
+}
+
+inline void nearest(const uint8_t* in, int in_h, int in_w, int in_stride, int channels, uint8_t* out,
+                    const Axis& y, const Axis& x) {
+  const std::vector<int> rows = nearest_indices(in_h, y.start, y.end, y.resized, y.offset, y.count);
+  const std::vector<int> cols = nearest_indices(in_w, x.start, x.end, x.resized, x.offset, x.count);
+  const size_t out_row = static_cast<size_t>(x.count) * channels;
+  for (int i = 0; i < y.count; i++) {
+    uint8_t* o = out + i * out_row;
+    if (i > 0 && rows[i] == rows[i - 1]) {  // an enlargement repeats rows
+      std::memcpy(o, o - out_row, out_row);
+      continue;
+    }
+    const uint8_t* r = in + static_cast<size_t>(rows[i]) * in_stride;
+    if (channels == 3) {
+      for (int j = 0; j < x.count; j++) {
+        const uint8_t* p = r + static_cast<size_t>(cols[j]) * 3;
+        o[3 * j] = p[0];
+        o[3 * j + 1] = p[1];
+        o[3 * j + 2] = p[2];
+      }
+    } else {
+      for (int j = 0; j < x.count; j++) std::memcpy(o + static_cast<size_t>(j) * channels,
+                                                    r + static_cast<size_t>(cols[j]) * channels, channels);
+    }
+  }
+}
+
 // in: in_h x in_w x channels, rows `in_stride` bytes apart; out: y.count x x.count x channels,
 // dense. Only the rows (or columns) the second pass reads go through the first.
 inline void resample(const uint8_t* in, int in_h, int in_w, int in_stride, int channels, uint8_t* out,
                      const Axis& y, const Axis& x, Filter f, int pillow_major, Scratch& scratch,
                      bool allow_simd = true) {
+  if (f == Filter::kNearest) return nearest(in, in_h, in_w, in_stride, channels, out, y, x);
 #ifdef PILRS_X86
   const Passes passes{allow_simd && have_avx2()};
 #else

@@ -8,7 +8,7 @@
 
 namespace pilrs {
 
-enum class Filter { kBilinear, kBicubic };
+enum class Filter { kBilinear, kBicubic, kNearest };
 
 // One axis of a resize: the input box [start, end) (Pillow's box, in input pixels) resized to
 // `resized` samples, of which outputs offset .. offset + count - 1 are computed.

@@ -31,9 +31,11 @@ class Resize : public dali::StatelessOperator<CPUBackend> {
         pillow_major_(spec.GetArgument<int>("pillow_major")),
         simd_(!spec.GetArgument<bool>("_portable")) {
     const std::string filter = spec.GetArgument<std::string>("filter");
-    DALI_ENFORCE(filter == "bilinear" || filter == "bicubic",
-                 "DaliLoadersResize: filter must be \"bilinear\" or \"bicubic\", got \"" + filter + "\"");
-    filter_ = filter == "bicubic" ? pilrs::Filter::kBicubic : pilrs::Filter::kBilinear;
+    DALI_ENFORCE(filter == "bilinear" || filter == "bicubic" || filter == "nearest",
+                 "DaliLoadersResize: filter must be \"bilinear\", \"bicubic\" or \"nearest\", got \"" + filter +
+                 "\"");
+    filter_ = filter == "bicubic" ? pilrs::Filter::kBicubic
+              : filter == "nearest" ? pilrs::Filter::kNearest : pilrs::Filter::kBilinear;
   }
 
  protected:
@@ -119,7 +121,7 @@ DALI_REGISTER_OPERATOR(DaliLoadersResize, ::dali_loaders::Resize, ::dali::CPU);
 DALI_SCHEMA(DaliLoadersResize)
     .DocStr(R"(Resizes HWC uint8 images as PIL's Image.resize (BILINEAR or BICUBIC, which are
 antialiased): the same taps, 22-bit fixed-point weights and pass order, so the output equals
-PIL's bit for bit. Optionally a box of the input (Image.resize's box) and a window of the
+PIL's bit for bit; NEAREST too (Pillow's source pixel positions, to the rounding of ties). Optionally a box of the input (Image.resize's box) and a window of the
 resized image (a crop of the whole resize, computed without the rest of it).)")
     .NumInput(1)
     .NumOutput(1)
@@ -134,6 +136,6 @@ resized image (a crop of the whole resize, computed without the rest of it).)")
                                         "output from `window_start`; default `size`.", nullptr, true)
     .AddOptionalArg<std::vector<float>>("window_start", "(top, left) of the output in the resized image.",
                                         nullptr, true)
-    .AddOptionalArg("filter", "\"bilinear\" or \"bicubic\".", std::string("bilinear"))
+    .AddOptionalArg("filter", "\"bilinear\", \"bicubic\" or \"nearest\".", std::string("bilinear"))
     .AddOptionalArg("pillow_major", "The Pillow major version whose pass order to follow.", 13)
     .AddOptionalArg("_portable", "Tests: the plain C++ path (as on aarch64) even where AVX2 is.", false);

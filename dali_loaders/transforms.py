@@ -453,39 +453,34 @@ def resize_refusal(step) -> str:
 @translates("Resize")
 @refuses(resize_refusal)
 def resize(step, images: Images) -> None:
-    from nvidia.dali import fn
-
     from dali_loaders import resample
 
     images.uint8_pixels(step)
     images.decode()
     images.flush_mirror()
     height, width = resized_shape(step.size, step.max_size, images.height, images.width)
-    shift_y, shift_x = (tensor_nearest_shift(step, images, images.height, height),
-                        tensor_nearest_shift(step, images, images.width, width))
-    if shift_y is not None:   # NEAREST on a tensor twin: torch's pixel grid, stock (the plugin's NEAREST is PIL's)
-        window = dict(roi_start=stack(shift_y, shift_x), roi_end=stack(images.height + shift_y, images.width + shift_x),
-                      roi_relative=False)
-        images.data = fn.resize(images.data, size=stack(height, width), interp_type=interp_type(step),
-                                antialias=antialias(step, images), **window)
-    else:
-        images.data = resample.resize(images.data, size=stack(height, width), interp_type=interp_type(step),
-                                      antialias=antialias(step, images), device=images.device,
-                                      pil_image=images.kind == "pil")
+    shift = tensor_nearest_shift(step, images, height, width)
+    roi = {} if shift is None else dict(roi_start=stack(*shift), roi_end=stack(images.height + shift[0],
+                                                                               images.width + shift[1]))
+    images.data = resample.resize(images.data, size=stack(height, width), interp_type=interp_type(step),
+                                  antialias=antialias(step, images), device=images.device,
+                                  pil_image=images.kind == "pil", **roi)
     images.height, images.width = height, width
 
 
-def tensor_nearest_shift(step, images: Images, size_in, size_out):
+def tensor_nearest_shift(step, images: Images, height, width):
     """torch's "nearest" reads source pixel floor(x * in / out), PIL's (and DALI's)
     floor((x + 0.5) * in / out): for a tensor twin the window moves by half an output
-    pixel, in source pixels. None when no move is needed. Exact ties (x * in / out whole)
-    are nudged up by a quarter of the 1 / out spacing of its fractions, so float32 rounding
-    cannot pick the pixel below."""
+    pixel, in source pixels, (y, x). None when no move is needed. Exact ties (x * in / out
+    whole) are nudged up by a quarter of the 1 / out spacing of its fractions, so float32
+    rounding cannot pick the pixel below. The resize then stays on fn.resize: the plugin's
+    NEAREST is PIL's."""
     from nvidia.dali import types
 
     if images.kind != "tensor" or interp_type(step) != types.INTERP_NN:
         return None
-    return (_ratio(size_in, size_out) * -0.5) + _ratio(0.25, size_out)
+    return tuple(_ratio(size_in, size_out) * -0.5 + _ratio(0.25, size_out)
+                 for size_in, size_out in ((images.height, height), (images.width, width)))
 
 
 @translates("CenterCrop")
@@ -501,8 +496,6 @@ def resize_center_crop(resize_step, crop_step, images: Images) -> None:
     """Resamples only the window CenterCrop keeps: the same grid and filter as resizing the
     whole image, at crop^2 output pixels instead of ~size^2 * aspect (fn.resize's CPU cost
     follows its output size). When the crop is larger than the resize, nothing is fused."""
-    from nvidia.dali import fn
-
     from dali_loaders import resample
 
     crop_h, crop_w = pair(crop_step.size)
@@ -519,20 +512,13 @@ def resize_center_crop(resize_step, crop_step, images: Images) -> None:
     height, width = resized_shape(size, None, images.height, images.width)
     top, left = centre_offset(height - crop_h), centre_offset(width - crop_w)
     scale_y, scale_x = _ratio(images.height, height), _ratio(images.width, width)
-    shift_y = tensor_nearest_shift(resize_step, images, images.height, height)
-    shift_x = tensor_nearest_shift(resize_step, images, images.width, width)
-    if shift_y is not None:   # NEAREST on a tensor twin: torch's pixel grid, stock (the plugin's NEAREST is PIL's)
-        images.data = fn.resize(images.data, size=[float(crop_h), float(crop_w)],
-                                roi_start=stack(top * scale_y + shift_y, left * scale_x + shift_x),
-                                roi_end=stack((top + crop_h) * scale_y + shift_y, (left + crop_w) * scale_x + shift_x),
-                                interp_type=interp_type(resize_step), antialias=antialias(resize_step, images))
-    else:
-        images.data = resample.resize(images.data, size=[float(crop_h), float(crop_w)],
-                                      roi_start=stack(top * scale_y, left * scale_x),
-                                      roi_end=stack((top + crop_h) * scale_y, (left + crop_w) * scale_x),
-                                      interp_type=interp_type(resize_step), antialias=antialias(resize_step, images),
-                                      device=images.device, window=(stack(height, width), stack(top, left)),
-                                      pil_image=images.kind == "pil")
+    shift_y, shift_x = tensor_nearest_shift(resize_step, images, height, width) or (0, 0)
+    images.data = resample.resize(images.data, size=[float(crop_h), float(crop_w)],
+                                  roi_start=stack(top * scale_y + shift_y, left * scale_x + shift_x),
+                                  roi_end=stack((top + crop_h) * scale_y + shift_y, (left + crop_w) * scale_x + shift_x),
+                                  interp_type=interp_type(resize_step), antialias=antialias(resize_step, images),
+                                  device=images.device, window=(stack(height, width), stack(top, left)),
+                                  pil_image=images.kind == "pil")
     images.height, images.width = crop_h, crop_w
 
 

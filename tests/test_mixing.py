@@ -4,7 +4,6 @@ import pickle
 import subprocess
 import sys
 
-import numpy as np
 import pytest
 import torch
 from scipy import stats

@@ -1,0 +1,116 @@
+// The hue shift of augment_kernels.h. PIL flavour: torchvision's adjust_hue on a PIL image,
+// convert("HSV") (Pillow's rgb2hsv: float ratios, double hue scaling, truncated), the 8-bit
+// hue plus int(factor * 255) wrapping, convert("RGB") (hsv2rgb, rounded). Tensor flavour:
+// torchvision's float32 _rgb2hsv / _hsv2rgb (v1) or _rgb_to_hsv / _hsv_to_rgb (v2), which
+// scale, group and divide differently, then * 255.999 truncated.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+
+#include "augment_kernels.h"
+
+namespace augk {
+namespace {
+
+inline uint8_t clip8(int v) { return static_cast<uint8_t>(v < 0 ? 0 : v > 255 ? 255 : v); }
+
+void pil_rgb_to_hsv(const uint8_t* p, uint8_t hsv[3]) {
+  const uint8_t r = p[0], g = p[1], b = p[2];
+  const uint8_t maxc = std::max(r, std::max(g, b)), minc = std::min(r, std::min(g, b));
+  hsv[2] = maxc;
+  if (minc == maxc) { hsv[0] = hsv[1] = 0; return; }
+  const float cr = static_cast<float>(maxc - minc);
+  const float s = cr / static_cast<float>(maxc);
+  const float rc = static_cast<float>(maxc - r) / cr, gc = static_cast<float>(maxc - g) / cr,
+              bc = static_cast<float>(maxc - b) / cr;
+  float h;
+  if (r == maxc) h = bc - gc;
+  else if (g == maxc) h = static_cast<float>(2.0 + rc - bc);
+  else h = static_cast<float>(4.0 + gc - rc);
+  h = static_cast<float>(std::fmod(h / 6.0 + 1.0, 1.0));
+  hsv[0] = clip8(static_cast<int>(h * 255.0));
+  hsv[1] = clip8(static_cast<int>(s * 255.0));
+}
+
+void pil_hsv_to_rgb(const uint8_t hsv[3], uint8_t* p) {
+  const uint8_t h = hsv[0], s = hsv[1], v = hsv[2];
+  if (s == 0) { p[0] = p[1] = p[2] = v; return; }
+  const int i = static_cast<int>(std::floor(static_cast<float>(h) * 6.0 / 255.0));
+  const float f = static_cast<float>(static_cast<float>(h) * 6.0 / 255.0 - static_cast<float>(i));
+  const float fs = static_cast<float>(static_cast<float>(s) / 255.0);
+  const uint8_t up = clip8(static_cast<int>(std::round(static_cast<float>(v) * (1.0 - fs))));
+  const uint8_t uq = clip8(static_cast<int>(std::round(static_cast<float>(v) * (1.0 - fs * f))));
+  const uint8_t ut = clip8(static_cast<int>(std::round(static_cast<float>(v) * (1.0 - fs * (1.0 - f)))));
+  const uint8_t table[6][3] = {{v, ut, up}, {uq, v, up}, {up, v, ut}, {up, uq, v}, {ut, up, v}, {v, up, uq}};
+  const uint8_t* rgb = table[i % 6];
+  p[0] = rgb[0]; p[1] = rgb[1]; p[2] = rgb[2];
+}
+
+void tensor_rgb_to_hsv(const float rgb[3], float hsv[3], bool v1) {
+  const float r = rgb[0], g = rgb[1], b = rgb[2];
+  const float maxc = std::max(r, std::max(g, b)), minc = std::min(r, std::min(g, b));
+  const bool eqc = maxc == minc;
+  const float cr = maxc - minc;
+  const float s = cr / (eqc ? 1.0f : maxc);
+  const float divisor = eqc ? 1.0f : cr;
+  const float rc = (maxc - r) / divisor, gc = (maxc - g) / divisor, bc = (maxc - b) / divisor;
+  const float is_r = maxc == r, is_g = (maxc == g && maxc != r), is_b = (maxc != g && maxc != r);
+  const float hr = is_r * (bc - gc), hg = is_g * ((v1 ? 2.0f + rc : rc + 2.0f) - bc),
+              hb = is_b * ((v1 ? 4.0f + gc : gc + 4.0f) - rc);
+  float h = (hr + hg) + hb;
+  h = v1 ? h / 6.0f + 1.0f : h * static_cast<float>(1.0 / 6.0) + 1.0f;
+  hsv[0] = std::fmod(h, 1.0f);
+  hsv[1] = s;
+  hsv[2] = maxc;
+}
+
+void tensor_hsv_to_rgb(const float hsv[3], float rgb[3], bool v1) {
+  const float h = hsv[0], s = hsv[1], v = hsv[2];
+  const float h6 = h * 6.0f, fi = std::floor(h6), f = h6 - fi;
+  auto clamp01 = [](float x) { return x < 0.0f ? 0.0f : x > 1.0f ? 1.0f : x; };
+  float p, q, t;
+  if (v1) {
+    p = clamp01(v * (1.0f - s));
+    q = clamp01(v * (1.0f - s * f));
+    t = clamp01(v * (1.0f - s * (1.0f - f)));
+  } else {
+    const float sxf = s * f, one_minus_s = 1.0f - s;
+    q = clamp01((1.0f - sxf) * v);
+    t = clamp01((sxf + one_minus_s) * v);
+    p = clamp01(one_minus_s * v);
+  }
+  int i = static_cast<int>(fi) % 6;
+  if (i < 0) i += 6;
+  const float table[6][3] = {{v, t, p}, {q, v, p}, {p, v, t}, {p, q, v}, {t, p, v}, {v, p, q}};
+  rgb[0] = table[i][0]; rgb[1] = table[i][1]; rgb[2] = table[i][2];
+}
+
+}  // namespace
+
+void hue(Image& img, float factor, Flavour f) {
+  if (img.channels != 3) return;   // PIL's and torchvision's: a grey image has no hue
+  const int64_t n = img.size();
+  if (f == Flavour::kPil) {   // np.int32(factor * 255).astype(np.uint8): truncated, wrapped
+    const uint8_t shift = static_cast<uint8_t>(static_cast<int32_t>(static_cast<double>(factor) * 255.0));
+    for (int64_t i = 0; i < n; i += 3) {
+      uint8_t hsv[3];
+      pil_rgb_to_hsv(img.data + i, hsv);
+      hsv[0] = static_cast<uint8_t>(hsv[0] + shift);
+      pil_hsv_to_rgb(hsv, img.data + i);
+    }
+    return;
+  }
+  const bool v1 = f == Flavour::kTensorV1;
+  const float to_unit = static_cast<float>(1.0 / 255.0), to_byte = 255.999f;
+  for (int64_t i = 0; i < n; i += 3) {
+    float rgb[3], hsv[3];
+    for (int b = 0; b < 3; b++) rgb[b] = v1 ? img.data[i + b] / 255.0f : img.data[i + b] * to_unit;
+    tensor_rgb_to_hsv(rgb, hsv, v1);
+    const float shifted = hsv[0] + factor;   // torch's % 1.0: x - floor(x)
+    hsv[0] = shifted - std::floor(shifted);
+    tensor_hsv_to_rgb(hsv, rgb, v1);
+    for (int b = 0; b < 3; b++) img.data[i + b] = static_cast<uint8_t>(std::min(255.0f, rgb[b] * to_byte));
+  }
+}
+
+}  // namespace augk

@@ -1,0 +1,78 @@
+// The per-sample augmentations of DaliLoadersAugment (augment_op.cc), on HWC uint8 images, in
+// two arithmetics: what torchvision's uint8 tensor kernels compute (v2's, or v1's where v1
+// rounds differently) and what PIL computes (torchvision's ops on a PIL image, timm's ops).
+// Declarations only: the bodies (augment_geometry.cc, augment_color.cc) are compiled at -O3
+// with floating-point contraction off, so that float32 and double operations round one at a
+// time, as in torch's and Pillow's builds.
+//
+// The interface, per sample: `ops` int32 (K,) op codes, run in order (-1 skips a slot);
+// `params` float32 (K, 4), row k the parameters of op k (unused ones ignored):
+//   kShearX, kShearY   p0 shear factor m, p1 resample, p2 the PIL matrix: 1 torchvision v2's,
+//                      2 v1's (by atan(m) degrees, two groupings of the products), 0 timm's
+//                      (1, m, 0, 0, 1, 0); tensor flavours follow their own version
+//   kTranslateX/Y      p0 pixels the content moves right / down, p1 resample
+//   kRotate            p0 degrees counter-clockwise about the centre, p1 resample
+//   kBrightness, kColor, kContrast, kSharpness   the factor p1 + p0 in double (p1 = 1: the
+//                      AutoAugment family's 1.0 + magnitude, rounded as Python does; p1 = 0: p0)
+//   kHue               p0 the factor
+//   kPosterize         p0 bits kept          kSolarize   p0 threshold: pixels >= it are inverted
+//   kSolarizeAdd       p0 added, p1 threshold: pixels below it get p0 added, saturating (timm)
+//   kErase             p0 top, p1 left, p2 height, p3 width: the box set to `erase_value`
+//   kIdentity, kAutoContrast, kEqualize, kInvert, kFlipH, kFlipV, kGrayscale: no parameters
+// Resample is PIL's number: 0 nearest, 2 bilinear, 3 bicubic (bicubic: PIL flavour only).
+// `fill` (one value per channel) is where a warp finds no source pixel.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace augk {
+
+enum OpCode : int32_t {
+  kSkip = -1, kIdentity = 0, kShearX, kShearY, kTranslateX, kTranslateY, kRotate, kBrightness, kColor,
+  kContrast, kSharpness, kPosterize, kSolarize, kAutoContrast, kEqualize, kInvert, kSolarizeAdd, kHue,
+  kFlipH, kFlipV, kErase, kGrayscale, kNumOps
+};
+constexpr int kNumParams = 4;
+
+enum class Flavour { kPil, kTensor, kTensorV1 };
+enum Resample { kNearest = 0, kBilinear = 2, kBicubic = 3 };
+
+struct Image {   // dense HWC
+  uint8_t* data;
+  int height, width, channels;
+  int64_t size() const { return static_cast<int64_t>(height) * width * channels; }
+};
+
+struct Step {
+  int32_t op;
+  float p[kNumParams];
+};
+
+struct Settings {
+  Flavour flavour;
+  const float* fill;          // per channel
+  const float* erase_value;   // per channel
+};
+
+// Buffers a caller keeps between calls (one per thread)
+struct Scratch {
+  std::vector<uint8_t> a, b;
+  std::vector<float> f;
+};
+
+// Whether `op` is known, and what is wrong with a step's parameters ("" if nothing).
+const char* check_step(const Step& step, Flavour flavour);
+
+// The steps in order, `in` to `out` (same shape, dense; may not alias).
+void augment(const uint8_t* in, uint8_t* out, int height, int width, int channels, const Step* steps,
+             int num_steps, const Settings& settings, Scratch& scratch);
+
+// -- the ops, src -> dst of the same shape (augment_geometry.cc, augment_color.cc) ---------------
+void warp(const Image& src, Image& dst, const Step& step, const Settings& settings);
+void flip(const Image& src, Image& dst, bool horizontal);
+void sharpness(const Image& src, Image& dst, const Step& step, Flavour flavour);
+void hue(Image& img, float factor, Flavour flavour);
+void pointwise(Image& img, const Step& step, const Settings& settings);   // in place
+
+}  // namespace augk

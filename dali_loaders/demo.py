@@ -6,8 +6,8 @@ import time
 import torch
 from tqdm import tqdm
 
-from .cifar import get_cifar_iter_dali, get_cifar_iter_torch
-from .synthetic import write_cifar
+from .datasets.cifar import get_cifar_iter_dali, get_cifar_iter_torch
+from .testing.synthetic import write_cifar
 
 DEFAULT_CACHE = os.path.join(os.path.expanduser("~"), ".cache", "dali_loaders", "demo")
 

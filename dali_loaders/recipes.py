@@ -6,6 +6,8 @@ the torchvision twins call them.
 import torch
 from torchvision.transforms import v2
 
+from .transforms.cutout import Cutout
+
 CIFAR_MEAN = {"cifar10": (0.4914, 0.4822, 0.4465), "cifar100": (0.5071, 0.4865, 0.4409)}
 CIFAR_STD = {"cifar10": (0.2470, 0.2435, 0.2616), "cifar100": (0.2673, 0.2564, 0.2762)}
 CIFAR_PADDING = 4          # train: zero-pad, then a random 32x32 crop
@@ -16,27 +18,6 @@ IMAGENET_VAL_SIZE = 256    # Resize(256) before CenterCrop(224)
 
 # torchvision.datasets.folder.IMG_EXTENSIONS, matched case-insensitively as ImageFolder does.
 IMG_EXTENSIONS = (".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp")
-
-
-class Cutout(torch.nn.Module):
-    """Zero a length x length square centred on a uniform pixel, clipped at the border
-    (DeVries & Taylor, 2017). On a CHW tensor, after normalization as in the paper."""
-
-    def __init__(self, length: int):
-        super().__init__()
-        self.length = length
-
-    def forward(self, image: torch.Tensor) -> torch.Tensor:
-        height, width = image.shape[-2:]
-        y, x = int(torch.randint(height, ())), int(torch.randint(width, ()))
-        top, left = max(y - self.length // 2, 0), max(x - self.length // 2, 0)
-        bottom, right = y - self.length // 2 + self.length, x - self.length // 2 + self.length
-        image = image.clone()
-        image[..., top:max(bottom, 0), left:max(right, 0)] = 0
-        return image
-
-    def __repr__(self) -> str:
-        return f"Cutout(length={self.length})"
 
 
 def to_float(mean, std):

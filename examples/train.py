@@ -14,8 +14,12 @@ import time
 import torch
 import torchvision
 
-from dali_loaders import (get_cifar_iter_dali, get_cifar_iter_torch, get_imagefolder_iter_dali,
-                          get_imagefolder_iter_torch)
+from dali_loaders import (
+    get_cifar_iter_dali,
+    get_cifar_iter_torch,
+    get_imagefolder_iter_dali,
+    get_imagefolder_iter_torch,
+)
 
 
 def make_loaders(args):

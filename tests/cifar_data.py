@@ -1,7 +1,7 @@
 """CIFAR-format test data: the package's writer, and images that carry their own index."""
 import numpy as np
 
-from dali_loaders.synthetic import write_cifar  # noqa: F401  (re-exported for the tests)
+from dali_loaders.testing.synthetic import write_cifar  # noqa: F401  (re-exported for the tests
 
 
 def index_images(n, offset):

@@ -5,10 +5,9 @@ import json
 import os
 
 import numpy as np
+from image_data import SIZES, solid_colour
 from PIL import Image
 from scipy.io import savemat
-
-from image_data import SIZES, solid_colour
 
 
 def index_pixels(n, offset, height, width, channels):

@@ -24,9 +24,9 @@ from dali_loaders import recipes
 def make_loader(kind: str, kwargs: dict):
     """kind "cifar" or "imagefolder", with the get_*_iter_dali keyword arguments."""
     if kind == "cifar":
-        from dali_loaders.cifar import get_cifar_iter_dali
+        from dali_loaders.datasets.cifar import get_cifar_iter_dali
         return get_cifar_iter_dali(**kwargs)
-    from dali_loaders.imagenet import get_imagefolder_iter_dali  # kind "imagefolder"
+    from dali_loaders.datasets.imagenet import get_imagefolder_iter_dali  # kind "imagefolder"
     return get_imagefolder_iter_dali(**kwargs)
 
 

@@ -7,14 +7,15 @@ from collections import Counter
 import numpy as np
 import pytest
 import torch
+from photos import load, photo_paths
 from scipy import stats
 from torchvision.transforms import v2
 from torchvision.transforms.v2 import functional as F
 
-from dali_loaders import autoaugment as aa
-from dali_loaders.loaders import ArraySource, dali_loader, serialized_gpu_graph
+from dali_loaders.loader.build import dali_loader, serialized_gpu_graph
+from dali_loaders.sources.arrays import ArraySource
 from dali_loaders.transforms import TRANSLATORS, Images
-from photos import load, photo_paths
+from dali_loaders.transforms import auto_augment as aa
 
 POLICIES = {"imagenet": v2.AutoAugmentPolicy.IMAGENET, "cifar10": v2.AutoAugmentPolicy.CIFAR10,
             "svhn": v2.AutoAugmentPolicy.SVHN}

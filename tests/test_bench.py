@@ -120,18 +120,18 @@ def test_stages_table_builds_the_train_graph_stage_by_stage(tmp_path):
     from dali_loaders.bench import data
 
     root = data.make_image_folder(str(tmp_path), 16, 8, classes=2, short_sides=(64, 96), workers=1)
-    done = subprocess.run([sys.executable, "-m", "benchmarks.stages", "--imagenet-dir", root,
+    done = subprocess.run([sys.executable, "-m", "dali_loaders.bench.stages", "--imagenet-dir", root,
                            "--threads", "1", "--rounds", "1", "--batches", "1"],
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     rows = {line[:58].strip(): line[58:].split() for line in done.stdout.splitlines() if len(line) > 58}
-    from benchmarks.stages import STAGES
+    from dali_loaders.bench.stages import STAGES
 
     for stage in STAGES:
         assert float(rows["train: " + stage][0]) > 0, stage
     assert rows["train: " + STAGES[1]][1] == "100%"  # the decode-only row is the reference
     assert float(rows["val: decode, resize the crop window, normalize"][0]) > 0
-    from benchmarks.stages import STOCK   # the same graphs with DALI's fn.resize in place of the plugin
+    from dali_loaders.bench.stages import STOCK  # the same graphs with DALI's fn.resize in place of the plugin
 
     assert float(rows["val: decode, resize the crop window, normalize" + STOCK][0]) > 0
     assert float(rows["train: " + STAGES[4] + STOCK][0]) > 0

@@ -8,9 +8,9 @@ import sys
 import numpy as np
 import pytest
 import torch
+from cifar_data import index_images, write_cifar
 from scipy import stats
 
-from cifar_data import index_images, write_cifar
 from dali_loaders import get_cifar_iter_dali, get_cifar_iter_torch
 from dali_loaders.recipes import CIFAR_MEAN, CIFAR_STD
 
@@ -316,7 +316,8 @@ def test_gpu_graph_is_well_formed_without_a_gpu(train):
     """Runs everywhere: the GPU variant of the one CIFAR graph serializes, which checks every
     operator and argument against DALI's schemas for the GPU backend."""
     from dali_loaders import recipes
-    from dali_loaders.loaders import ArraySource, serialized_gpu_graph
+    from dali_loaders.loader.build import serialized_gpu_graph
+    from dali_loaders.sources.arrays import ArraySource
 
     source = ArraySource(np.zeros((8, 32, 32, 3), np.uint8), np.arange(8), "zeros")
     serialized = serialized_gpu_graph(source, recipes.cifar(train, "cifar10", cutout=8))

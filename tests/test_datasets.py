@@ -7,14 +7,21 @@ import shutil
 import numpy as np
 import pytest
 import torch
+from dataset_data import (
+    read_index,
+    write_flowers,
+    write_food,
+    write_mnist,
+    write_pets,
+    write_stl10,
+    write_svhn,
+    write_tiny_imagenet,
+)
+from image_data import image_id, write_garbage
 
 import dali_loaders
 from dali_loaders import recipes
-from dali_loaders.imagenet import ImageDecodeError
-
-from dataset_data import (read_index, write_flowers, write_food, write_mnist, write_pets, write_stl10, write_svhn,
-                          write_tiny_imagenet)
-from image_data import image_id, write_garbage
+from dali_loaders.sources.image_files import ImageDecodeError
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 

@@ -15,12 +15,12 @@ from collections import Counter
 
 import pytest
 import torch
+from cifar_data import index_images, write_cifar
+from dist_worker import make_loader
 from PIL import Image
 
-from cifar_data import index_images, write_cifar
-from dali_loaders.cifar import get_cifar_iter_dali
-from dali_loaders.distributed import EpochSampler, Shard, resolve_shard, shard_indices
-from dist_worker import make_loader
+from dali_loaders.datasets.cifar import get_cifar_iter_dali
+from dali_loaders.loader.distributed import EpochSampler, Shard, resolve_shard, shard_indices
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 WORKER = os.path.join(HERE, "dist_worker.py")

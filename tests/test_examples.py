@@ -5,7 +5,6 @@ import subprocess
 import sys
 
 import pytest
-
 from cifar_data import write_cifar
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -13,12 +13,12 @@ import sys
 
 import pytest
 import torch
+from cifar_data import index_images, write_cifar
+from dist_worker import decode_indices, recipe_mean_std
 from torch.utils.data import DataLoader
 
-from cifar_data import index_images, write_cifar
 from dali_loaders import get_cifar_iter_dali, get_cifar_iter_torch
-from dali_loaders.distributed import Shard
-from dist_worker import decode_indices, recipe_mean_std
+from dali_loaders.loader.distributed import Shard
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 N_TRAIN, N_VAL, BATCH = 500, 100, 32
@@ -197,7 +197,7 @@ def test_lightning_ddp_two_processes(cifar_root, tmp_path, no_launcher_env):
 
 def test_datamodule_takes_the_factory_arguments(cifar_root, tmp_path):
     pytest.importorskip("pytorch_lightning")
-    from dali_loaders.lightning import CIFAR100DataModule, CIFAR10DataModule, ImageFolderDataModule
+    from dali_loaders.lightning import CIFAR10DataModule, CIFAR100DataModule, ImageFolderDataModule
 
     module = CIFAR10DataModule(cifar_root, BATCH, num_threads=1, seed=5, drop_last=True)
     train = module.train_dataloader()
@@ -219,9 +219,10 @@ def test_every_standard_dataset_has_a_datamodule_that_reads_each_split_once(tmp_
     """MNIST and Flowers-102 stand for the standard datasets: each split's loader is the
     factory's, with both backends, and Flowers-102's test stage reads its test split."""
     pytest.importorskip("pytorch_lightning")
+    from dataset_data import write_flowers, write_mnist
+
     import dali_loaders
     from dali_loaders import lightning
-    from dataset_data import write_flowers, write_mnist
 
     for name in dali_loaders.STANDARD_DATASETS:   # one class per dataset, on its own factories
         module = next(m for m in vars(lightning).values() if getattr(m, "factories", None) ==

@@ -7,17 +7,29 @@ import warnings
 import numpy as np
 import pytest
 import torch
+from image_data import (
+    image_id,
+    write_coordinate_png,
+    write_garbage,
+    write_image_folder,
+    write_odd_formats,
+    write_solid_folder,
+    write_truncated,
+)
 from PIL import Image
 from scipy import stats
 
 import dali_loaders
-from dali_loaders import imagenet
-from dali_loaders.imagenet import (ImageDecodeError, get_imagefolder_iter_dali, get_imagefolder_iter_torch,
-                                   get_imagenet_iter_dali, get_imagenet_iter_torch, verify_images)
+from dali_loaders.datasets import imagenet
+from dali_loaders.datasets.imagenet import (
+    get_imagefolder_iter_dali,
+    get_imagefolder_iter_torch,
+    get_imagenet_iter_dali,
+    get_imagenet_iter_torch,
+)
 from dali_loaders.recipes import IMAGENET_MEAN, IMAGENET_STD
-
-from image_data import (image_id, write_coordinate_png, write_garbage, write_image_folder,
-                        write_odd_formats, write_solid_folder, write_truncated)
+from dali_loaders.sources import image_files
+from dali_loaders.sources.image_files import ImageDecodeError, verify_images
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 needs_gpu = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
@@ -311,8 +323,8 @@ def test_verify_images_finds_the_undecodable_files(tmp_path):
 def test_dali_check_finds_a_file_by_decoding(tmp_path):
     good = write_solid_folder(str(tmp_path), {"a": 3})
     bad = write_garbage(str(tmp_path / "a" / "garbage.jpg"))
-    assert imagenet._dali_undecodable(good[:2] + [bad] + good[2:]) == bad
-    assert imagenet._dali_undecodable(good) is None
+    assert image_files.dali_undecodable(good[:2] + [bad] + good[2:]) == bad
+    assert image_files.dali_undecodable(good) is None
 
 
 # -- 7. the GPU path ----------------------------------------------------------------------
@@ -340,7 +352,7 @@ def test_gpu_graph_is_well_formed_without_a_gpu(imagenet_dir, train):
     """Runs everywhere: the mixed-decoder graph serializes, which checks every argument
     name against DALI's schemas for the mixed/GPU backends."""
     from dali_loaders import recipes
-    from dali_loaders.loaders import serialized_gpu_graph
+    from dali_loaders.loader.build import serialized_gpu_graph
 
     index = get_imagenet_iter_torch("val", imagenet_dir, 4, 0).dataset.source
     serialized = serialized_gpu_graph(index, recipes.imagenet(train))
@@ -431,7 +443,7 @@ def test_without_dali_falls_back_to_torchvision(imagenet_dir, monkeypatch):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)   # cifar.py's tests check the warning
         loader = get_imagenet_iter_dali("val", imagenet_dir, 4, 0, crop=128, val_size=160)
-    assert isinstance(loader.dataset.source, imagenet.ImageFiles)
+    assert isinstance(loader.dataset.source, image_files.ImageFiles)
     assert next(iter(loader))[0].shape == (4, 3, 128, 128)
     with pytest.raises(ImportError, match="nvidia-dali"):
         get_imagefolder_iter_dali(os.path.join(imagenet_dir, "val"), 4, False, fallback=False)

@@ -6,15 +6,15 @@ import sys
 
 import pytest
 import torch
+from cifar_data import index_images, write_cifar
+from dist_worker import make_loader
 from scipy import stats
+from test_distributed import LAUNCH_TIMEOUT, WORKER, assert_same_batches, expected_after, worker_env
 from torchvision.transforms import v2
 
-from cifar_data import index_images, write_cifar
 from dali_loaders import get_cifar_iter_dali, get_cifar_iter_torch
-from dali_loaders.distributed import EpochSampler, Shard
-from dali_loaders.mixing import BatchMixer
-from dist_worker import make_loader
-from test_distributed import LAUNCH_TIMEOUT, WORKER, assert_same_batches, expected_after, worker_env
+from dali_loaders.loader.distributed import EpochSampler, Shard
+from dali_loaders.transforms.mixing import BatchMixer
 
 P_MIN = 1e-3
 CLASSES = 10

@@ -5,12 +5,16 @@ import warnings
 import numpy as np
 import pytest
 import torch
+from photos import photo_arrays, write_photo_folder
 from torchvision.transforms import v2
 
-from dali_loaders import get_cifar_iter_dali, get_cifar_iter_torch, get_imagefolder_iter_dali, \
-    get_imagefolder_iter_torch
-from dali_loaders.synthetic import write_cifar
-from photos import photo_arrays, write_photo_folder
+from dali_loaders import (
+    get_cifar_iter_dali,
+    get_cifar_iter_torch,
+    get_imagefolder_iter_dali,
+    get_imagefolder_iter_torch,
+)
+from dali_loaders.testing.synthetic import write_cifar
 
 
 @pytest.fixture(scope="module")

@@ -6,11 +6,12 @@ import warnings
 import numpy as np
 import pytest
 import torch
+from photos import load, photo_paths, write_photo_folder
 from PIL import Image
 from torchvision.transforms import v2
 
-from dali_loaders import get_imagefolder_iter_dali, get_imagefolder_iter_torch, plugin, resample
-from photos import load, photo_paths, write_photo_folder
+from dali_loaders import get_imagefolder_iter_dali, get_imagefolder_iter_torch
+from dali_loaders.ops import plugin, resample
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
@@ -190,8 +191,9 @@ def test_random_resized_crop_uses_the_plugin(built, photo_dir, monkeypatch):
 def serialized_graph(photo_dir, transform, device):
     from nvidia.dali import pipeline_def
 
-    from dali_loaders import loaders, transforms
-    from dali_loaders.imagenet import ImageFiles
+    from dali_loaders import transforms
+    from dali_loaders.loader import build as loaders
+    from dali_loaders.sources.image_files import ImageFiles
 
     source = ImageFiles(photo_dir)
     recipe = transforms.plan(transform, False)
@@ -202,8 +204,8 @@ def serialized_graph(photo_dir, transform, device):
 
 def test_the_gpu_graph_keeps_the_stock_resize(built, photo_dir):
     from dali_loaders import recipes
-    from dali_loaders.imagenet import ImageFiles
-    from dali_loaders.loaders import serialized_gpu_graph
+    from dali_loaders.loader.build import serialized_gpu_graph
+    from dali_loaders.sources.image_files import ImageFiles
 
     for train in (True, False):
         gpu = serialized_gpu_graph(ImageFiles(photo_dir), recipes.imagenet(train))

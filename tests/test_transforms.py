@@ -12,14 +12,17 @@ import math
 import numpy as np
 import pytest
 import torch
+from photos import photo_paths, write_photo_folder
 from PIL import Image
 from torchvision import transforms as v1
 from torchvision.transforms import InterpolationMode as IM
 from torchvision.transforms import v2
 
-from dali_loaders import loaders, transforms
-from dali_loaders.loaders import ArraySource, FileSource, SourceDataset
-from photos import photo_paths, write_photo_folder
+from dali_loaders import transforms
+from dali_loaders.loader import build as loaders
+from dali_loaders.loader.torch_loader import SourceDataset
+from dali_loaders.sources.arrays import ArraySource
+from dali_loaders.sources.files import FileSource
 
 pytest.importorskip("nvidia.dali")
 if len(photo_paths()) < 3:

@@ -13,13 +13,12 @@ import tarfile
 import numpy as np
 import pytest
 import torch
-
-from dali_loaders import get_webdataset_iter_dali, get_webdataset_iter_torch
-from dali_loaders.imagenet import ImageDecodeError
-from dali_loaders.webdataset import expand_shards, index_path, parse_index
-
 from dataset_data import write_shards
 from wds_worker import recipe, sample_ids
+
+from dali_loaders import get_webdataset_iter_dali, get_webdataset_iter_torch
+from dali_loaders.sources.image_files import ImageDecodeError
+from dali_loaders.sources.webdataset import expand_shards, index_path, parse_index
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 HERE = os.path.dirname(os.path.abspath(__file__))

@@ -10,10 +10,10 @@ import os
 import sys
 
 import torch
+from image_data import image_id
 from torchvision.transforms import v2
 
 from dali_loaders import get_webdataset_iter_dali
-from image_data import image_id
 
 BATCH = 4
 

@@ -1,5 +1,3 @@
-"""The benchmark harness behind `python -m dali_loaders bench` (see run.py).
-
-It ships inside the package so that an installed wheel can measure its own machine;
-`benchmarks/` in the repository keeps the research scripts (stages.py) that build on it.
-"""
+"""The benchmark behind `python -m dali_loaders bench` (run.py), and `python -m dali_loaders.bench.stages`
+(where the image loader's time goes, stage by stage). It ships inside the package so that an
+installed wheel can measure its own machine."""

@@ -10,7 +10,7 @@ import os
 
 import numpy as np
 
-from .recipes import batch_options, options_for, transform_for
+from .catalog import batch_options, options_for, transform_for
 
 KINDS = ("dali", "torchvision", "tensor", "limit")
 WORKER_KINDS = ("torchvision", "tensor")   # DataLoaders: their num_workers is swept
@@ -24,6 +24,7 @@ def kinds(dataset: str):
 def preload(spec: dict) -> None:
     """Imports what the loader needs, so that its time to first batch leaves imports out."""
     import torch  # noqa: F401  every loader hands out torch tensors
+
     import dali_loaders  # noqa: F401
 
     if spec["kind"] in WORKER_KINDS:
@@ -46,28 +47,28 @@ def make_loader(spec: dict, workers: int):
 
 
 def _cifar_dali(spec, workers):
-    from dali_loaders import get_cifar_iter_dali
+    from .. import get_cifar_iter_dali
 
     return get_cifar_iter_dali(spec["split"], spec["data"], spec["batch_size"], spec["threads"], seed=0,
                                transform=transform_for(spec), **options_for(spec))
 
 
 def _cifar_torch(spec, workers):
-    from dali_loaders import get_cifar_iter_torch
+    from .. import get_cifar_iter_torch
 
     return get_cifar_iter_torch(spec["split"], spec["data"], spec["batch_size"], workers, seed=0,
                                 transform=transform_for(spec))
 
 
 def _imagenet_dali(spec, workers):
-    from dali_loaders import get_imagenet_iter_dali
+    from .. import get_imagenet_iter_dali
 
     return get_imagenet_iter_dali(spec["split"], spec["data"], spec["batch_size"], spec["threads"], seed=0,
                                   transform=transform_for(spec), **options_for(spec), **batch_options(spec))
 
 
 def _imagenet_torch(spec, workers):
-    from dali_loaders import get_imagenet_iter_torch
+    from .. import get_imagenet_iter_torch
 
     return get_imagenet_iter_torch(spec["split"], spec["data"], spec["batch_size"], workers, seed=0,
                                    transform=transform_for(spec), **batch_options(spec))
@@ -91,8 +92,8 @@ class TensorFiles:
 
 
 def _imagenet_tensor(spec, workers):
-    from dali_loaders.imagenet import ImageFiles
-    from dali_loaders.loaders import torch_loader
+    from ..loader.torch_loader import torch_loader
+    from ..sources.image_files import ImageFiles
 
     index = ImageFiles(os.path.join(spec["data"], spec["split"]))
     return torch_loader(TensorFiles(index, transform_for(spec)), train=spec["split"] == "train",
@@ -139,13 +140,13 @@ class ArrayLimit:
 
 
 def _cifar_limit(spec, workers):
-    from dali_loaders.cifar import cifar_source
+    from ..datasets.cifar import cifar_source
 
     return ArrayLimit(spec, cifar_source(spec["data"], spec["split"] == "train"))
 
 
 def _mnist_limit(spec, workers):
-    from dali_loaders.mnist import idx_source
+    from ..datasets.mnist import idx_source
 
     return ArrayLimit(spec, idx_source(spec["data"], "mnist", "train" if spec["split"] == "train" else "test"))
 
@@ -207,6 +208,6 @@ def _decode_only(spec, workers):
 
 
 def _flowers_decode_only(spec, workers):
-    from dali_loaders.flowers102 import flowers_source
+    from ..datasets.flowers102 import flowers_source
 
     return DecodeOnly(spec, flowers_source(spec["data"], spec["split"]).files)

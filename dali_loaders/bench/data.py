@@ -37,7 +37,7 @@ def _mark_complete(folder: str) -> None:
 
 def make_cifar(cache_dir: str, n_train: int, n_test: int) -> str:
     """A CIFAR-10 root (holding cifar-10-batches-py/) with n_train + n_test random images."""
-    from dali_loaders.synthetic import write_cifar
+    from ..testing.synthetic import write_cifar
 
     root = os.path.join(cache_dir, f"cifar10-{n_train}-{n_test}")
     if _is_complete(root):

@@ -20,20 +20,20 @@ import time
 from tqdm import tqdm
 
 from . import data, report
-from .recipes import RECIPES
-from .session import Plan, Workload, commands_per_workload, time_workload
+from .catalog import RECIPES
+from .session import Schedule, Workload, commands_per_workload, time_workload
 
 # mode -> CIFAR train/test images, JPEGs train/val, batch sizes, plan
 MODES = {
     "full": dict(cifar=(50000, 10000), jpegs=(1280, 500), mnist=(60000, 10000), flowers=(1020, 510),
                  cifar_batch=256, image_batch=64,
-                 plan=Plan(rounds=3, sweep_batches=None, max_batches=None, min_seconds=3.0)),
+                 plan=Schedule(rounds=3, sweep_batches=None, max_batches=None, min_seconds=3.0)),
     "quick": dict(cifar=(10000, 2000), jpegs=(1024, 256), mnist=(10000, 2000), flowers=(512, 256),
                   cifar_batch=256, image_batch=64,
-                  plan=Plan(rounds=3, sweep_batches=None, max_batches=None, min_seconds=1.0)),
+                  plan=Schedule(rounds=3, sweep_batches=None, max_batches=None, min_seconds=1.0)),
     "tiny": dict(cifar=(1024, 512), jpegs=(48, 24), mnist=(1024, 512), flowers=(16, 16),
                  cifar_batch=256, image_batch=16, flowers_short_sides=(96, 128),
-                 plan=Plan(rounds=1, sweep_batches=1, max_batches=None)),
+                 plan=Schedule(rounds=1, sweep_batches=1, max_batches=None)),
 }
 SWEEP_IMAGES = {"cifar10": 12800, "imagenet": 384, "mnist": 12800, "flowers102": 384}  # per num_workers pass
 DATASETS = ("cifar10", "imagenet", "mnist", "flowers102")
@@ -132,10 +132,10 @@ def workloads(args, mode: dict):
     return found
 
 
-def _plan(args, mode: dict, workload: Workload) -> Plan:
+def _plan(args, mode: dict, workload: Workload) -> Schedule:
     plan = mode["plan"]
     sweep = plan.sweep_batches or max(1, SWEEP_IMAGES[workload.dataset] // workload.batch_size)
-    return Plan(rounds=args.rounds or plan.rounds, sweep_batches=sweep, max_batches=_pass_batches(args, workload),
+    return Schedule(rounds=args.rounds or plan.rounds, sweep_batches=sweep, max_batches=_pass_batches(args, workload),
                 min_seconds=plan.min_seconds)
 
 

@@ -14,8 +14,8 @@ import tempfile
 from dataclasses import dataclass
 from typing import List, Optional
 
+from .catalog import bench_recipe
 from .contenders import WORKER_KINDS, kinds
-from .recipes import bench_recipe
 from .worker import REPLY
 
 
@@ -46,7 +46,7 @@ class Workload:
 
 
 @dataclass
-class Plan:
+class Schedule:
     rounds: int                   # timed passes of each loader
     sweep_batches: int            # batches per pass while choosing num_workers
     max_batches: Optional[int]    # batches per timed pass (None: the whole split)
@@ -96,7 +96,7 @@ def dali_thread_counts(threads: int) -> List[int]:
     return list(range(1, threads + 1))
 
 
-def commands_per_workload(plan: Plan, workload: Workload) -> int:
+def commands_per_workload(plan: Schedule, workload: Workload) -> int:
     """How many steps `time_workload` reports to `progress` (the bar's length)."""
     dali_sweep = 6 * len(dali_thread_counts(workload.threads))
     twin_sweep = 4 * (workload.threads + 1)  # num_workers 0 .. threads
@@ -115,7 +115,7 @@ def _median(values: List[float]) -> float:
 class Session:
     """The three workers of one workload and what they measured."""
 
-    def __init__(self, workload: Workload, plan: Plan, progress):
+    def __init__(self, workload: Workload, plan: Schedule, progress):
         self.workload, self.plan, self.progress = workload, plan, progress
         self.workers = {}
 
@@ -196,7 +196,7 @@ class Session:
                 worker.process.kill()
 
 
-def time_workload(workload: Workload, plan: Plan, progress) -> dict:
+def time_workload(workload: Workload, plan: Schedule, progress) -> dict:
     session = Session(workload, plan, progress)
     try:
         session.start()

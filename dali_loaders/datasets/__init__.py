@@ -1,0 +1,1 @@
+"""One module per dataset: its file format, stated once, and its pair of factories."""

@@ -1,0 +1,140 @@
+"""ImageNet and any class-per-folder dataset: the factories of both backends."""
+import os
+from typing import Optional
+
+import torch
+
+from .. import recipes
+from ..loader.build import dali_loader
+from ..loader.checks import check_count
+from ..loader.fallback import dali_available, fall_back
+from ..loader.torch_loader import SourceDataset, torch_loader
+
+# A decode error surfaces while DALI may already be working on the next batches (prefetch).
+from ..sources.image_files import ImageFiles, name_the_file
+
+# -- the factories ------------------------------------------------------------------------
+
+
+def _check_args(batch_size, num_threads, crop, val_size) -> None:
+    check_count("batch_size", batch_size, 1)
+    check_count("num_threads", num_threads, 0)
+    check_count("crop", crop, 1, " (pixels)")
+    if not isinstance(val_size, int) or val_size < crop:
+        raise ValueError(f"val_size must be an integer >= crop={crop} (validation resizes the short side "
+                         f"to val_size, then centre-crops crop x crop), got {val_size!r}")
+
+
+def _check_train(train) -> bool:
+    if not isinstance(train, bool):
+        raise ValueError(f"train must be True or False, got {train!r}")
+    return train
+
+
+def _imagenet_split(type, image_dir: str) -> str:
+    if type not in ("train", "val"):
+        raise ValueError(f"type must be 'train' or 'val', got {type!r}")
+    if not os.path.isdir(image_dir):
+        raise FileNotFoundError(f"ImageNet folder {image_dir!r} does not exist; expected it to hold "
+                                f"train/<class>/<image> and val/<class>/<image>")
+    split = os.path.join(image_dir, type)
+    if not os.path.isdir(split):
+        raise FileNotFoundError(f"{split!r} does not exist; ImageNet's image_dir must hold train/ and val/, "
+                                f"each with one folder per class (or val/ flat, with label_file=)")
+    return split
+
+
+def _train_classes(split: str, label_file: Optional[str]):
+    """A flat ImageNet val/ with a label file takes its class names from train/, if there."""
+    train = os.path.join(os.path.dirname(split), "train")
+    if label_file is None or not os.path.isdir(train):
+        return None
+    return sorted(entry.name for entry in os.scandir(train) if entry.is_dir()) or None
+
+
+def get_imagefolder_iter_dali(root, batch_size, train, num_threads=4, device_id=None,
+                              crop=recipes.IMAGENET_CROP, val_size=recipes.IMAGENET_VAL_SIZE, world_size=None,
+                              local_rank=None, *, label_file=None, seed=None, drop_last=False, rank=None,
+                              fallback=True, classes=None, transform=None, python_fallback=False,
+                              memory_format=torch.contiguous_format, batch_transform=None):
+    """A DataLoader-like iterator over a class-per-folder dataset on DALI.
+
+    `root/<class>/<image>` as torchvision's ImageFolder reads it (same classes, same labels),
+    or a flat `root` with `label_file` (`relative/path label` lines). `transform`: a
+    torchvision transform, handed each image decoded to RGB as ImageFolder hands it, and run
+    inside DALI; default: recipes.imagenet (train: RandomResizedCrop(crop) and flip; val:
+    Resize(val_size), CenterCrop(crop); normalized). images: what the transform makes,
+    float32 (B, 3, crop, crop) by default; labels: int64 (B,); on the GPU if CUDA is
+    available, else on the CPU. `rank`/`world_size` default to torch.distributed's or
+    torchrun's. `classes` names a label file's labels (default "0", "1", ...). A file that
+    cannot be decoded stops the epoch with an ImageDecodeError naming it. `batch_transform`: torchvision
+    v2 MixUp(alpha, num_classes), CutMix(...) or RandomChoice([MixUp(...), CutMix(...)]) on each batch;
+    labels then float (B, num_classes).
+    """
+    if not dali_available():
+        return fall_back(fallback, get_imagefolder_iter_torch, locals())
+    _check_args(batch_size, num_threads, crop, val_size)
+    train = _check_train(train)
+    index = ImageFiles(root, label_file, classes)
+    return dali_loader(index, transform or recipes.imagenet(train, crop, val_size), train=train,
+                       batch_size=batch_size, num_threads=num_threads, seed=seed, drop_last=drop_last,
+                       rank=rank, world_size=world_size, local_rank=local_rank, device_id=device_id,
+                       python_fallback=python_fallback, memory_format=memory_format,
+                       batch_transform=batch_transform, explain_failure=name_the_file(index, batch_size))
+
+
+def get_imagenet_iter_dali(type, image_dir, batch_size, num_threads=4, device_id=None, num_gpus=1,
+                           crop=recipes.IMAGENET_CROP, val_size=recipes.IMAGENET_VAL_SIZE, world_size=None,
+                           local_rank=None, *, label_file=None, seed=None, drop_last=False, rank=None,
+                           fallback=True, transform=None, python_fallback=False,
+                           memory_format=torch.contiguous_format, batch_transform=None):
+    """A DataLoader-like ImageNet iterator on DALI: `for images, labels in loader`.
+
+    `image_dir` holds train/<class>/... and val/<class>/... (or a flat val/ with
+    `label_file`, labels indexing train/'s sorted classes); type is 'train' or 'val'.
+    `num_gpus` is ignored: it is kept for the old positional signature; the number of
+    processes is `world_size` (default: torch.distributed's or torchrun's). Otherwise as
+    get_imagefolder_iter_dali.
+    """
+    if not dali_available():
+        return fall_back(fallback, get_imagenet_iter_torch, locals())
+    _check_args(batch_size, num_threads, crop, val_size)
+    split = _imagenet_split(type, image_dir)
+    return get_imagefolder_iter_dali(split, batch_size, type == "train", num_threads, device_id, crop,
+                                     val_size, world_size, local_rank, label_file=label_file, seed=seed,
+                                     drop_last=drop_last, rank=rank, fallback=fallback,
+                                     classes=_train_classes(split, label_file), transform=transform,
+                                     python_fallback=python_fallback, memory_format=memory_format,
+                                     batch_transform=batch_transform)
+
+
+def get_imagefolder_iter_torch(root, batch_size, train, num_threads=4, device_id=None,
+                               crop=recipes.IMAGENET_CROP, val_size=recipes.IMAGENET_VAL_SIZE, world_size=None,
+                               local_rank=None, *, label_file=None, seed=None, drop_last=False, rank=None,
+                               classes=None, transform=None, python_fallback=False,
+                               memory_format=torch.contiguous_format, batch_transform=None):
+    """The torchvision twin of get_imagefolder_iter_dali: same arguments, same recipe, same
+    sample order; `num_threads` is the number of DataLoader workers. Outputs stay on the CPU."""
+    _check_args(batch_size, num_threads, crop, val_size)
+    train = _check_train(train)
+    index = ImageFiles(root, label_file, classes)
+    dataset = SourceDataset(index, transform or recipes.imagenet(train, crop, val_size))
+    return torch_loader(dataset, train=train, batch_size=batch_size, num_workers=num_threads, seed=seed,
+                        drop_last=drop_last, rank=rank, world_size=world_size, local_rank=local_rank,
+                        memory_format=memory_format, batch_transform=batch_transform)
+
+
+def get_imagenet_iter_torch(type, image_dir, batch_size, num_threads=4, device_id=None, num_gpus=1,
+                            crop=recipes.IMAGENET_CROP, val_size=recipes.IMAGENET_VAL_SIZE, world_size=None,
+                            local_rank=None, *, label_file=None, seed=None, drop_last=False, rank=None,
+                            transform=None, python_fallback=False, memory_format=torch.contiguous_format,
+                            batch_transform=None):
+    """The torchvision twin of get_imagenet_iter_dali (same arguments, same order)."""
+    _check_args(batch_size, num_threads, crop, val_size)
+    split = _imagenet_split(type, image_dir)
+    return get_imagefolder_iter_torch(split, batch_size, type == "train", num_threads, device_id, crop,
+                                      val_size, world_size, local_rank, label_file=label_file, seed=seed,
+                                      drop_last=drop_last, rank=rank,
+                                      classes=_train_classes(split, label_file), transform=transform,
+                                      python_fallback=python_fallback, memory_format=memory_format,
+                                      batch_transform=batch_transform)

@@ -1,0 +1,1 @@
+"""The loaders inside training frameworks: Lightning DataModules (Accelerate needs nothing: see the README)."""

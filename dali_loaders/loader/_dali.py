@@ -1,0 +1,87 @@
+"""What the loaders need of DALI itself: whether it is there, a built pipeline, the GPU to
+use, and an epoch iterator that runs a pipeline exactly as many times as the epoch has batches."""
+import ctypes
+from typing import Callable, Optional
+
+import torch
+
+
+def release_freed_memory() -> None:
+    """Hands the memory a finished pipeline freed back to the OS. Its threads allocate in
+    their own glibc malloc arenas, which keep freed memory: without this, a pipeline per
+    epoch grows the RSS by tens of MB every epoch. A no-op where there is no glibc."""
+    try:
+        ctypes.CDLL(None).malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
+
+
+def build_dali_pipeline(graph: Callable, *graph_args, batch_size: int, num_threads: int,
+                        device_id: Optional[int], seed: int, checkpoint: Optional[bytes],
+                        conditionals: bool = False):
+    """A built DALI pipeline from a graph function (CPU-only when device_id is None).
+    `conditionals`: the graph uses `if` on DataNodes (RandomApply, ColorJitter's order, ...)."""
+    from nvidia.dali import pipeline_def
+
+    pipe = pipeline_def(graph, enable_checkpointing=True, enable_conditionals=conditionals)(
+        *graph_args, batch_size=batch_size, num_threads=num_threads, device_id=device_id, seed=seed,
+        checkpoint=checkpoint)
+    pipe.build()
+    return pipe
+
+
+def pick_device_id(device_id: Optional[int], local_rank: int) -> Optional[int]:
+    """The GPU for DALI's outputs, or None for a CPU-only pipeline."""
+    if not torch.cuda.is_available():
+        return None
+    if device_id is not None:
+        return device_id
+    return local_rank if local_rank < torch.cuda.device_count() else torch.cuda.current_device()
+
+
+def epoch_iterator(pipeline, runs: int):
+    """A DALIGenericIterator that runs `pipeline` `runs` times and no more.
+
+    The stock iterator keeps prefetch_queue_depth runs in flight, past the end of the
+    epoch too: those are whole batches decoded for nothing (2 of a 20-batch epoch), and
+    the pipeline waits for them before it can be destroyed.
+    """
+    global _EpochIterator
+    if _EpochIterator is None:
+        _EpochIterator = _define_epoch_iterator()
+    return _EpochIterator(pipeline, runs)
+
+
+_EpochIterator = None  # defined on first use: DALI is imported only when a DALI loader runs
+
+
+def _define_epoch_iterator():
+    # One class for all epochs, holding no pipeline itself: a class made per epoch would
+    # be a reference cycle keeping that epoch's pipeline, threads and buffers alive until
+    # the garbage collector happens to run.
+    from nvidia.dali import types
+    from nvidia.dali.plugin.pytorch import DALIGenericIterator
+
+    if not hasattr(DALIGenericIterator, "_schedule_runs"):  # a DALI without that private method:
+        return lambda pipeline, runs: DALIGenericIterator(  # the stock iterator, a few runs wasted
+            [pipeline], ["images", "labels"], auto_reset=False, prepare_first_batch=False)
+
+    class EpochIterator(DALIGenericIterator):
+        def __init__(self, pipeline, runs: int):
+            self._runs_left = runs  # before the base __init__, which may schedule
+            depth = pipeline.prefetch_queue_depth  # what the first schedule_run puts in flight
+            self._first_runs = max(depth.values()) if isinstance(depth, dict) else depth
+            super().__init__([pipeline], ["images", "labels"], auto_reset=False, prepare_first_batch=False)
+
+        def _schedule_runs(self, release_outputs=True):
+            # Overrides a private method of DALI's base iterator (the one place it schedules).
+            if self._runs_left > 0:
+                self._runs_left -= 1 if self._ever_scheduled else self._first_runs
+                return super()._schedule_runs(release_outputs)
+            self._ever_scheduled = True
+            if release_outputs:
+                for pipeline in self._pipes:
+                    with pipeline._check_api_type_scope(types.PipelineAPIType.ITERATOR):
+                        pipeline.release_outputs()
+
+    return EpochIterator

@@ -1,0 +1,99 @@
+"""The one factory per backend: `dali_loader` runs a torchvision transform on a source inside
+DALI; the graph it builds; the output layout and dtype.
+"""
+from typing import Callable, Optional
+
+import numpy as np
+import torch
+
+from .. import transforms
+from ..transforms.mixing import batch_mixer
+from ._dali import build_dali_pipeline, pick_device_id
+from .checks import check_count
+from .dali_loader import DaliLoader
+from .distributed import epoch_sampler
+
+# -- the DALI loader ---------------------------------------------------------------------
+
+
+def graph(source, order: np.ndarray, per_batch: int, recipe: transforms.Plan, layout: str, device: str):
+    """The whole pipeline: read, the translated steps, the Python steps if any; (images, labels).
+    (`per_batch`, not batch_size: pipeline_def takes that name for itself.)"""
+    read_on = "cpu" if recipe.python else device   # Python steps need the pixels on the CPU
+    images, labels = source.read(order, per_batch, read_on)
+    images.layout = layout
+    images = transforms.apply(recipe.translated, images)
+    images.decode()
+    if recipe.python:
+        transforms.run_in_python(recipe.python, images)
+    else:
+        images.materialize()
+    if device == "gpu":
+        images.data, labels = images.data.gpu(), labels.gpu()
+    return images.data, labels
+
+
+def dali_loader(source, transform, *, train: bool, batch_size: int, num_threads: int, seed=None,
+                drop_last: bool = False, rank=None, world_size=None, local_rank=None, device_id=None,
+                python_fallback: bool = False, memory_format=torch.contiguous_format,
+                explain_failure: Optional[Callable] = None, batch_transform=None) -> DaliLoader:
+    """A DaliLoader over `source`, with `transform` translated into its DALI graph, and
+    `batch_transform` (MixUp, CutMix) applied to each batch (see mixing.py)."""
+    check_count("batch_size", batch_size, 1)
+    check_count("num_threads", num_threads, 1, " (DALI worker threads)")
+    layout = output_layout(memory_format)
+    recipe = transforms.plan(transform, python_fallback)
+    if recipe.python:
+        transforms.warn_slow(recipe)
+    sampler = sampler_for(source)(len(source), shuffle=train, seed=seed, rank=rank, world_size=world_size,
+                                  local_rank=local_rank)
+    gpu = pick_device_id(device_id, sampler.local_rank)
+    device = "cpu" if gpu is None else "gpu"
+
+    def build_pipeline(order, pipeline_seed, checkpoint):
+        return build_dali_pipeline(graph, source, order, batch_size, recipe, layout, device,
+                                   batch_size=batch_size, num_threads=num_threads, device_id=gpu,
+                                   seed=pipeline_seed, checkpoint=checkpoint,
+                                   conditionals=transforms.needs_conditionals(recipe))
+
+    return DaliLoader(source, build_pipeline, batch_size=batch_size, sampler=sampler, drop_last=drop_last,
+                      explain_failure=explain_failure, finish=batch_finisher(layout, recipe.output_dtype),
+                      batch_transform=batch_mixer(batch_transform, sampler))
+
+
+def sampler_for(source) -> Callable:
+    """The source's own `epoch_sampler` if it has one (a source that can only read its samples
+    in some orders, as WebDatasetSource its shards), else distributed.epoch_sampler."""
+    return getattr(source, "epoch_sampler", epoch_sampler)
+
+
+def output_layout(memory_format) -> str:
+    if memory_format in (None, torch.contiguous_format):
+        return "CHW"
+    if memory_format == torch.channels_last:
+        return "HWC"   # NHWC in memory is an NCHW tensor in channels_last
+    raise ValueError(f"memory_format must be torch.contiguous_format or torch.channels_last, got {memory_format!r}")
+
+
+def batch_finisher(layout: str, dtype: Optional[torch.dtype]) -> Callable[[torch.Tensor], torch.Tensor]:
+    """What the loader does to each batch DALI hands over: a view as NCHW (no copy), and the
+    cast to bfloat16, which DALI lacks."""
+    def finish(images: torch.Tensor) -> torch.Tensor:
+        if layout == "HWC" and images.dim() == 4:
+            images = images.permute(0, 3, 1, 2)
+        if dtype == torch.bfloat16:
+            images = images.to(torch.bfloat16)
+        return images
+    return finish
+
+
+def serialized_gpu_graph(source, transform, batch_size: int = 4, python_fallback: bool = False) -> bytes:
+    """The GPU variant of a loader's graph, serialized without a GPU: DALI checks every
+    operator and argument against its schemas for the GPU backend while doing so."""
+    from nvidia.dali import pipeline_def
+
+    recipe = transforms.plan(transform, python_fallback)
+    pipe = pipeline_def(graph, enable_conditionals=transforms.needs_conditionals(recipe))(
+        source, np.arange(min(len(source), batch_size)), batch_size, recipe, "CHW", "gpu",
+        batch_size=batch_size, num_threads=1, device_id=None, seed=1)
+    return pipe.serialize()

@@ -1,0 +1,79 @@
+"""The torchvision twin: a source as a torch Dataset, and a DataLoader over it with the DALI
+loader's sample order, output layout and batch_transform."""
+
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+from .. import transforms
+from ..transforms.mixing import batch_mixer
+from .build import output_layout, sampler_for
+from .checks import check_count
+
+
+class TorchLoader(DataLoader):
+    """The torchvision twins' loader: a DataLoader over an EpochSampler, with
+    DistributedSampler's `set_epoch`."""
+
+    def set_epoch(self, epoch: int) -> None:
+        self.sampler.set_epoch(epoch)
+
+
+# -- the torchvision twin ------------------------------------------------------------------
+
+
+class SourceDataset(Dataset):
+    """A source as a torch Dataset: the transform applied to the image torchvision would load."""
+
+    def __init__(self, source, transform):
+        self.source, self.transform = source, transform
+
+    def __len__(self) -> int:
+        return len(self.source)
+
+    def __getitem__(self, i):
+        image = self.source.pil_image(i)
+        return transforms.as_tensor(transforms.call_steps(self.transform, image)), int(self.source.labels[i])
+
+    @property
+    def fingerprint(self) -> str:
+        return self.source.fingerprint
+
+    @property
+    def classes(self):
+        return getattr(self.source, "classes", None)
+
+
+def torch_loader(dataset: Dataset, *, train: bool, batch_size: int, num_workers: int, seed=None,
+                 drop_last: bool = False, rank=None, world_size=None, local_rank=None,
+                 memory_format=torch.contiguous_format, batch_transform=None) -> TorchLoader:
+    """A DataLoader over `dataset` (a SourceDataset, or torchvision's own dataset class) with
+    the DALI loader's sample order, output layout and batch_transform."""
+    check_count("batch_size", batch_size, 1)
+    check_count("num_threads", num_workers, 0, " (DataLoader workers)")
+    layout = output_layout(memory_format)
+    sampler = sampler_for(dataset)(len(dataset), shuffle=train, seed=seed, rank=rank, world_size=world_size,
+                                   local_rank=local_rank)
+    collate = _collate_channels_last if layout == "HWC" else None
+    mixer = batch_mixer(batch_transform, sampler)
+    loader_class = TorchLoader if mixer is None else BatchTransformedTorchLoader
+    loader = loader_class(dataset, batch_size=batch_size, sampler=sampler, num_workers=num_workers,
+                          drop_last=drop_last, persistent_workers=num_workers > 0, collate_fn=collate)
+    loader.batch_transform = mixer
+    return loader
+
+
+class BatchTransformedTorchLoader(TorchLoader):
+    """The twin with a batch_transform: each batch, as it leaves the DataLoader, goes through
+    the same BatchMixer as the DALI loader's, with the same (epoch, batch index)."""
+
+    batch_transform = None
+
+    def __iter__(self):
+        for k, (images, labels) in enumerate(super().__iter__()):
+            # the sampler starts its epoch when the first batch is drawn: read after it
+            yield self.batch_transform(images, labels, self.sampler.epoch, k)
+
+
+def _collate_channels_last(samples):
+    images, labels = torch.utils.data.default_collate(samples)
+    return images.contiguous(memory_format=torch.channels_last), labels

@@ -1,0 +1,61 @@
+"""The translator's resize: PIL's exact arithmetic on the CPU where the plugin covers it,
+DALI's fn.resize everywhere else.
+
+DALI's CPU fn.resize (antialiased, uint8) costs about 5x the plugin and is only close to
+PIL; the plugin (dali_loaders/csrc, built by plugin.py) equals PIL's Image.resize bit for
+bit. It serves CPU graphs for antialiased BILINEAR and BICUBIC, which is what torchvision
+runs on a PIL image, and on a tensor with antialias=True, and NEAREST when the twin holds a
+PIL image (`pil_image=True`): fn.resize picks another pixel than PIL at exact ties (up to
+~1/2 of the pixels at some scales). NEAREST on a tensor (torch's grid, see
+transforms.tensor_nearest_shift), antialias=False and every GPU graph keep the stock
+operator, so a GPU graph never needs the plugin.
+"""
+from typing import Any, Optional, Tuple
+
+
+def resize(data, size, interp_type, antialias: bool, roi_start=None, roi_end=None, device: str = "cpu",
+           window: Optional[Tuple[Any, Any]] = None, pil_image: bool = False):
+    """fn.resize(data, size=, roi_start=, roi_end=, interp_type=, antialias=) or its PIL-exact
+    twin. `window`, when given, is (resized_size, window_start): the output is the `size`
+    window at window_start of the whole image resized to resized_size, as the ROI describes;
+    the plugin computes it from these integers, so that it equals PIL's resize then crop.
+    `pil_image`: the twin resizes a PIL image, so NEAREST is PIL's too."""
+    from nvidia.dali import fn
+
+    if uses_plugin(interp_type, antialias, device, pil_image):
+        return fn.dali_loaders_resize(data, size=size, filter=_FILTERS[_name(interp_type)],
+                                      pillow_major=pillow_major(), **_geometry(roi_start, roi_end, window))
+    roi = {} if roi_start is None else {"roi_start": roi_start, "roi_end": roi_end}
+    return fn.resize(data, size=size, interp_type=interp_type, antialias=antialias, **roi)
+
+
+_FILTERS = {"INTERP_LINEAR": "bilinear", "INTERP_CUBIC": "bicubic", "INTERP_NN": "nearest"}
+
+
+def uses_plugin(interp_type, antialias: bool, device: str, pil_image: bool = False) -> bool:
+    """torchvision's PIL resize is antialiased (for NEAREST the flag means nothing): the
+    translator passes antialias=True for a PIL twin."""
+    from ..ops import plugin
+
+    name = _name(interp_type)
+    if name == "INTERP_NN" and not pil_image:
+        return False
+    return device == "cpu" and antialias and name in _FILTERS and plugin.available()
+
+
+def _name(interp_type) -> str:
+    return getattr(interp_type, "name", str(interp_type))
+
+
+def _geometry(roi_start, roi_end, window) -> dict:
+    if window is not None:
+        resized_size, window_start = window
+        return {"resized_size": resized_size, "window_start": window_start}
+    return {} if roi_start is None else {"roi_start": roi_start, "roi_end": roi_end}
+
+
+def pillow_major() -> int:
+    """The installed Pillow's major version: Pillow 13 changed the order of the two passes."""
+    import PIL
+
+    return int(PIL.__version__.split(".")[0])

@@ -1,0 +1,68 @@
+"""Encoded image files and their labels, read by fn.readers.file and decoded by DALI."""
+import os
+import zlib
+from typing import List, Optional, Sequence
+
+import numpy as np
+
+from .. import transforms
+
+
+class FileSource:
+    """Encoded image files and their labels; decoded to RGB as PIL's convert("RGB") does."""
+
+    def __init__(self, files: List[str], labels: Sequence[int], name: str, classes: Optional[List[str]] = None):
+        self.files, self.labels, self.name = list(files), np.asarray(labels, dtype=np.int64), name
+        self.classes = classes
+
+    def __len__(self) -> int:
+        return len(self.files)
+
+    @property
+    def fingerprint(self) -> str:
+        listing = "\n".join(self.files).encode() + self.labels.tobytes()
+        return f"{self.name}/{len(self)}/{zlib.crc32(listing):08x}"
+
+    def pil_image(self, i: int):
+        from .image_files import load_rgb
+
+        return load_rgb(self.files[i])
+
+    def read(self, order: np.ndarray, batch_size: int, device: str):
+        from nvidia.dali import fn
+
+        encoded, labels = fn.readers.file(files=[self.files[i] for i in order], labels=self.labels[order].tolist(),
+                                          random_shuffle=False, name="Reader")
+        return encoded_images(encoded, device), labels
+
+
+def encoded_images(encoded, device: str) -> transforms.Images:
+    """Encoded files as the graph's Images: decoded to RGB when a step first needs pixels."""
+    from nvidia.dali import fn, types
+
+    shape = fn.peek_image_shape(encoded, dtype=types.INT32, adjust_orientation=False)
+    images = transforms.Images(encoded, shape[0], shape[1], 3, device)
+    images.encoded, images.decode_args = True, decode_args(device)
+    return images
+
+
+def decode_args(device: str) -> dict:
+    """The decoder's settings: torchvision (PIL) ignores EXIF orientation and upsamples
+    chroma smoothly, so the decoder does too."""
+    from nvidia.dali import types
+
+    return dict(device="mixed" if device == "gpu" else "cpu", output_type=types.RGB,
+                jpeg_fancy_upsampling=True, adjust_orientation=False)
+
+
+def require_file(path: str, what: str, fix: str) -> str:
+    """`path`, or a FileNotFoundError naming it, what it is, and what to do."""
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"{what} {path!r} is missing; {fix}")
+    return path
+
+
+def require_folder(path: str, what: str, fix: str) -> str:
+    if not os.path.isdir(path):
+        raise FileNotFoundError(f"{what} {path!r} does not exist; {fix}")
+    return path

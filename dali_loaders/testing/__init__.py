@@ -1,0 +1,1 @@
+"""Real-format mini datasets, written for tests, the demo and the bench."""

@@ -1,0 +1,28 @@
+"""torchvision (and the project's own) transforms, translated into DALI operators.
+
+One recipe language, two backends: the user's transform is the recipe. `plan(transform)`
+flattens it into steps and splits them where translation stops; `apply(steps, images)`
+builds the DALI graph of the translated steps, one registered translator per class.
+Op families live in their own modules (geometry, color, affine, conversion, containers,
+auto_augment); importing this package registers them all.
+"""
+from . import affine, auto_augment, color, containers, conversion, cutout, geometry  # noqa: F401  registers
+from ._core import (
+                    TRANSLATORS,
+                    Images,
+                    Plan,
+                    Untranslatable,
+                    apply,
+                    check,
+                    describe,
+                    flatten,
+                    needs_conditionals,
+                    plan,
+                    register,
+                    supported_names,
+)
+from .python_fallback import as_tensor, call_step, call_steps, run_in_python, warn_slow
+
+__all__ = ["TRANSLATORS", "Images", "Plan", "Untranslatable", "apply", "as_tensor", "call_step", "call_steps", "check",
+           "describe", "flatten", "needs_conditionals", "plan", "register", "run_in_python", "supported_names",
+           "warn_slow"]

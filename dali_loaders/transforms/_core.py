@@ -1,0 +1,289 @@
+"""The translator's core: translators registered by class, the Images in the DALI graph, and
+the plan that splits a recipe where translation stops.
+
+Pixels stay HWC uint8 in DALI while the twin holds a PIL image or a uint8 tensor. A
+horizontal flip, the conversion to float and Normalize are kept pending and done last,
+by one crop_mirror_normalize that also writes the output layout, as DALI does fastest.
+"""
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+
+import torch
+
+TRANSLATORS: Dict[type, Callable] = {}
+FLOAT_TYPES = (torch.float32, torch.float16, torch.bfloat16, torch.float64)
+
+
+class Untranslatable(ValueError):
+    """A transform, or one of its parameters, that has no translation into DALI operators."""
+
+
+def translates(*names: str):
+    """Registers a translator for the torchvision transforms of these class names, v1 and v2."""
+    def register(translator):
+        for cls in _torchvision_classes(names):
+            TRANSLATORS[cls] = translator
+        return translator
+    return register
+
+
+def _torchvision_classes(names):
+    from torchvision import transforms as v1
+    from torchvision.transforms import v2
+
+    return [getattr(module, name) for name in names for module in (v1, v2) if hasattr(module, name)]
+
+
+def register(cls: type):
+    """Registers a translator for any class (the project's own transforms, or a user's)."""
+    def decorate(translator):
+        TRANSLATORS[cls] = translator
+        return translator
+    return decorate
+
+
+def supported_names() -> List[str]:
+    return sorted({cls.__name__ for cls in TRANSLATORS})
+
+
+# -- the batch in the graph ----------------------------------------------------------------
+
+
+@dataclass
+class Images:
+    """The images in the DALI graph, and what the twin would hold at the same step.
+
+    `data` is HWC (or the output layout once `materialized`); `height` and `width` are
+    ints or CPU DataNodes (int), so the same arithmetic serves fixed-size arrays and
+    decoded files on both devices. `kind` is "pil" or "tensor": the twin's image type,
+    which decides torchvision's antialias semantics. Pending: `crop` (a window, cut first),
+    `mirror` (a horizontal flip per sample), `scale`/`offset` (out = x * scale + offset, per
+    channel) and `dtype`: crop_mirror_normalize does them all in one pass at the end.
+    `pad_source`: while `data` is still `source_data`, the source can pad the images it feeds
+    (numpy, a batch at a time) instead of an operator padding each image (see ArraySource).
+    """
+    data: Any
+    height: Any
+    width: Any
+    channels: int
+    device: str
+    kind: str = "pil"
+    dtype: torch.dtype = torch.uint8
+    mirror: Any = None
+    scale: List[float] = field(default_factory=list)
+    offset: List[float] = field(default_factory=list)
+    layout: str = "CHW"            # the output layout asked for: CHW, or HWC for channels_last
+    materialized: bool = False     # data is already converted to `dtype` in `layout`
+    encoded: bool = False          # data is still the encoded files (see decode)
+    decode_args: dict = field(default_factory=dict)
+    crop: Any = None               # (height, width, relative y, relative x), cut by crop_mirror_normalize
+    pad_source: Optional[Callable] = None
+    source_data: Any = None
+
+    def decode(self) -> None:
+        """Decodes the files, if not done yet: every step but a leading crop wants pixels."""
+        from nvidia.dali import fn
+
+        if self.encoded:
+            self.data, self.encoded = fn.decoders.image(self.data, **self.decode_args), False
+
+    def decode_random_crop(self, area: List[float], ratio: List[float]) -> None:
+        """RandomResizedCrop's window, drawn by DALI, and only that window decoded."""
+        from nvidia.dali import fn
+
+        self.data = fn.decoders.image_random_crop(self.data, random_area=area, random_aspect_ratio=ratio,
+                                                  num_attempts=CROP_ATTEMPTS, **self.decode_args)
+        self.encoded = False
+
+    @property
+    def is_float(self) -> bool:
+        return self.dtype in FLOAT_TYPES
+
+    def pad_at_source(self, ltrb: Tuple[int, int, int, int], fill: List[float]) -> bool:
+        """Has the source pad the images, if the data is still the source's own; else False."""
+        if self.pad_source is None or self.data is not self.source_data or self.crop is not None:
+            return False
+        left, top, right, bottom = ltrb
+        self.pad_source(ltrb, fill)
+        self.height, self.width = self.height + top + bottom, self.width + left + right
+        return True
+
+    def flush_crop(self) -> None:
+        """Cuts a pending crop window: before any step that must see the cropped pixels."""
+        from nvidia.dali import fn
+
+        if self.crop is not None:
+            height, width, pos_y, pos_x = self.crop
+            self.data = fn.crop(self.data, crop=(height, width), crop_pos_y=pos_y, crop_pos_x=pos_x)
+            self.crop = None
+
+    def flush_mirror(self) -> None:
+        """Applies the pending geometry (crop, then flip): before any step that a flip does not
+        commute with."""
+        from nvidia.dali import fn
+
+        self.flush_crop()
+        if self.mirror is not None:
+            self.data = fn.flip(self.data, horizontal=self.mirror)
+            self.mirror = None
+
+    def materialize(self) -> None:
+        """One crop_mirror_normalize: the pending flip, conversion and normalization, in `layout`."""
+        from nvidia.dali import fn
+
+        if self.materialized:
+            self.flush_mirror()
+            return
+        channels = self.channels
+        scale = self.scale or [1.0] * channels
+        offset = self.offset or [0.0] * channels
+        crop = {}
+        if self.crop is not None:
+            height, width, pos_y, pos_x = self.crop
+            crop = dict(crop=(height, width), crop_pos_y=pos_y, crop_pos_x=pos_x)
+        self.data = fn.crop_mirror_normalize(
+            self.data, mirror=0 if self.mirror is None else self.mirror, dtype=dali_dtype(self.dtype),
+            output_layout=self.layout, mean=[-o / s for o, s in zip(offset, scale)],
+            std=[1.0 / s for s in scale], **crop)
+        self.crop, self.mirror, self.scale, self.offset, self.materialized = None, None, [], [], True
+
+    def uint8_pixels(self, step) -> None:
+        """Pixel steps run on HWC uint8, as the twin's PIL image or uint8 tensor: refuse them
+        after the conversion to float, which would change their arithmetic. They see the
+        pixels of a pending crop window."""
+        if self.is_float or self.materialized:
+            raise Untranslatable(f"{describe(step)} comes after the conversion to float (ToTensor, ToDtype, "
+                                 f"Normalize); move it before the conversion, or pass python_fallback=True")
+        self.flush_crop()
+
+
+def dali_dtype(dtype: torch.dtype):
+    from nvidia.dali import types
+
+    # DALI has no bfloat16: float32 out of DALI, cast by the loader (see output_dtype).
+    table = {torch.uint8: types.UINT8, torch.float32: types.FLOAT, torch.float16: types.FLOAT16,
+             torch.bfloat16: types.FLOAT, torch.float64: types.FLOAT}
+    return table[dtype]
+
+
+# -- planning: which steps run where ------------------------------------------------------
+
+
+@dataclass
+class Plan:
+    translated: List[Any]       # steps DALI runs
+    python: List[Any]           # steps from the first untranslatable one on, run per sample in Python
+    why: str = ""               # why `python` is not empty
+
+    @property
+    def output_dtype(self) -> torch.dtype:
+        return final_dtype(self.translated) if not self.python else None
+
+
+def flatten(transform) -> List[Any]:
+    """The steps of a transform: Compose (v1 or v2) unrolled, recursively."""
+    from torchvision import transforms as v1
+    from torchvision.transforms import v2
+
+    if transform is None:
+        return []
+    if isinstance(transform, (v1.Compose, v2.Compose)):
+        return [step for inner in transform.transforms for step in flatten(inner)]
+    if isinstance(transform, (list, tuple)):
+        return [step for inner in transform for step in flatten(inner)]
+    return [transform]
+
+
+def plan(transform, python_fallback: bool) -> Plan:
+    """Splits the steps at the first one with no translation; raises for it unless python_fallback."""
+    steps = flatten(transform)
+    for k, step in enumerate(steps):
+        reason = check(step)
+        if reason:
+            if not python_fallback:
+                raise ValueError(f"{reason}. Supported: {', '.join(supported_names())}. Or pass "
+                                 f"python_fallback=True to run it, and every step after it, in Python")
+            return Plan(steps[:k], steps[k:], reason)
+    return Plan(steps, [])
+
+
+def check(step) -> str:
+    """Why `step` cannot be translated, or "" if it can (its parameters are checked too)."""
+    translator = TRANSLATORS.get(type(step))
+    if translator is None:
+        return f"{describe(step)} has no DALI translation"
+    refusal = getattr(translator, "refuse", None)
+    reason = refusal(step) if refusal else ""
+    return f"{describe(step)}: {reason}" if reason else ""
+
+
+def refuses(refusal: Callable[[Any], str]):
+    """Attaches a parameter check to a translator: refusal(step) -> "" or why it is refused."""
+    def attach(translator):
+        translator.refuse = refusal
+        return translator
+    return attach
+
+
+def describe(step) -> str:
+    name = type(step).__name__
+    module = type(step).__module__.split(".")[0]
+    return name if module == "torchvision" else f"{module}.{name}"
+
+
+def is_v1(step) -> bool:
+    """A torchvision.transforms (v1) step: some of its tensor kernels round differently from v2's."""
+    return not type(step).__module__.startswith("torchvision.transforms.v2")
+
+
+def final_dtype(steps) -> torch.dtype:
+    dtype = torch.uint8
+    for step in steps:
+        dtype = getattr(TRANSLATORS[type(step)], "dtype_after", lambda s, d: d)(step, dtype)
+    return dtype
+
+
+def dtype_after(rule: Callable[[Any, torch.dtype], torch.dtype]):
+    """Declares how a conversion step changes the dtype (for the loader's output)."""
+    def attach(translator):
+        translator.dtype_after = rule
+        return translator
+    return attach
+
+
+def apply(steps: Sequence[Any], images: Images) -> Images:
+    """The translated steps, in order, on `images`; pairs that DALI does in one pass are fused."""
+    k = 0
+    while k < len(steps):
+        fused = FUSIONS.get((type(steps[k]).__name__, type(steps[k + 1]).__name__)) if k + 1 < len(steps) else None
+        if fused:
+            fused(steps[k], steps[k + 1], images)
+            k += 2
+        else:
+            TRANSLATORS[type(steps[k])](steps[k], images)
+            k += 1
+    return images
+
+
+FUSIONS: Dict[Tuple[str, str], Callable] = {}
+
+
+def fuses(first: str, second: str):
+    def register(translator):
+        FUSIONS[first, second] = translator
+        return translator
+    return register
+
+
+CROP_ATTEMPTS = 10  # torchvision's tries before it falls back to a centre crop
+
+
+def needs_conditionals(recipe: Plan) -> bool:
+    """Whether the graph has per-sample `if`s: DALI then needs enable_conditionals."""
+    return any(getattr(TRANSLATORS[type(step)], "branches", False) for step in recipe.translated)
+
+
+def branches(translator):
+    """Marks a translator that uses `if` on DataNodes (DALI's conditional execution)."""
+    translator.branches = True
+    return translator

@@ -1,0 +1,187 @@
+"""Colour: ColorJitter, Grayscale, GaussianBlur, and the blends they are made of, in each twin's rounding."""
+
+from ._args import coin, uniform
+from ._core import Images, branches, is_v1, refuses, translates
+from ._hsv import mask, pil_hsv_to_rgb, pil_hue_levels, pil_rgb_to_hsv, tensor_hsv_to_rgb, tensor_rgb_to_hsv
+
+# -- colour ---------------------------------------------------------------------------------
+
+
+def to_uint8(values):
+    """Float pixels back to uint8 as the twin stores them: PIL's blend and torchvision's
+    tensor kernels both truncate (a clamp, then a cast that drops the fraction)."""
+    from nvidia.dali import fn, types
+    from nvidia.dali import math as dmath
+
+    return fn.cast(dmath.floor(dmath.clamp(values, 0.0, 255.0)), dtype=types.UINT8)
+
+
+def as_float(data):
+    from nvidia.dali import fn, types
+
+    return fn.cast(data, dtype=types.FLOAT)
+
+
+def luma(data, images: Images):
+    """The grey image (float, HW1) each twin computes from uint8 pixels: PIL's convert("L")
+    in 16-bit fixed point, rounded; torchvision's tensors 0.2989 R + 0.587 G + 0.114 B in
+    float32, truncated. A 1-channel image is its own grey."""
+    from nvidia.dali import fn, types
+    from nvidia.dali import math as dmath
+
+    if images.channels == 1:
+        return as_float(data)
+    if images.kind == "pil":
+        r, g, b = (fn.cast(data[:, :, k:k + 1], dtype=types.INT32) for k in range(3))
+        return as_float((r * 19595 + g * 38470 + b * 7471 + 32768) // 65536)
+    r, g, b = (as_float(data[:, :, k:k + 1]) for k in range(3))
+    return dmath.floor(r * 0.2989 + g * 0.587 + b * 0.114)
+
+
+def blend(data, other, factor, images: Images):
+    """torchvision's blend of the image with `other` (0 for brightness, the grey mean for
+    contrast, the grey image for saturation), in each twin's order of float operations."""
+    pixels = as_float(data)
+    if images.kind == "pil":   # Image.blend(degenerate, image, factor)
+        return to_uint8(other + factor * (pixels - other))
+    return to_uint8(pixels * factor + other * (1.0 - factor))
+
+
+def adjust_brightness(data, factor, images: Images):
+    return blend(data, 0.0, factor, images)
+
+
+def adjust_contrast(data, factor, images: Images):
+    """A blend with the mean grey: PIL rounds the mean to an integer, tensors keep it float."""
+    from nvidia.dali import fn
+    from nvidia.dali import math as dmath
+
+    mean = fn.reductions.mean(luma(data, images), axis_names="HWC")
+    if images.kind == "pil":
+        mean = dmath.floor(mean + 0.5)
+    return blend(data, mean, factor, images)
+
+
+def adjust_saturation(data, factor, images: Images):
+    """A blend with the grey image; a grey image has no saturation to change."""
+    if images.channels == 1:
+        return data
+    return blend(data, luma(data, images), factor, images)
+
+
+def adjust_hue(data, factor, images: Images, v1: bool = False):
+    """torchvision's hue shift in HSV, in each twin's arithmetic: PIL's 8-bit HSV shifted by
+    int(factor * 255) levels (wrapping), or the tensor kernels' float HSV (v1's and v2's
+    differ in a few roundings). A grey image has no hue."""
+    from nvidia.dali import fn, types
+
+    if images.channels == 1:
+        return data
+    r, g, b = (fn.cast(data[:, :, k:k + 1], dtype=types.FLOAT) for k in range(3))
+    if images.kind == "pil":
+        h, s, v = pil_rgb_to_hsv(r, g, b)
+        h = h + pil_hue_levels(factor)
+        rgb = pil_hsv_to_rgb(h - 256.0 * mask(h >= 256.0), s, v)
+        return fn.cat(*(fn.cast(c, dtype=types.UINT8) for c in rgb), axis=2)
+    h, s, v = tensor_rgb_to_hsv(*(c / 255.0 if v1 else c * (1.0 / 255.0) for c in (r, g, b)), v1=v1)
+    h = h + factor
+    h = h - mask(h >= 1.0) + mask(h < 0.0)   # torch's remainder(h, 1.0), h in [-0.5, 1.5)
+    return fn.cat(*(to_uint8(c * 255.999) for c in tensor_hsv_to_rgb(h, s, v, v1)), axis=2)
+
+
+JITTERS = {"brightness": adjust_brightness, "contrast": adjust_contrast, "saturation": adjust_saturation,
+           "hue": adjust_hue}
+
+
+@translates("ColorJitter")
+@branches
+def color_jitter(step, images: Images) -> None:
+    """Each factor uniform in its range, the adjustments in a random order, as torchvision does."""
+    from functools import partial
+    from itertools import permutations
+
+    from nvidia.dali import fn, types
+
+    images.uint8_pixels(step)
+    images.decode()
+    jitters = dict(JITTERS, hue=partial(adjust_hue, v1=is_v1(step)))
+    active = [name for name in jitters if getattr(step, name) is not None]
+    factors = {name: uniform(*getattr(step, name)) for name in active}
+    orders = list(permutations(range(len(active))))
+    order = fn.random.uniform(values=list(range(len(orders))), dtype=types.INT32) if len(orders) > 1 else None
+    data = images.data
+    for position in range(len(active)):
+        if order is None:
+            data = jitters[active[0]](data, factors[active[0]], images)
+            continue
+        chosen = fn.lookup_table(order, keys=list(range(len(orders))), dtype=types.INT32,
+                                 values=[o[position] for o in orders])
+        data = _one_of(chosen, 0, len(active) - 1, [jitters[name] for name in active], data,
+                       [factors[name] for name in active], images)
+    images.data = data
+
+
+def _one_of(chosen, lo: int, hi: int, jitters, data, factors, images: Images):
+    """jitters[chosen](data, factors[chosen]) per sample, as a binary tree of DALI conditionals."""
+    if lo == hi:
+        return jitters[lo](data, factors[lo], images)
+    mid = (lo + hi) // 2
+    if chosen <= mid:
+        out = _one_of(chosen, lo, mid, jitters, data, factors, images)
+    else:
+        out = _one_of(chosen, mid + 1, hi, jitters, data, factors, images)
+    return out
+
+
+def grayscale_refusal(step) -> str:
+    channels = getattr(step, "num_output_channels", 3)
+    return "" if channels in (1, 3) else f"num_output_channels={channels} (1 or 3)"
+
+
+def _grey_channels(data, channels: int, images: Images):
+    """The twin's grey image as uint8, 1 or 3 channels."""
+    from nvidia.dali import fn, types
+
+    grey = fn.cast(luma(data, images), dtype=types.UINT8)
+    return grey if channels == 1 else fn.cat(grey, grey, grey, axis=2)
+
+
+@translates("Grayscale")
+@refuses(grayscale_refusal)
+def grayscale(step, images: Images) -> None:
+    images.uint8_pixels(step)
+    images.decode()
+    if images.channels == 3:
+        images.data = _grey_channels(images.data, step.num_output_channels, images)
+    elif step.num_output_channels == 3:
+        from nvidia.dali import fn
+
+        images.data = fn.cat(images.data, images.data, images.data, axis=2)
+    images.channels = step.num_output_channels
+
+
+@translates("RandomGrayscale")
+@branches
+def random_grayscale(step, images: Images) -> None:
+    """Keeps the number of channels, as torchvision does."""
+    images.uint8_pixels(step)
+    images.decode()
+    if images.channels == 1:
+        return
+    data = images.data
+    if coin(step.p):
+        data = _grey_channels(data, 3, images)
+    images.data = data
+
+
+@translates("GaussianBlur")
+def gaussian_blur(step, images: Images) -> None:
+    """One sigma per image for both axes, uniform in the range, as torchvision draws it; the
+    kernel (width, height) and the border (reflect-101) are torchvision's."""
+    from nvidia.dali import fn
+
+    images.uint8_pixels(step)
+    images.decode()
+    kernel_x, kernel_y = step.kernel_size if not isinstance(step.kernel_size, int) else (step.kernel_size,) * 2
+    sigma = uniform(*step.sigma) if step.sigma[0] != step.sigma[1] else float(step.sigma[0])
+    images.data = fn.gaussian_blur(images.data, window_size=[int(kernel_y), int(kernel_x)], sigma=sigma)

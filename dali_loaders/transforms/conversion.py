@@ -1,0 +1,98 @@
+"""Conversions to tensors and dtypes, and Normalize: kept pending for the final crop_mirror_normalize."""
+from typing import List, Optional
+
+import torch
+
+from ._core import FLOAT_TYPES, Images, Untranslatable, dali_dtype, describe, dtype_after, refuses, translates
+
+# -- conversion and normalization ----------------------------------------------------------
+
+
+def _to_float(images: Images, dtype: torch.dtype, factor: float) -> None:
+    channels = images.channels
+    images.scale = [s * factor for s in (images.scale or [1.0] * channels)]
+    images.offset = [o * factor for o in (images.offset or [0.0] * channels)]
+    images.dtype = dtype
+
+
+@translates("ToTensor")
+@dtype_after(lambda step, dtype: torch.float32)
+def to_tensor(step, images: Images) -> None:
+    images.decode()
+    images.kind = "tensor"
+    if not images.is_float:
+        _to_float(images, torch.float32, 1 / 255)
+
+
+@translates("PILToTensor", "ToImage")
+def to_image(step, images: Images) -> None:
+    images.decode()
+    images.kind = "tensor"
+
+
+def target_dtype(step) -> Optional[torch.dtype]:
+    dtype = step.dtype
+    if isinstance(dtype, dict):   # v2: {type: dtype}
+        from torchvision import tv_tensors
+
+        dtype = dtype.get(tv_tensors.Image, dtype.get("others"))
+    return dtype
+
+
+def to_dtype_refusal(step) -> str:
+    dtype = target_dtype(step)
+    if dtype not in FLOAT_TYPES + (torch.uint8,):
+        return f"dtype {dtype} is not supported (float32, float16, bfloat16, float64, uint8)"
+    return ""
+
+
+def _to_dtype(step, images: Images, scale: bool) -> None:
+    images.decode()
+    images.kind = "tensor"
+    dtype = target_dtype(step)
+    if dtype == torch.uint8:
+        if images.is_float:
+            raise Untranslatable(f"{describe(step)}: converting float back to uint8 is not supported")
+        return
+    if images.is_float:
+        if images.materialized and dtype != images.dtype:
+            raise Untranslatable(f"{describe(step)}: a dtype change after a float step that DALI already "
+                                 f"ran is not supported; convert once")
+        images.dtype = dtype
+    else:
+        _to_float(images, dtype, 1 / 255 if scale else 1.0)
+
+
+@translates("ToDtype")
+@refuses(to_dtype_refusal)
+@dtype_after(lambda step, dtype: target_dtype(step))
+def to_dtype(step, images: Images) -> None:
+    _to_dtype(step, images, bool(step.scale))
+
+
+@translates("ConvertImageDtype")
+@refuses(to_dtype_refusal)
+@dtype_after(lambda step, dtype: target_dtype(step))
+def convert_image_dtype(step, images: Images) -> None:
+    _to_dtype(step, images, True)
+
+
+@translates("Normalize")
+def normalize(step, images: Images) -> None:
+    from nvidia.dali import fn
+
+    if not images.is_float:
+        raise Untranslatable(f"{describe(step)} needs a float image: put ToTensor or ToDtype(torch.float32, "
+                             f"scale=True) before it, as torchvision does")
+    mean, std = _per_channel(step.mean, images.channels), _per_channel(step.std, images.channels)
+    if images.materialized:
+        images.data = fn.crop_mirror_normalize(images.data, mean=mean, std=std, dtype=dali_dtype(images.dtype),
+                                               output_layout=images.layout)
+        return
+    images.scale = [s / d for s, d in zip(images.scale, std)]
+    images.offset = [(o - m) / d for o, m, d in zip(images.offset, mean, std)]
+
+
+def _per_channel(values, channels: int) -> List[float]:
+    values = [float(v) for v in (values if isinstance(values, (list, tuple)) else [values])]
+    return values * channels if len(values) == 1 else values

@@ -1,0 +1,257 @@
+"""Resize, crops, padding and flips."""
+import numbers
+from typing import Tuple
+
+import numpy as np
+
+from ._args import (
+    antialias,
+    centre_offset,
+    coin,
+    constant_padding_refusal,
+    crop_window,
+    fill_values,
+    interp_type,
+    interpolation_refusal,
+    padding_ltrb,
+    pair,
+    random_offset,
+    stack,
+)
+from ._core import CROP_ATTEMPTS, Images, fuses, refuses, translates
+
+# -- geometry -----------------------------------------------------------------------------
+
+
+def resized_shape(size, max_size, height, width):
+    """torchvision's Resize output (height, width): an int (or 1-sequence) sets the short side,
+    the long side scaled and truncated, then both capped by max_size; (h, w) is taken as is.
+    Integer arithmetic gives the same truncation as torchvision's float division."""
+    if not (isinstance(size, numbers.Number) or len(size) == 1):
+        return pair(size)
+    short = int(size) if isinstance(size, numbers.Number) else int(size[0])
+    width_is_short = _is(width <= height)
+    long = width_is_short * height + (1 - width_is_short) * width
+    short_in = width_is_short * width + (1 - width_is_short) * height
+    new_short, new_long = short, short * long // short_in
+    if max_size is not None:
+        over = _is(new_long > max_size)
+        new_short = over * (max_size * new_short // new_long) + (1 - over) * new_short
+        new_long = over * max_size + (1 - over) * new_long
+    return (width_is_short * new_long + (1 - width_is_short) * new_short,
+            width_is_short * new_short + (1 - width_is_short) * new_long)
+
+
+def _is(condition):
+    """A comparison of ints or DataNodes as 1 or 0, usable in arithmetic."""
+    from nvidia.dali import fn, types
+
+    return int(condition) if isinstance(condition, (bool, np.bool_)) else fn.cast(condition, dtype=types.INT32)
+
+
+def resize_refusal(step) -> str:
+    size = step.size
+    if size is None:
+        return "size=None (only max_size) is not supported; give size"
+    if isinstance(size, (list, tuple)) and len(size) == 2 and step.max_size is not None:
+        return "max_size with a (height, width) size: torchvision refuses it too"
+    return interpolation_refusal(step)
+
+
+@translates("Resize")
+@refuses(resize_refusal)
+def resize(step, images: Images) -> None:
+    from ..ops import resample
+
+    images.uint8_pixels(step)
+    images.decode()
+    images.flush_mirror()
+    height, width = resized_shape(step.size, step.max_size, images.height, images.width)
+    shift = tensor_nearest_shift(step, images, height, width)
+    roi = {} if shift is None else dict(roi_start=stack(*shift), roi_end=stack(images.height + shift[0],
+                                                                               images.width + shift[1]))
+    images.data = resample.resize(images.data, size=stack(height, width), interp_type=interp_type(step),
+                                  antialias=antialias(step, images), device=images.device,
+                                  pil_image=images.kind == "pil", **roi)
+    images.height, images.width = height, width
+
+
+def tensor_nearest_shift(step, images: Images, height, width):
+    """torch's "nearest" reads source pixel floor(x * in / out), PIL's (and DALI's)
+    floor((x + 0.5) * in / out): for a tensor twin the window moves by half an output
+    pixel, in source pixels, (y, x). None when no move is needed. Exact ties (x * in / out
+    whole) are nudged up by a quarter of the 1 / out spacing of its fractions, so float32
+    rounding cannot pick the pixel below. The resize then stays on fn.resize: the plugin's
+    NEAREST is PIL's."""
+    from nvidia.dali import types
+
+    if images.kind != "tensor" or interp_type(step) != types.INTERP_NN:
+        return None
+    return tuple(_ratio(size_in, size_out) * -0.5 + _ratio(0.25, size_out)
+                 for size_in, size_out in ((images.height, height), (images.width, width)))
+
+
+@translates("CenterCrop")
+def center_crop(step, images: Images) -> None:
+    images.decode()
+    height, width = pair(step.size)
+    crop_window(images, centre_offset(images.height - height), centre_offset(images.width - width),
+                height, width, [0.0] * images.channels)
+
+
+@fuses("Resize", "CenterCrop")
+def resize_center_crop(resize_step, crop_step, images: Images) -> None:
+    """Resamples only the window CenterCrop keeps: the same grid and filter as resizing the
+    whole image, at crop^2 output pixels instead of ~size^2 * aspect (fn.resize's CPU cost
+    follows its output size). When the crop is larger than the resize, nothing is fused."""
+    from ..ops import resample
+
+    crop_h, crop_w = pair(crop_step.size)
+    size = resize_step.size
+    short = size if isinstance(size, numbers.Number) else (size[0] if len(size) == 1 else None)
+    fits = (short is not None and resize_step.max_size is None and max(crop_h, crop_w) <= short) or \
+           (short is None and crop_h <= size[0] and crop_w <= size[1])
+    if not fits or images.is_float or images.materialized:
+        resize(resize_step, images)
+        center_crop(crop_step, images)
+        return
+    images.decode()
+    images.flush_mirror()
+    height, width = resized_shape(size, None, images.height, images.width)
+    top, left = centre_offset(height - crop_h), centre_offset(width - crop_w)
+    scale_y, scale_x = _ratio(images.height, height), _ratio(images.width, width)
+    shift_y, shift_x = tensor_nearest_shift(resize_step, images, height, width) or (0, 0)
+    images.data = resample.resize(images.data, size=[float(crop_h), float(crop_w)],
+                                  roi_start=stack(top * scale_y + shift_y, left * scale_x + shift_x),
+                                  roi_end=stack((top + crop_h) * scale_y + shift_y, (left + crop_w) * scale_x + shift_x),
+                                  interp_type=interp_type(resize_step), antialias=antialias(resize_step, images),
+                                  device=images.device, window=(stack(height, width), stack(top, left)),
+                                  pil_image=images.kind == "pil")
+    images.height, images.width = crop_h, crop_w
+
+
+def _ratio(a, b):
+    from nvidia.dali import fn, types
+
+    if isinstance(a, numbers.Number) and isinstance(b, numbers.Number):
+        return a / b
+    return fn.cast(a, dtype=types.FLOAT) / fn.cast(b, dtype=types.FLOAT)
+
+
+def random_resized_crop_refusal(step) -> str:
+    return interpolation_refusal(step)
+
+
+@translates("RandomResizedCrop")
+@refuses(random_resized_crop_refusal)
+def random_resized_crop(step, images: Images) -> None:
+    """First in a recipe over files, only the crop window is decoded (ROI decode)."""
+    from nvidia.dali import fn
+
+    from ..ops import resample
+
+    images.uint8_pixels(step)
+    height, width = pair(step.size)
+    area, ratio = [float(s) for s in step.scale], [float(r) for r in step.ratio]
+    if images.encoded:
+        images.decode_random_crop(area, ratio)
+        images.data = resample.resize(images.data, size=[float(height), float(width)], interp_type=interp_type(step),
+                                      antialias=antialias(step, images), device=images.device,
+                                      pil_image=images.kind == "pil")
+    else:
+        images.flush_mirror()
+        images.data = fn.random_resized_crop(images.data, size=[height, width], random_area=area,
+                                             random_aspect_ratio=ratio, num_attempts=CROP_ATTEMPTS,
+                                             interp_type=interp_type(step), antialias=antialias(step, images))
+    images.height, images.width = height, width
+
+
+def random_crop_refusal(step) -> str:
+    return constant_padding_refusal(step)
+
+
+def random_crop_padding(step) -> Tuple[int, int, int, int]:
+    """(left, top, right, bottom): v2's RandomCrop stores its padding parsed, as
+    [left, right, top, bottom]; v1's keeps what it was given."""
+    from torchvision.transforms import v2
+
+    if step.padding is None:
+        return 0, 0, 0, 0
+    if isinstance(step, v2.RandomCrop):
+        left, right, top, bottom = step.padding
+        return left, top, right, bottom
+    return padding_ltrb(step.padding)
+
+
+@translates("RandomCrop")
+@refuses(random_crop_refusal)
+def random_crop(step, images: Images) -> None:
+    """Pad (padding, then pad_if_needed), then a uniform window: one slice, padded with `fill`;
+    or, first on fixed-size arrays, padded by the source and cut by crop_mirror_normalize."""
+    images.decode()
+    crop_h, crop_w = pair(step.size)
+    left, top, right, bottom = random_crop_padding(step)
+    if _crop_at_the_end(step, images, (left, top, right, bottom), crop_h, crop_w):
+        return
+    height, width = images.height + top + bottom, images.width + left + right
+    if step.pad_if_needed:   # torchvision pads both sides of a short axis by the whole shortfall
+        grow_h = _is(height < crop_h) * (crop_h - height)
+        grow_w = _is(width < crop_w) * (crop_w - width)
+        top, left, height, width = top + grow_h, left + grow_w, height + 2 * grow_h, width + 2 * grow_w
+    crop_window(images, random_offset(height - crop_h) - top, random_offset(width - crop_w) - left,
+                crop_h, crop_w, fill_values(step, images.channels))
+
+
+def _crop_at_the_end(step, images: Images, ltrb, crop_h: int, crop_w: int) -> bool:
+    """CIFAR's pad-and-crop at the cost of a crop: the source pads the batch in numpy, and the
+    window, drawn per sample from the span's whole offsets, is left to crop_mirror_normalize.
+    Only for fixed sizes that fit, where the window's offsets are exact in relative terms."""
+    fixed = all(isinstance(v, numbers.Number) for v in (images.height, images.width))
+    left, top, right, bottom = ltrb
+    if not fixed or step.pad_if_needed or images.mirror is not None:
+        return False
+    span_y, span_x = images.height + top + bottom - crop_h, images.width + left + right - crop_w
+    if span_y < 0 or span_x < 0 or not images.pad_at_source(ltrb, fill_values(step, images.channels)):
+        return False
+    images.crop = (crop_h, crop_w, relative_offset(span_y), relative_offset(span_x))
+    images.height, images.width = crop_h, crop_w
+    return True
+
+
+def relative_offset(span: int):
+    """Per sample, k / span for k uniform in 0 .. span: a whole offset as a crop position."""
+    from nvidia.dali import fn
+
+    return fn.random.uniform(values=[k / span for k in range(span + 1)]) if span else 0.0
+
+
+@translates("Pad")
+@refuses(constant_padding_refusal)
+def pad(step, images: Images) -> None:
+    images.decode()
+    left, top, right, bottom = padding_ltrb(step.padding)
+    crop_window(images, -top, -left, images.height + top + bottom, images.width + left + right,
+                fill_values(step, images.channels))
+
+
+@translates("RandomHorizontalFlip")
+def horizontal_flip(step, images: Images) -> None:
+    """Kept pending: crop_mirror_normalize flips for free at the end."""
+    images.decode()
+    if images.mirror is not None:
+        images.flush_mirror()
+    if images.materialized:
+        from nvidia.dali import fn
+
+        images.data = fn.flip(images.data, horizontal=coin(step.p))
+    else:
+        images.mirror = coin(step.p)
+
+
+@translates("RandomVerticalFlip")
+def vertical_flip(step, images: Images) -> None:
+    from nvidia.dali import fn
+
+    images.decode()
+    images.flush_crop()
+    images.data = fn.flip(images.data, vertical=coin(step.p), horizontal=0)

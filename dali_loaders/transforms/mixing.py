@@ -1,0 +1,135 @@
+"""batch_transform=: torchvision v2's MixUp and CutMix, or a RandomChoice of them, on each whole batch.
+
+Both backends call the same `BatchMixer` on each batch where it already is (the GPU when
+DALI outputs there, else the CPU). Its draws come from a torch.Generator of its own,
+seeded from (seed, epoch, rank, batch index): set_epoch and a resumed state reproduce
+every batch, and the DALI loader and its twin mix identical batches identically. The
+mixing follows torchvision's (v2 _augment.py): one lambda ~ Beta(alpha, alpha) per batch,
+each image mixed with the one before it (the batch rolled by 1, the first with the last,
+a short last batch included), labels one-hot then mixed with the same lambda; CutMix
+pastes a box whose side follows sqrt(1 - lambda) around a uniform centre, clipped at the
+border, and then takes lambda from the box's area.
+"""
+import math
+from dataclasses import dataclass
+from typing import Callable, List, Optional, Tuple
+
+import torch
+
+from ..seeds import derived_seed
+
+MIXING_STREAM = 0x6D6978   # keeps the mixing draws apart from DALI's, which mix (seed, epoch, rank)
+
+
+@dataclass(frozen=True)
+class Mixing:
+    kind: str           # "MixUp" or "CutMix"
+    alpha: float
+    num_classes: int
+
+
+def parse(batch_transform) -> Tuple[List[Mixing], List[float]]:
+    """The mixings a batch_transform may apply, and the probability of each."""
+    from torchvision.transforms import v2
+
+    if isinstance(batch_transform, v2.RandomChoice):
+        mixings = [_one(t) for t in batch_transform.transforms]
+        total = float(sum(batch_transform.p))
+        return mixings, [float(p) / total for p in batch_transform.p]
+    return [_one(batch_transform)], [1.0]
+
+
+def _one(transform) -> Mixing:
+    from torchvision.transforms import v2
+
+    if not isinstance(transform, (v2.MixUp, v2.CutMix)):
+        raise ValueError(f"batch_transform: {type(transform).__name__} is not supported; give "
+                         f"torchvision.transforms.v2 MixUp(alpha, num_classes), CutMix(alpha, num_classes), "
+                         f"or RandomChoice([MixUp(...), CutMix(...)])")
+    name = type(transform).__name__
+    if transform.num_classes is None or int(transform.num_classes) < 1:
+        raise ValueError(f"batch_transform: {name} needs num_classes (the loaders' labels are class indices)")
+    if not transform.alpha > 0:
+        raise ValueError(f"batch_transform: {name}'s alpha must be > 0, got {transform.alpha}")
+    return Mixing(name, float(transform.alpha), int(transform.num_classes))
+
+
+class BatchMixer:
+    """(images, labels, epoch, batch_index) -> (mixed images, float labels (B, num_classes)).
+    `sampler` gives the seed and rank at call time (a loaded state may change the seed)."""
+
+    def __init__(self, batch_transform, sampler):
+        self.mixings, self.probabilities = parse(batch_transform)
+        self.sampler = sampler
+
+    def generator(self, epoch: int, batch_index: int) -> torch.Generator:
+        seed = derived_seed(self.sampler.seed, epoch, self.sampler.shard.rank, batch_index, MIXING_STREAM)
+        return torch.Generator().manual_seed(seed)
+
+    def __call__(self, images: torch.Tensor, labels: torch.Tensor, epoch: int, batch_index: int):
+        generator = self.generator(epoch, batch_index)
+        mixing = self.mixings[0]
+        if len(self.mixings) > 1:
+            chosen = torch.multinomial(torch.tensor(self.probabilities), 1, generator=generator)
+            mixing = self.mixings[int(chosen)]
+        lam = beta(mixing.alpha, generator)
+        if mixing.kind == "MixUp":
+            return mixup(images, lam), mixed_labels(labels, lam, mixing.num_classes)
+        images, box = cutmix(images, lam, generator)
+        return images, mixed_labels(labels, box_lambda(box, images.shape[-2:]), mixing.num_classes)
+
+
+def beta(alpha: float, generator: torch.Generator) -> float:
+    """One draw of Beta(alpha, alpha): the first part of a Dirichlet(alpha, alpha), as
+    torch.distributions.Beta draws it, but from `generator` and in float64 (float32 rounds
+    the draws of a small alpha, which pile up near 0 and 1)."""
+    concentration = torch.tensor([alpha, alpha], dtype=torch.float64)
+    return float(torch._sample_dirichlet(concentration, generator=generator)[0])
+
+
+def _memory_format(images: torch.Tensor):
+    channels_last = images.dim() == 4 and not images.is_contiguous() and \
+        images.is_contiguous(memory_format=torch.channels_last)
+    return torch.channels_last if channels_last else torch.contiguous_format
+
+
+def mixup(images: torch.Tensor, lam: float) -> torch.Tensor:
+    if not images.is_floating_point():
+        raise TypeError(f"batch_transform MixUp needs float images, got {images.dtype}: end the transform with "
+                        f"ToDtype(torch.float32, scale=True) (torchvision's MixUp cannot mix integers either)")
+    mixed = images.roll(1, 0).mul_(1.0 - lam).add_(images.mul(lam))
+    return mixed.contiguous(memory_format=_memory_format(images))
+
+
+def cutmix(images: torch.Tensor, lam: float, generator: torch.Generator):
+    """The rolled batch pasted into a box of each image: (images, (x1, y1, x2, y2))."""
+    height, width = images.shape[-2:]
+    r_x = int(torch.randint(width, (1,), generator=generator))
+    r_y = int(torch.randint(height, (1,), generator=generator))
+    r = 0.5 * math.sqrt(1.0 - lam)
+    half_w, half_h = int(r * width), int(r * height)
+    box = (max(r_x - half_w, 0), max(r_y - half_h, 0), min(r_x + half_w, width), min(r_y + half_h, height))
+    x1, y1, x2, y2 = box
+    mixed = images.clone(memory_format=_memory_format(images))
+    mixed[..., y1:y2, x1:x2] = images.roll(1, 0)[..., y1:y2, x1:x2]
+    return mixed, box
+
+
+def box_lambda(box, size) -> float:
+    """CutMix's lambda once the box is drawn: the fraction of each image left as it was."""
+    x1, y1, x2, y2 = box
+    height, width = size
+    return float(1.0 - (x2 - x1) * (y2 - y1) / (width * height))
+
+
+def mixed_labels(labels: torch.Tensor, lam: float, num_classes: int) -> torch.Tensor:
+    if labels.numel() and int(labels.max()) >= num_classes:
+        raise ValueError(f"batch_transform: label {int(labels.max())} is out of range for num_classes="
+                         f"{num_classes}; give the number of classes of the dataset")
+    one_hot = torch.nn.functional.one_hot(labels.long(), num_classes).float()
+    return one_hot.roll(1, 0).mul_(1.0 - lam).add_(one_hot.mul(lam))
+
+
+def batch_mixer(batch_transform, sampler) -> Optional[Callable]:
+    """The per-batch hook of a loader, or None without a batch_transform."""
+    return None if batch_transform is None else BatchMixer(batch_transform, sampler)

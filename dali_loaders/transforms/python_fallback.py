@@ -1,0 +1,116 @@
+"""Steps DALI runs per sample in Python (python_fallback=True), and the twin's way of calling steps."""
+import warnings
+
+import numpy as np
+import torch
+
+from ._core import Images, Plan, describe, flatten
+
+# -- steps that DALI runs per sample in Python (python_fallback=True) ----------------------
+
+
+def is_albumentations(step) -> bool:
+    return type(step).__module__.split(".")[0] == "albumentations"
+
+
+def as_tensor(image) -> torch.Tensor:
+    """A step's output as a CHW tensor: PIL and HWC arrays become uint8 CHW, tensors stay."""
+    from PIL import Image
+
+    if isinstance(image, Image.Image):
+        from torchvision.transforms.functional import pil_to_tensor
+
+        return pil_to_tensor(image)
+    if isinstance(image, np.ndarray):
+        image = torch.from_numpy(np.ascontiguousarray(image))
+        return image[None] if image.dim() == 2 else image.permute(2, 0, 1)
+    return image.as_subclass(torch.Tensor) if isinstance(image, torch.Tensor) else image
+
+
+def call_step(step, image):
+    """One step, handed what it expects: Albumentations an HWC uint8 array (its result is the
+    "image" of the dict it returns), torchvision what the step before produced."""
+    if is_albumentations(step):
+        if not isinstance(image, np.ndarray):
+            image = as_tensor(image).permute(1, 2, 0).numpy()
+        return step(image=image)["image"]
+    if isinstance(image, np.ndarray) and type(step).__name__ != "ToTensor":
+        image = as_tensor(image)
+    return step(image)
+
+
+def call_steps(transform, image):
+    """The twin's application of a transform: each step in turn (as Compose does)."""
+    for step in flatten(transform):
+        image = call_step(step, image)
+    return image
+
+
+def seed_everything(seed: int) -> None:
+    """Python's, numpy's and torch's generators, set per sample from DALI's checkpointed RNG."""
+    import random
+
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+
+
+class PythonSteps:
+    """The python_function body: the image as the twin would hold it, the steps, the output
+    in the loader's layout."""
+
+    def __init__(self, steps, kind: str, layout_in: str, layout_out: str):
+        self.steps, self.kind, self.layout_in, self.layout_out = steps, kind, layout_in, layout_out
+
+    def __call__(self, pixels: np.ndarray, seed: np.ndarray) -> np.ndarray:
+        seed = int(seed)
+        seed_everything(seed)
+        for step in self.steps:
+            if hasattr(step, "set_random_seed"):   # Albumentations 2 keeps generators of its own
+                step.set_random_seed(seed)
+        image = call_steps(self.steps, self._twin_input(pixels))
+        out = as_tensor(image)
+        if out.dtype == torch.bfloat16:   # numpy has no bfloat16; the loader casts back
+            out = out.float()
+        out = out.permute(1, 2, 0) if self.layout_out == "HWC" else out
+        return np.ascontiguousarray(out.numpy())
+
+    def _twin_input(self, pixels: np.ndarray):
+        from PIL import Image
+
+        chw = self.layout_in == "CHW"
+        if self.kind == "pil" and pixels.dtype == np.uint8:
+            hwc = pixels.transpose(1, 2, 0) if chw else pixels
+            return Image.fromarray(hwc[..., 0], "L") if hwc.shape[-1] == 1 else Image.fromarray(hwc)
+        tensor = torch.from_numpy(np.array(pixels))
+        return tensor if chw else tensor.permute(2, 0, 1)
+
+
+def run_in_python(steps, images: Images) -> None:
+    """The rest of the recipe, per sample in Python inside the pipeline (on the CPU)."""
+    from nvidia.dali import fn, types
+
+    layout_out = images.layout
+    if images.is_float and not images.materialized:   # the twin holds a float tensor by now
+        images.layout = "HWC"
+        images.materialize()
+    images.flush_mirror()
+    layout_in = images.layout if images.materialized else "HWC"
+    seeds = fn.random.uniform(range=[0, 2 ** 30], dtype=types.INT32)   # 2**31 - 1 rounds up in float32
+    images.data = fn.python_function(images.data, seeds, function=PythonSteps(steps, images.kind, layout_in,
+                                                                               layout_out),
+                                     batch_processing=False, output_layouts=layout_out)
+    images.layout, images.materialized = layout_out, True
+
+
+_warned = set()
+
+
+def warn_slow(recipe: Plan) -> None:
+    """Once per kind of step and process: which step makes the loader slow, and why."""
+    name = describe(recipe.python[0])
+    if name not in _warned:
+        _warned.add(name)
+        warnings.warn(f"{recipe.why}: it and the {len(recipe.python) - 1} step(s) after it run per sample in "
+                      f"Python inside the DALI pipeline, on the CPU (python_fallback=True). This is much "
+                      f"slower than the translated steps", RuntimeWarning, stacklevel=4)

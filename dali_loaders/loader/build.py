@@ -54,7 +54,7 @@ def dali_loader(source, transform, *, train: bool, batch_size: int, num_threads:
         return build_dali_pipeline(graph, source, order, batch_size, recipe, layout, device,
                                    batch_size=batch_size, num_threads=num_threads, device_id=gpu,
                                    seed=pipeline_seed, checkpoint=checkpoint,
-                                   conditionals=transforms.needs_conditionals(recipe))
+                                   conditionals=transforms.needs_conditionals(recipe, device))
 
     return DaliLoader(source, build_pipeline, batch_size=batch_size, sampler=sampler, drop_last=drop_last,
                       explain_failure=explain_failure, finish=batch_finisher(layout, recipe.output_dtype),
@@ -93,7 +93,7 @@ def serialized_gpu_graph(source, transform, batch_size: int = 4, python_fallback
     from nvidia.dali import pipeline_def
 
     recipe = transforms.plan(transform, python_fallback)
-    pipe = pipeline_def(graph, enable_conditionals=transforms.needs_conditionals(recipe))(
+    pipe = pipeline_def(graph, enable_conditionals=transforms.needs_conditionals(recipe, "gpu"))(
         source, np.arange(min(len(source), batch_size)), batch_size, recipe, "CHW", "gpu",
         batch_size=batch_size, num_threads=1, device_id=None, seed=1)
     return pipe.serialize()

@@ -1,5 +1,7 @@
-"""The DaliLoadersResize operator (csrc/): compiled on first use against the DALI installed
-now, cached per DALI build, loaded once per process.
+"""Our DALI operators (csrc/): each compiled on first use against the DALI installed now,
+cached per DALI build, loaded once per process. Two libraries, built and failing apart:
+RESIZE (DaliLoadersResize, PIL's Image.resize) and AUGMENT (DaliLoadersAugment, the
+per-sample augmentation sequences of the AutoAugment family and ColorJitter).
 
 Why on first use and not at `pip install`: a DALI plugin is bound to the exact DALI build it
 was compiled against (C++ ABI, no stable plugin interface). At install time DALI may be
@@ -10,8 +12,9 @@ need it, into a cache keyed by the DALI build, the sources and the toolchain, is
 all of these; a second process waits on a lock file and reuses the result.
 
 Whatever goes wrong (no compiler, no CUDA headers, which DALI's headers include, a build or
-load error) the loaders use DALI's own fn.resize, after one warning. DALI_LOADERS_NO_PLUGIN=1
-turns the plugin off; CXX picks the compiler; DALI_LOADERS_CACHE the cache directory.
+load error) the loaders use DALI's own operators instead, after one warning per library.
+DALI_LOADERS_NO_PLUGIN=1 turns both off, DALI_LOADERS_NO_AUGMENT_PLUGIN=1 the augmentation
+operator alone; CXX picks the compiler; DALI_LOADERS_CACHE the cache directory.
 """
 import glob
 import hashlib
@@ -22,85 +25,126 @@ import subprocess
 import tempfile
 import threading
 import warnings
-from typing import List, Optional
+from dataclasses import dataclass
+from typing import Dict, List, Optional, Tuple
 
 DISABLE_ENV = "DALI_LOADERS_NO_PLUGIN"
+DISABLE_AUGMENT_ENV = "DALI_LOADERS_NO_AUGMENT_PLUGIN"
 CACHE_ENV = "DALI_LOADERS_CACHE"
-LIBRARY = "libdali_loaders_resize.so"
 SOURCE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "csrc")
-SOURCES = ("resize_op.cc", "pil_resample.cc", "pil_resample.h", "pil_resample_api.h")
 BUILD_TIMEOUT = 900  # seconds: the DALI headers are heavy; a loaded 2-core machine needs ~30 s
 
+
+@dataclass(frozen=True)
+class Library:
+    """One plugin: its kernels (compiled alone at -O3), its operator (DALI's headers, -O1)."""
+    file: str
+    schema: str           # the DALI operator it registers
+    function: str         # its name in nvidia.dali.fn
+    operator: str         # the source with the DALI operator
+    kernels: Tuple[str, ...]
+    headers: Tuple[str, ...]
+    kernel_flags: Tuple[str, ...]
+    what: str             # for the warning: what is missing, and what is used instead
+    instead: str
+    disable_env: Optional[str] = None
+
+    @property
+    def sources(self) -> Tuple[str, ...]:
+        return (self.operator, *self.kernels, *self.headers)
+
+
+RESIZE = Library("libdali_loaders_resize.so", "DaliLoadersResize", "dali_loaders_resize", "resize_op.cc",
+                 ("pil_resample.cc",), ("pil_resample.h", "pil_resample_api.h"), (),
+                 "the PIL-exact resize plugin", "resizing with DALI's fn.resize instead")
+# The augmentations' float arithmetic must round one operation at a time (no contraction),
+# with explicit fused multiply-adds where torch's vectorized loops use them: in hardware
+# when the CPU has FMA (the flag is in the build's key, so another CPU builds its own).
+AUGMENT = Library("libdali_loaders_augment.so", "DaliLoadersAugment", "dali_loaders_augment", "augment_op.cc",
+                  ("augment_color.cc", "augment_geometry.cc", "augment_hue.cc"), ("augment_kernels.h",),
+                  ("-ffp-contract=off",), "the augmentation plugin",
+                  "augmenting with DALI's conditionals and operators instead", DISABLE_AUGMENT_ENV)
+LIBRARY = RESIZE.file
+SOURCES = RESIZE.sources
+
 _lock = threading.Lock()
-_state: dict = {}    # "ok": bool once tried in this process; "why": the failure
+_states: Dict[str, dict] = {RESIZE.file: {}, AUGMENT.file: {}}   # "ok" once tried; "why": the failure
+_state = _states[RESIZE.file]
 
 
 class Unavailable(RuntimeError):
     """Why the plugin cannot be used here."""
 
 
-def disabled() -> bool:
-    return os.environ.get(DISABLE_ENV, "").strip() not in ("", "0", "false", "False")
+def disabled(library: Library = RESIZE) -> bool:
+    names = [DISABLE_ENV] + ([library.disable_env] if library.disable_env else [])
+    return any(os.environ.get(name, "").strip() not in ("", "0", "false", "False") for name in names)
 
 
-def available() -> bool:
-    """True when DaliLoadersResize is loaded into DALI, building it first if needed. False
-    when turned off, or when it cannot be built or loaded: then warns, once per process."""
-    if disabled():
+def available(library: Library = RESIZE) -> bool:
+    """True when the library's operator is loaded into DALI, building it first if needed.
+    False when turned off, or when it cannot be built or loaded: then warns, once per process."""
+    if disabled(library):
         return False
+    state = _states[library.file]
     with _lock:
-        if "ok" not in _state:
+        if "ok" not in state:
             try:
-                load(build())
-                _state["ok"] = True
+                load(build(library), library)
+                state["ok"] = True
             except Unavailable as e:
-                _state.update(ok=False, why=str(e))
-                warnings.warn(f"dali_loaders: the PIL-exact resize plugin is not available ({e}); "
-                              f"resizing with DALI's fn.resize instead", RuntimeWarning, stacklevel=3)
-    return _state["ok"]
+                state.update(ok=False, why=str(e))
+                warnings.warn(f"dali_loaders: {library.what} is not available ({e}); {library.instead}",
+                              RuntimeWarning, stacklevel=3)
+    return state["ok"]
+
+
+def augment_available() -> bool:
+    return available(AUGMENT)
 
 
 def forget() -> None:
     """Tests: the next available() decides afresh (a library once loaded stays loaded)."""
     with _lock:
-        _state.clear()
+        for state in _states.values():
+            state.clear()
 
 
-def load(path: str) -> None:
+def load(path: str, library: Library = RESIZE) -> None:
     from nvidia.dali import fn, plugin_manager
 
-    if hasattr(fn, "dali_loaders_resize"):
+    if hasattr(fn, library.function):
         return
     try:
         plugin_manager.load_library(path)
     except Exception as e:   # a library built for another DALI, a missing symbol
         raise Unavailable(f"loading {path} failed: {e}") from e
-    if not hasattr(fn, "dali_loaders_resize"):
-        raise Unavailable(f"{path} did not register DaliLoadersResize")
+    if not hasattr(fn, library.function):
+        raise Unavailable(f"{path} did not register {library.schema}")
 
 
-def build() -> str:
+def build(library: Library = RESIZE) -> str:
     """The compiled library for the DALI installed now: from the cache, or compiled into it."""
     compiler = _compiler()
-    folder = os.path.join(_cache_root(), _key(_commands(compiler, "FOLDER")))
+    folder = os.path.join(_cache_root(), _key(library, _commands(library, compiler, "FOLDER")))
     os.makedirs(folder, exist_ok=True)
-    library, failed = os.path.join(folder, LIBRARY), os.path.join(folder, "failed.log")
+    path, failed = os.path.join(folder, library.file), os.path.join(folder, "failed.log")
     with open(os.path.join(folder, ".lock"), "w") as lock:
         import fcntl
 
         fcntl.flock(lock, fcntl.LOCK_EX)   # one process compiles, the others wait and reuse it
-        if os.path.exists(library):
-            return library
+        if os.path.exists(path):
+            return path
         if os.path.exists(failed):   # same sources, DALI and toolchain: it would fail again
             raise Unavailable(f"compiling it failed before, see {failed}")
         work = tempfile.mkdtemp(prefix=".build-", dir=folder)
         try:
-            for command in _commands(compiler, work):
+            for command in _commands(library, compiler, work):
                 _compile(command, failed)
-            os.replace(os.path.join(work, LIBRARY), library)   # atomic: never half a library
+            os.replace(os.path.join(work, library.file), path)   # atomic: never half a library
         finally:
             shutil.rmtree(work, ignore_errors=True)
-    return library
+    return path
 
 
 def _compile(command: List[str], failed: str) -> None:
@@ -122,21 +166,33 @@ def _compiler() -> str:
     return path
 
 
-def _commands(compiler: str, work: str) -> List[List[str]]:
-    """Two steps: the resampler at -O3 alone (seconds), then the operator, whose DALI headers
-    take most of the time, at -O1 (it only loops over samples), linked with it."""
+def _commands(library: Library, compiler: str, work: str) -> List[List[str]]:
+    """The kernels at -O3 alone (seconds), then the operator, whose DALI headers take most of
+    the time, at -O1 (it only loops over samples), linked with them."""
     import nvidia.dali.sysconfig as dali_config
 
     arch = ["-march=x86-64-v2"] if platform.machine() in ("x86_64", "AMD64") else []   # AVX2 is picked at run time
+    if library is AUGMENT and _cpu_has_fma():
+        arch.append("-mfma")
     cuda = [flag for folder in _cuda_includes() for flag in ("-isystem", folder)]
     common = [compiler, "-std=c++17", "-fPIC", "-w", *arch, *dali_config.get_compile_flags(), "-I", SOURCE_DIR]
-    kernel, library = os.path.join(work, "pil_resample.o"), os.path.join(work, LIBRARY)
-    return [[*common, "-O3", "-c", os.path.join(SOURCE_DIR, "pil_resample.cc"), "-o", kernel],
-            [*common, "-O1", "-shared", *cuda, os.path.join(SOURCE_DIR, SOURCES[0]),
-             kernel, "-o", library, *dali_config.get_link_flags(), f"-Wl,-rpath,{dali_config.get_lib_dir()}"]]
+    objects = [os.path.join(work, name[:-3] + ".o") for name in library.kernels]
+    commands = [[*common, "-O3", *library.kernel_flags, "-c", os.path.join(SOURCE_DIR, name), "-o", obj]
+                for name, obj in zip(library.kernels, objects)]
+    return commands + [[*common, "-O1", "-shared", *cuda, os.path.join(SOURCE_DIR, library.operator), *objects,
+                        "-o", os.path.join(work, library.file), *dali_config.get_link_flags(),
+                        f"-Wl,-rpath,{dali_config.get_lib_dir()}"]]
 
 
-def _key(commands: List[List[str]]) -> str:
+def _cpu_has_fma() -> bool:
+    try:
+        with open("/proc/cpuinfo") as f:
+            return any(line.startswith("flags") and " fma " in f" {line.split(':', 1)[-1].strip()} " for line in f)
+    except OSError:
+        return False
+
+
+def _key(library: Library, commands: List[List[str]]) -> str:
     """Names the build: the sources, the command (compiler, DALI and CUDA paths) and the
     DALI library itself (version, and size and time, which differ between cuda12 and cuda13
     builds of one version)."""
@@ -144,7 +200,7 @@ def _key(commands: List[List[str]]) -> str:
     import nvidia.dali.sysconfig as dali_config
 
     digest = hashlib.sha256()
-    for name in SOURCES:
+    for name in library.sources:
         with open(os.path.join(SOURCE_DIR, name), "rb") as f:
             digest.update(f.read())
     libdali = os.path.join(dali_config.get_lib_dir(), "libdali.so")

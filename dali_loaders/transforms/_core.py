@@ -8,6 +8,7 @@ by one crop_mirror_normalize that also writes the output layout, as DALI does fa
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
+import numpy as np
 import torch
 
 TRANSLATORS: Dict[type, Callable] = {}
@@ -50,6 +51,18 @@ def supported_names() -> List[str]:
 
 
 @dataclass
+class PendingAugment:
+    """Augmentation steps drawn in the graph and not run yet: consecutive translated steps
+    share one DaliLoadersAugment call (ops/augment.py). Each slot is an op code (int32) and
+    its parameter row (float32 (4,)), per sample."""
+    kernels: str
+    fill: Optional[List[float]]
+    warps: bool = False
+    ops: List[Any] = field(default_factory=list)
+    params: List[Any] = field(default_factory=list)
+
+
+@dataclass
 class Images:
     """The images in the DALI graph, and what the twin would hold at the same step.
 
@@ -79,6 +92,7 @@ class Images:
     crop: Any = None               # (height, width, relative y, relative x), cut by crop_mirror_normalize
     pad_source: Optional[Callable] = None
     source_data: Any = None
+    augment: Optional[PendingAugment] = None   # slots for one DaliLoadersAugment call, run by flush_augment
 
     def decode(self) -> None:
         """Decodes the files, if not done yet: every step but a leading crop wants pixels."""
@@ -108,6 +122,38 @@ class Images:
         self.height, self.width = self.height + top + bottom, self.width + left + right
         return True
 
+    def pending_augment(self, kernels: str, fill: Optional[List[float]], warps: bool) -> PendingAugment:
+        """The pending slots new ones join (after those of earlier steps); before warps, a
+        pending horizontal flip becomes a slot (colour steps commute with it: it stays for
+        crop_mirror_normalize). A new call when the arithmetic or the warps' fill differs."""
+        from ..ops import augment as op
+        from nvidia.dali import fn, types
+
+        pending = self.augment
+        if pending and (pending.kernels != kernels or (warps and pending.warps and pending.fill != fill)):
+            self.flush_augment()
+            pending = None
+        if pending is None:
+            pending = self.augment = PendingAugment(kernels, fill)
+        if warps:
+            pending.warps, pending.fill = True, fill
+        if warps and self.mirror is not None:   # a flip does not commute with the warps: it comes first
+            flip = fn.cast(self.mirror, dtype=types.INT32)
+            pending.ops.append(flip * (op.CODES["FlipH"] - op.SKIP) + op.SKIP)
+            pending.params.append(types.Constant(np.zeros(op.NUM_PARAMS, np.float32)))
+            self.mirror = None
+        return pending
+
+    def flush_augment(self) -> None:
+        """Runs the pending slots, in one call."""
+        from ..ops import augment as op
+        from nvidia.dali import fn
+
+        pending, self.augment = self.augment, None
+        if pending and pending.ops:
+            self.data = op.call(self.data, fn.stack(*pending.ops), fn.stack(*pending.params), pending.kernels,
+                                pending.fill)
+
     def flush_crop(self) -> None:
         """Cuts a pending crop window: before any step that must see the cropped pixels."""
         from nvidia.dali import fn
@@ -118,11 +164,12 @@ class Images:
             self.crop = None
 
     def flush_mirror(self) -> None:
-        """Applies the pending geometry (crop, then flip): before any step that a flip does not
-        commute with."""
+        """Applies the pending geometry (crop, then flip) and augmentation slots: before any step
+        that a flip does not commute with."""
         from nvidia.dali import fn
 
         self.flush_crop()
+        self.flush_augment()
         if self.mirror is not None:
             self.data = fn.flip(self.data, horizontal=self.mirror)
             self.mirror = None
@@ -131,6 +178,7 @@ class Images:
         """One crop_mirror_normalize: the pending flip, conversion and normalization, in `layout`."""
         from nvidia.dali import fn
 
+        self.flush_augment()
         if self.materialized:
             self.flush_mirror()
             return
@@ -260,8 +308,12 @@ def apply(steps: Sequence[Any], images: Images) -> Images:
             fused(steps[k], steps[k + 1], images)
             k += 2
         else:
-            TRANSLATORS[type(steps[k])](steps[k], images)
+            translator = TRANSLATORS[type(steps[k])]
+            if not getattr(translator, "augments", False):   # it sees the pixels of the pending slots
+                images.flush_augment()
+            translator(steps[k], images)
             k += 1
+    images.flush_augment()
     return images
 
 
@@ -278,12 +330,25 @@ def fuses(first: str, second: str):
 CROP_ATTEMPTS = 10  # torchvision's tries before it falls back to a centre crop
 
 
-def needs_conditionals(recipe: Plan) -> bool:
-    """Whether the graph has per-sample `if`s: DALI then needs enable_conditionals."""
-    return any(getattr(TRANSLATORS[type(step)], "branches", False) for step in recipe.translated)
+def needs_conditionals(recipe: Plan, device: str = "gpu") -> bool:
+    """Whether the graph has per-sample `if`s: DALI then needs enable_conditionals. On the
+    CPU, the steps DaliLoadersAugment runs have none (see fused.py)."""
+    from ..ops import augment as op
+
+    device = "cpu" if recipe.python else device   # the translated steps run where the pixels are read
+    fused = op.usable(device)
+    return any(getattr(TRANSLATORS[type(step)], "branches", False)
+               and not (fused and getattr(TRANSLATORS[type(step)], "augments", False)) for step in recipe.translated)
 
 
 def branches(translator):
     """Marks a translator that uses `if` on DataNodes (DALI's conditional execution)."""
     translator.branches = True
+    return translator
+
+
+def augments(translator):
+    """Marks a translator that adds slots to the pending DaliLoadersAugment call where the
+    operator is usable (a CPU graph) instead of branching; it flushes them itself otherwise."""
+    translator.augments = True
     return translator

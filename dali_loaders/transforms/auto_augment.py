@@ -19,7 +19,8 @@ from typing import Dict, List, Optional, Tuple
 import numpy as np
 
 from ._args import fill_values, interp_type, random_offset
-from ._core import Images, branches, describe, refuses, translates
+from . import fused
+from ._core import Images, augments, branches, describe, refuses, translates
 from .affine import warp_refusal
 from .color import luma
 
@@ -294,6 +295,18 @@ def prepare(step, images: Images) -> None:
     images.flush_mirror()
 
 
+@_unconverted
+def fused_on_cpu(step, images: Images, make_slots) -> bool:
+    """On a CPU graph with the plugin: the draws, queued for one DaliLoadersAugment call
+    (fused.py), and True; else False, for DALI's auto_aug and its conditionals."""
+    if not fused.usable(images):
+        return False
+    images.uint8_pixels(step)
+    images.decode()
+    fused.automatic(step, images, make_slots)
+    return True
+
+
 def automatic_refusal(step) -> str:
     reason = warp_refusal(step)
     magnitude, bins = getattr(step, "magnitude", 0), getattr(step, "num_magnitude_bins", AUTOAUGMENT_BINS)
@@ -305,10 +318,13 @@ def automatic_refusal(step) -> str:
 @translates("TrivialAugmentWide")
 @refuses(automatic_refusal)
 @branches
+@augments
 def trivial_augment_wide(step, images: Images) -> None:
     """One operation per image, uniform, at a uniform magnitude bin with a random sign."""
     from nvidia.dali.auto_aug.trivial_augment import apply_trivial_augment
 
+    if fused_on_cpu(step, images, fused.trivial_augment_slots):
+        return
     prepare(step, images)
     with quiet_dali():
         ops = list(suite(step, images, step.num_magnitude_bins).values())
@@ -318,10 +334,13 @@ def trivial_augment_wide(step, images: Images) -> None:
 @translates("RandAugment")
 @refuses(automatic_refusal)
 @branches
+@augments
 def rand_augment(step, images: Images) -> None:
     """num_ops operations per image, each uniform (with repeats), at the one magnitude bin."""
     from nvidia.dali.auto_aug.rand_augment import apply_rand_augment
 
+    if fused_on_cpu(step, images, fused.rand_augment_slots):
+        return
     prepare(step, images)
     if step.num_ops == 0:
         return
@@ -334,11 +353,14 @@ def rand_augment(step, images: Images) -> None:
 @translates("AutoAugment")
 @refuses(automatic_refusal)
 @branches
+@augments
 def auto_augment(step, images: Images) -> None:
     """One sub-policy per image, uniform; each of its steps with its probability, at its bin."""
     from nvidia.dali.auto_aug.auto_augment import apply_auto_augment
     from nvidia.dali.auto_aug.core import Policy
 
+    if fused_on_cpu(step, images, fused.auto_augment_slots):
+        return
     prepare(step, images)
     with quiet_dali():
         ops = suite(step, images, AUTOAUGMENT_BINS)

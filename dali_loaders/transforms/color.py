@@ -1,7 +1,8 @@
 """Colour: ColorJitter, Grayscale, GaussianBlur, and the blends they are made of, in each twin's rounding."""
 
 from ._args import coin, uniform
-from ._core import Images, branches, is_v1, refuses, translates
+from . import fused
+from ._core import Images, augments, branches, is_v1, refuses, translates
 from ._hsv import mask, pil_hsv_to_rgb, pil_hue_levels, pil_rgb_to_hsv, tensor_hsv_to_rgb, tensor_rgb_to_hsv
 
 # -- colour ---------------------------------------------------------------------------------
@@ -95,6 +96,7 @@ JITTERS = {"brightness": adjust_brightness, "contrast": adjust_contrast, "satura
 
 @translates("ColorJitter")
 @branches
+@augments
 def color_jitter(step, images: Images) -> None:
     """Each factor uniform in its range, the adjustments in a random order, as torchvision does."""
     from functools import partial
@@ -106,6 +108,10 @@ def color_jitter(step, images: Images) -> None:
     images.decode()
     jitters = dict(JITTERS, hue=partial(adjust_hue, v1=is_v1(step)))
     active = [name for name in jitters if getattr(step, name) is not None]
+    if fused.usable(images):   # one DaliLoadersAugment call, no conditionals
+        fused.color_jitter(step, images, active)
+        return
+    images.flush_augment()
     factors = {name: uniform(*getattr(step, name)) for name in active}
     orders = list(permutations(range(len(active))))
     order = fn.random.uniform(values=list(range(len(orders))), dtype=types.INT32) if len(orders) > 1 else None
@@ -162,12 +168,17 @@ def grayscale(step, images: Images) -> None:
 
 @translates("RandomGrayscale")
 @branches
+@augments
 def random_grayscale(step, images: Images) -> None:
     """Keeps the number of channels, as torchvision does."""
     images.uint8_pixels(step)
     images.decode()
     if images.channels == 1:
         return
+    if fused.usable(images):
+        fused.random_grayscale(step, images)
+        return
+    images.flush_augment()
     data = images.data
     if coin(step.p):
         data = _grey_channels(data, 3, images)

@@ -1,0 +1,250 @@
+"""The AutoAugment family, ColorJitter and RandomGrayscale on CPU graphs: the random choices
+drawn in the graph (fn.random, so checkpoints resume them), the operations run by one
+DaliLoadersAugment call (ops/augment.py) in the twin's own arithmetic; no conditionals.
+
+Each translator builds, in numpy when the graph is built, a table of every operation it can
+apply: one row per (operation, magnitude bin, sign) with the op code and its parameters,
+computed from the torchvision object's augmentation space in Python's double arithmetic,
+as torchvision computes them. Per sample the graph draws a row index (and whether the step
+applies) and looks the row up. Translations whose magnitudes scale with an image size not
+known at build time keep the fraction in the table; the graph scales and truncates it.
+"""
+import math
+from dataclasses import dataclass
+from typing import Any, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from ..ops import augment as op
+from ._args import coin, fill_values, interp_type, stack, uniform
+from ._core import Images, is_v1
+
+COLUMNS = 7   # code, p0 .. p3, relative x, relative y
+
+
+@dataclass
+class Table:
+    """Rows of (code, p0, p1, p2, p3, relative x, relative y); labels[i] = (operation name,
+    signed magnitude) of row i, for the tests."""
+    rows: np.ndarray
+    labels: List[Tuple[str, float]]
+
+
+def usable(images: Images) -> bool:
+    return op.usable(images.device)
+
+
+def kernels(step, images: Images) -> str:
+    if images.kind == "pil":
+        return "pil"
+    return "tensor_v1" if is_v1(step) else "tensor"
+
+
+def warp_fill(step, images: Images) -> Optional[List[float]]:
+    """torchvision's fill, or None (the tensor kernels then blend with zeros, unmasked)."""
+    return None if getattr(step, "fill", None) is None else fill_values(step, images.channels)
+
+
+# -- a row: the op code and parameters of one operation at one signed magnitude ---------------
+
+
+def solarize_threshold(step, magnitude: float, kind: str) -> float:
+    """The integer the threshold acts as: v2 scales the magnitude by 255 (v1's is in levels);
+    PIL keeps x < t in double, the tensors x >= t in float32."""
+    t = magnitude if is_v1(step) else 255.0 * magnitude
+    return float(math.ceil(t if kind == "pil" else np.float32(t)))
+
+
+def row(step, name: str, magnitude: float, resample: int, kind: str, relative: bool) -> List[float]:
+    """[code, p0, p1, p2, p3, relative x, relative y] for torchvision's `name` at `magnitude`."""
+    values = {
+        "ShearX": (magnitude, resample, 2 if is_v1(step) else 1), "ShearY": (magnitude, resample, 2 if is_v1(step) else 1),
+        "TranslateX": (magnitude if relative else int(magnitude), resample),
+        "TranslateY": (magnitude if relative else int(magnitude), resample),
+        "Rotate": (magnitude, resample), "Posterize": (int(magnitude),),
+        "Solarize": (solarize_threshold(step, magnitude, kind),),
+        "Brightness": (magnitude, 1.0), "Color": (magnitude, 1.0), "Contrast": (magnitude, 1.0),
+        "Sharpness": (magnitude, 1.0),
+    }.get(name, ())
+    params = list(values) + [0.0] * (op.NUM_PARAMS - len(values))
+    return [op.CODES[name], *params, float(relative and name == "TranslateX"), float(relative and name == "TranslateY")]
+
+
+def operation_rows(step, images: Images, names, magnitudes_of, signed_of, relative: bool) -> Table:
+    """Rows for (name, magnitude-or-None, signed) entries, each twice: sign +, then -."""
+    resample = op.RESAMPLE[interp_type(step).name]
+    rows, labels = [], []
+    for name in names:
+        for magnitude in magnitudes_of(name):
+            for sign in (1.0, -1.0):
+                m = magnitude * (sign if signed_of(name) else 1.0)
+                rows.append(row(step, name, m, resample, images.kind, relative))
+                labels.append((name, m))
+    return Table(np.array(rows, np.float64), labels)
+
+
+# -- the graph: draw a row per slot, look it up, queue the slot ---------------------------------
+
+
+def lookup(index, column: np.ndarray, integer: bool = False):
+    """column[index] per sample (a number when the column is constant)."""
+    from nvidia.dali import fn, types
+
+    if isinstance(index, int) or np.all(column == column[0]):
+        value = column[index if isinstance(index, int) else 0]
+        return int(value) if integer else float(value)
+    return fn.lookup_table(index, keys=list(range(len(column))), values=[float(v) for v in column],
+                           dtype=types.INT32 if integer else types.FLOAT)
+
+
+def truncated(x):
+    """int(x) per sample (toward zero), as float."""
+    from nvidia.dali import fn, math as dmath, types
+
+    return fn.cast(x >= 0, dtype=types.FLOAT) * dmath.floor(x) + fn.cast(x < 0, dtype=types.FLOAT) * dmath.ceil(x)
+
+
+def slot(table: Table, index, applied, images: Images):
+    """(op code, parameter row) of the drawn row; `applied` (0/1 or None): else a skip."""
+    from nvidia.dali import fn, types
+
+    code = lookup(index, table.rows[:, 0], integer=True)
+    if applied is not None:
+        code = (code - op.SKIP) * fn.cast(applied, dtype=types.INT32) + op.SKIP
+    params = [lookup(index, table.rows[:, k]) for k in range(1, 1 + op.NUM_PARAMS)]
+    if table.rows[:, 5:].any():   # translations by a fraction of the size: to whole pixels
+        rel_x, rel_y = lookup(index, table.rows[:, 5]), lookup(index, table.rows[:, 6])
+        pixels = truncated(params[0] * (rel_x * images.width + rel_y * images.height))
+        params[0] = params[0] * (1.0 - rel_x - rel_y) + pixels * (rel_x + rel_y)
+    if not isinstance(code, int):
+        code = fn.cast(code, dtype=types.INT32)
+    else:
+        code = types.Constant(np.int32(code))
+    return code, stack(*params)
+
+
+def queue(images: Images, step, slots: Sequence[Tuple[Any, Any]], warps: bool) -> None:
+    pending = images.pending_augment(kernels(step, images), warp_fill(step, images) if warps else None, warps)
+    for code, params in slots:
+        pending.ops.append(code)
+        pending.params.append(params)
+
+
+def draw_index(count: int):
+    from nvidia.dali import fn, types
+
+    return fn.random.uniform(values=list(range(count)), dtype=types.INT32) if count > 1 else 0
+
+
+def sign_draw():
+    from nvidia.dali import fn, types
+
+    return fn.cast(coin(0.5), dtype=types.INT32)
+
+
+# -- the translators' fused forms ----------------------------------------------------------
+
+
+def space_of(step, images: Images, num_bins: int):
+    """torchvision's augmentation space at this image size (when known at build time, else a
+    size of 1), and whether the translations are then fractions of the size."""
+    import numbers
+
+    from . import auto_augment as aa
+
+    sized = isinstance(images.width, numbers.Number) and isinstance(images.height, numbers.Number)
+    space = aa.space(step, num_bins, images.height if sized else 1.0, images.width if sized else 1.0)
+    return space, not sized and aa._depends_on_size(step, num_bins)
+
+
+def automatic_table(step, images: Images, num_bins: int, magnitudes_of) -> Tuple[Table, List[str]]:
+    """The table of every operation of the step's augmentation space, in torchvision's order."""
+    space, relative = space_of(step, images, num_bins)
+    names = list(space)
+    table = operation_rows(step, images, names, lambda name: magnitudes_of(space[name][0]),
+                           lambda name: space[name][1], relative)
+    return table, names
+
+
+def trivial_augment_slots(step, images: Images):
+    """One operation, uniform; a magnitude bin, uniform; a sign, fair."""
+    bins = step.num_magnitude_bins
+    table, names = automatic_table(step, images, bins, lambda mags: list(mags) if mags is not None else [0.0] * bins)
+    index = (draw_index(len(names)) * bins + draw_index(bins)) * 2 + sign_draw()
+    return table, [(index, None)]
+
+
+def rand_augment_slots(step, images: Images):
+    """num_ops operations, each uniform (repeats allowed), at the one magnitude, signs fair."""
+    table, names = automatic_table(step, images, step.num_magnitude_bins,
+                                   lambda mags: [mags[step.magnitude]] if mags is not None else [0.0])
+    return table, [(draw_index(len(names)) * 2 + sign_draw(), None) for _ in range(step.num_ops)]
+
+
+def auto_augment_slots(step, images: Images):
+    """A sub-policy, uniform; each of its steps with its probability, at its bin, signs fair."""
+    from nvidia.dali import fn
+
+    from . import auto_augment as aa
+
+    chosen = aa.policies(step)
+    length = max(len(sub) for sub in chosen)
+    entries = [sub[j] if j < len(sub) else ("Identity", 0.0, None) for sub in chosen for j in range(length)]
+    space, relative = space_of(step, images, aa.AUTOAUGMENT_BINS)
+    resample = op.RESAMPLE[interp_type(step).name]
+    rows, labels = [], []
+    for name, _, level in entries:   # each entry's two rows: sign +, then -
+        mags, signed = space.get(name, (None, False))
+        magnitude = float(mags[level]) if mags is not None and level is not None else 0.0
+        for sign in (1.0, -1.0):
+            m = magnitude * (sign if signed else 1.0)
+            rows.append(row(step, name, m, resample, images.kind, relative))
+            labels.append((name, m))
+    probability = np.array([p for _, p, _ in entries], np.float64)
+    policy = draw_index(len(chosen))
+    slots = []
+    for j in range(length):
+        entry = policy * length + j
+        applied = fn.random.uniform(range=[0.0, 1.0]) <= lookup(entry, probability)
+        slots.append((entry * 2 + sign_draw(), applied))
+    return Table(np.array(rows, np.float64), labels), slots
+
+
+def automatic(step, images: Images, make_slots) -> None:
+    """Queues the step's drawn operations; a pending flip goes first."""
+    table, drawn = make_slots(step, images)
+    queue(images, step, [slot(table, index, applied, images) for index, applied in drawn],
+          warps=any(name in op.WARPS for name, _ in table.labels))
+
+
+def color_jitter(step, images: Images, active: Sequence[str]) -> None:
+    """The active adjustments in a random order (a permutation, uniform), each factor uniform
+    in its range: a slot per adjustment, its op code and factor chosen by the permutation."""
+    from itertools import permutations
+
+    from nvidia.dali import fn, types
+
+    codes = {"brightness": "Brightness", "contrast": "Contrast", "saturation": "Color", "hue": "Hue"}
+    factors = [uniform(*getattr(step, name)) for name in active]
+    orders = list(permutations(range(len(active))))
+    order = draw_index(len(orders))
+    slots = []
+    for position in range(len(active)):
+        column = np.array([o[position] for o in orders], np.float64)
+        chosen = lookup(order, column, integer=True)
+        code = lookup(chosen, np.array([op.CODES[codes[name]] for name in active], np.float64), integer=True)
+        if isinstance(chosen, int):
+            factor = factors[chosen]
+        else:
+            factor = sum(fn.cast(chosen == k, dtype=types.FLOAT) * f for k, f in enumerate(factors))
+        code = fn.cast(code, dtype=types.INT32) if not isinstance(code, int) else types.Constant(np.int32(code))
+        slots.append((code, stack(factor, 0.0, 0.0, 0.0)))
+    queue(images, step, slots, warps=False)
+
+
+def random_grayscale(step, images: Images) -> None:
+    from nvidia.dali import fn, types
+
+    applied = fn.cast(coin(step.p), dtype=types.INT32)
+    code = (op.CODES["Grayscale"] - op.SKIP) * applied + op.SKIP
+    queue(images, step, [(code, stack(0.0, 0.0, 0.0, 0.0))], warps=False)

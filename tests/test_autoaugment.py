@@ -14,7 +14,8 @@ from torchvision.transforms.v2 import functional as F
 
 from dali_loaders.loader.build import dali_loader, serialized_gpu_graph
 from dali_loaders.sources.arrays import ArraySource
-from dali_loaders.transforms import TRANSLATORS, Images
+from dali_loaders.ops import plugin
+from dali_loaders.transforms import TRANSLATORS, Images, fused
 from dali_loaders.transforms import auto_augment as aa
 
 POLICIES = {"imagenet": v2.AutoAugmentPolicy.IMAGENET, "cifar10": v2.AutoAugmentPolicy.CIFAR10,
@@ -182,9 +183,11 @@ def probe_operations(step, images):
 
 
 def dali_draws(step, monkeypatch, samples: int = 2048):
-    """The (operation, signed magnitude) sequences DALI's translation applies to `samples` images."""
+    """The (operation, signed magnitude) sequences DALI's translation applies to `samples` images,
+    on the conditional path (DALI's auto_aug; GPU graphs, or no augmentation plugin)."""
     from nvidia.dali import fn, pipeline_def, types
 
+    monkeypatch.setenv(plugin.DISABLE_AUGMENT_ENV, "1")
     monkeypatch.setattr(aa, "operations", lambda step, images, relative: probe_operations(step, images))
     names = list(aa.space(step, bins_of(step), 32, 32))
     batch = 512
@@ -202,6 +205,37 @@ def dali_draws(step, monkeypatch, samples: int = 2048):
     for _ in range(samples // batch):
         for tape in pipeline.run()[0]:
             draws.append(tuple((names[int(i)], round(float(m), 4) + 0.0) for i, m in np.array(tape)[0] if i >= 0))
+    return draws
+
+
+SLOTS = {"TrivialAugmentWide": fused.trivial_augment_slots, "RandAugment": fused.rand_augment_slots,
+         "AutoAugment": fused.auto_augment_slots}
+
+
+def fused_draws(step, monkeypatch=None, samples: int = 2048):
+    """The same on the fused path (CPU graphs with the augmentation plugin): the table rows its
+    graph draws per sample, as (operation, signed magnitude)."""
+    from nvidia.dali import fn, pipeline_def, types
+
+    made, batch = {}, 512
+
+    @pipeline_def(batch_size=batch, num_threads=2, device_id=None, seed=7)
+    def pipe():
+        images = Images(None, 32, 32, 3, "cpu")
+        made["table"], slots = SLOTS[type(step).__name__](step, images)
+        rows = [fn.cast(index, dtype=types.INT32) if applied is None else
+                (fn.cast(index, dtype=types.INT32) + 1) * fn.cast(applied, dtype=types.INT32) - 1
+                for index, applied in slots]
+        return fn.stack(*rows) if rows else fn.constant(idata=[-1], shape=[1])
+
+    pipeline = pipe()
+    pipeline.build()
+    labels = made["table"].labels
+    draws = []
+    for _ in range(samples // batch):
+        for rows in pipeline.run()[0]:
+            draws.append(tuple((labels[r][0], round(float(np.float32(labels[r][1])), 4) + 0.0)
+                               for r in np.array(rows).tolist() if r >= 0))
     return draws
 
 
@@ -235,10 +269,11 @@ def same_distribution(a, b) -> float:
     return stats.chi2_contingency(table)[1]
 
 
+@pytest.mark.parametrize("draws", [dali_draws, fused_draws], ids=["conditionals", "fused"])
 @pytest.mark.parametrize("kind", ["trivial", "rand", "imagenet", "cifar10", "svhn"])
-def test_op_choice_and_magnitudes_match_torchvision(kind, monkeypatch):
+def test_op_choice_and_magnitudes_match_torchvision(kind, draws, monkeypatch):
     step = automatic(kind)
-    dali, reference = dali_draws(step, monkeypatch), torchvision_draws(automatic(kind))
+    dali, reference = draws(step, monkeypatch), torchvision_draws(automatic(kind))
     ops = lambda draws: [name for draw in draws for name, _ in draw]             # noqa: E731
     magnitudes = lambda draws: [entry for draw in draws for entry in draw]       # noqa: E731
     assert same_distribution(ops(dali), ops(reference)) > P_MIN
@@ -254,9 +289,10 @@ def test_op_choice_and_magnitudes_match_torchvision(kind, monkeypatch):
         assert same_distribution([str(d) for d in dali], [str(d) for d in reference]) > P_MIN
 
 
-def test_rand_augment_num_ops_and_magnitude_are_used(monkeypatch):
+@pytest.mark.parametrize("draws", [dali_draws, fused_draws], ids=["conditionals", "fused"])
+def test_rand_augment_num_ops_and_magnitude_are_used(draws, monkeypatch):
     step = v2.RandAugment(num_ops=3, magnitude=20, num_magnitude_bins=21)
-    dali = dali_draws(step, monkeypatch, samples=512)
+    dali = draws(step, monkeypatch, samples=512)
     assert {len(draw) for draw in dali} == {3}
     table = aa.space(step, 21, 32, 32)
     for name, magnitude in (entry for draw in dali for entry in draw):
@@ -264,8 +300,9 @@ def test_rand_augment_num_ops_and_magnitude_are_used(monkeypatch):
         assert top is None or abs(magnitude) == pytest.approx(float(np.float32(top[20])), abs=1e-4)
 
 
-def test_rand_augment_without_operations_leaves_the_images(monkeypatch):
-    assert dali_draws(v2.RandAugment(num_ops=0), monkeypatch, samples=512) == [()] * 512
+@pytest.mark.parametrize("draws", [dali_draws, fused_draws], ids=["conditionals", "fused"])
+def test_rand_augment_without_operations_leaves_the_images(draws, monkeypatch):
+    assert draws(v2.RandAugment(num_ops=0), monkeypatch, samples=512) == [()] * 512
 
 
 # -- 3. in a loader: no warnings, CPU and GPU graphs, refusals -----------------------------------

@@ -22,11 +22,15 @@ def usable(device: str) -> bool:
     return device == "cpu" and plugin.augment_available()
 
 
-def call(data, ops, params, kernels: str, fill: Optional[Sequence[float]] = None):
-    """fn.dali_loaders_augment: `ops` int32 (K,) and `params` float32 (K, 4) per sample."""
+def call(data, ops, params, kernels: str, fill: Optional[Sequence[float]] = None,
+         erase_value: Optional[Sequence[float]] = None):
+    """fn.dali_loaders_augment: `ops` int32 (K,) and `params` float32 (K, 4) per sample; `fill`
+    per channel for the warps (None: torchvision's fill=None), `erase_value` for Erase."""
     from nvidia.dali import fn
 
     if kernels not in KERNELS:
         raise ValueError(f"kernels={kernels!r}: one of {', '.join(KERNELS)}")
     extra = {} if fill is None else {"fill": [float(v) for v in fill]}
+    if erase_value is not None:
+        extra["erase_value"] = [float(v) for v in erase_value]
     return fn.dali_loaders_augment(data, ops=ops, params=params, kernels=kernels, **extra)

@@ -10,6 +10,7 @@ operators, sharpness border), so only `invert`, `equalize` and `identity` are ta
 it; docs/augmentations.md lists each difference left and measures it.
 """
 import contextlib
+import inspect
 import math
 import numbers
 import re
@@ -69,7 +70,8 @@ def space(step, num_bins: int, height: float, width: float) -> Dict[str, Tuple[O
         table = {name: (make(num_bins, height, width), signed)
                  for name, (make, signed) in step._AUGMENTATION_SPACE.items()}
     else:                                      # v1: a method taking [width, height]
-        table = step._augmentation_space(num_bins, [width, height])
+        sized = len(inspect.signature(step._augmentation_space).parameters) > 1   # TrivialAugmentWide's is not
+        table = step._augmentation_space(num_bins, [width, height]) if sized else step._augmentation_space(num_bins)
         table = {name: (None if mags.ndim == 0 else mags, signed) for name, (mags, signed) in table.items()}
     return {name: (None if mags is None else mags.numpy().astype(np.float64), bool(signed))
             for name, (mags, signed) in table.items()}

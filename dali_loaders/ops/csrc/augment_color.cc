@@ -120,8 +120,8 @@ void auto_contrast(Image& img, Flavour f) {
         const double scale = 255.0 / (hi - lo), offset = -lo * scale;
         const int v = static_cast<int>(x * scale + offset);
         table[x] = static_cast<uint8_t>(std::min(255, std::max(0, v)));
-      } else if (f == Flavour::kTensorV1) {
-        const float scale = 255.0f / static_cast<float>(hi - lo);
+      } else if (f == Flavour::kTensorV1) {   // torch's 255 / t is t.reciprocal() * 255
+        const float scale = (1.0f / static_cast<float>(hi - lo)) * 255.0f;
         table[x] = trunc_clamp((static_cast<float>(x) - lo) * scale);
       } else {
         const float inv_scale = static_cast<float>(hi - lo) * static_cast<float>(1.0 / 255.0);
@@ -210,6 +210,9 @@ void sharpness(const Image& src, Image& dst, const Step& step, Flavour f) {
   const int h = src.height, w = src.width, c = src.channels;
   std::memcpy(dst.data, src.data, src.size());
   if (h <= 2 || w <= 2) return;
+  if (f == Flavour::kTensorV1) {   // v1 blends the border with itself too, which float32 may move by one
+    for (int64_t i = 0; i < src.size(); i++) dst.data[i] = blend(src.data[i], src.data[i], factor, f);
+  }
   const float edge = 1.0f / 13.0f, centre = 5.0f / 13.0f;
   auto at = [&](int y, int x, int b) { return static_cast<float>(src.data[(static_cast<int64_t>(y) * w + x) * c + b]); };
   for (int y = 1; y < h - 1; y++) {

@@ -268,7 +268,7 @@ void tensor_matrix(const Step& s, int w, int h, bool v1, double m[6]) {
 inline float fma_f(float a, float b, float c) { return std::fma(a, b, c); }
 
 // The source position (float32, input pixels) of each output pixel: torch's affine grid, then
-// grid_sample's unnormalization ((g + 1) * size - 1) / 2
+// grid_sample's unnormalization (g + 1) * (size / 2) - 0.5, which torch's compiler fuses
 void tensor_grid(const double m[6], int w, int h, std::vector<float>& xs, std::vector<float>& ys) {
   const float half[2] = {static_cast<float>(0.5 * w), static_cast<float>(0.5 * h)};
   float r[3][2];
@@ -282,8 +282,8 @@ void tensor_grid(const double m[6], int w, int h, std::vector<float>& xs, std::v
       const float bx = static_cast<float>(x) - static_cast<float>(w * 0.5) + 0.5f;
       const float gx = (bx * r[0][0] + by * r[1][0]) + r[2][0];
       const float gy = (bx * r[0][1] + by * r[1][1]) + r[2][1];
-      xs[static_cast<size_t>(y) * w + x] = ((gx + 1.0f) * static_cast<float>(w) - 1.0f) / 2.0f;
-      ys[static_cast<size_t>(y) * w + x] = ((gy + 1.0f) * static_cast<float>(h) - 1.0f) / 2.0f;
+      xs[static_cast<size_t>(y) * w + x] = fma_f(gx + 1.0f, static_cast<float>(w) / 2.0f, -0.5f);
+      ys[static_cast<size_t>(y) * w + x] = fma_f(gy + 1.0f, static_cast<float>(h) / 2.0f, -0.5f);
     }
   }
 }

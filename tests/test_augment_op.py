@@ -1,0 +1,255 @@
+"""DaliLoadersAugment (issue 17): each op in each arithmetic against torchvision's or PIL's own
+function on photographs, pixel for pixel (all exact: 0 levels apart); whole drawn sequences
+of the fused translators replayed through torchvision; bad arguments refused by name."""
+import math
+
+import numpy as np
+import pytest
+import torch
+from photos import load, photo_paths
+from PIL import Image
+from torchvision.transforms import InterpolationMode as IM
+from torchvision.transforms import autoaugment as v1_autoaugment
+from torchvision.transforms import functional as F1
+from torchvision.transforms import v2
+from torchvision.transforms.v2 import functional as F2
+
+from dali_loaders.ops import augment as op
+from dali_loaders.ops import plugin
+from dali_loaders.transforms import Images, fused
+from dali_loaders.transforms import auto_augment as aa
+
+RESAMPLE = {0: IM.NEAREST, 2: IM.BILINEAR, 3: IM.BICUBIC}
+PIL_RESAMPLE = {0: Image.NEAREST, 2: Image.BILINEAR, 3: Image.BICUBIC}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def built():
+    if not plugin.augment_available():
+        pytest.skip(f"the augmentation plugin cannot be built here: {plugin._states[plugin.AUGMENT.file].get('why')}")
+
+
+@pytest.fixture(scope="module")
+def photos():
+    return [np.asarray(load(path, 160)) for path in photo_paths()]
+
+
+def run_op(images, steps, kernels, fill=None, erase_value=None):
+    """The operator on `images`, every image with the same steps [(name, params), ...]."""
+    from nvidia.dali import fn, pipeline_def
+
+    codes = np.array([op.CODES[name] for name, _ in steps], np.int32)
+    params = np.zeros((len(steps), op.NUM_PARAMS), np.float32)
+    for k, (_, p) in enumerate(steps):
+        params[k, :len(p)] = p
+
+    @pipeline_def(batch_size=len(images), num_threads=2, device_id=None, seed=1)
+    def pipe():
+        data = fn.external_source(source=lambda: images, batch=True, layout="HWC")
+        ops = fn.external_source(source=lambda: [codes] * len(images), batch=True)
+        rows = fn.external_source(source=lambda: [params] * len(images), batch=True)
+        return op.call(data, ops, rows, kernels, fill, erase_value)
+
+    pipeline = pipe()
+    pipeline.build()
+    return [np.array(image) for image in pipeline.run()[0]]
+
+
+def torchvision_op(image, name, p, kernels, fill):
+    """torchvision's functional op as the AutoAugment family calls it: v2's on a PIL image or
+    a uint8 tensor, v1's for tensor_v1 (and for PIL shears in v1's matrix form, p2 = 2)."""
+    F = F1 if kernels == "tensor_v1" or (name.startswith("Shear") and p[2] == 2) else F2
+    x = Image.fromarray(image) if kernels == "pil" else torch.from_numpy(image.copy()).permute(2, 0, 1)
+    m = float(np.float32(p[0])) if p else 0.0
+    interpolation = RESAMPLE[int(p[1])] if name in op.WARPS else IM.NEAREST
+    warp = dict(interpolation=interpolation, fill=fill)
+    calls = {
+        "ShearX": lambda: F.affine(x, 0.0, [0, 0], 1.0, [math.degrees(math.atan(m)), 0.0], center=[0, 0], **warp),
+        "ShearY": lambda: F.affine(x, 0.0, [0, 0], 1.0, [0.0, math.degrees(math.atan(m))], center=[0, 0], **warp),
+        "TranslateX": lambda: F.affine(x, 0.0, [int(m), 0], 1.0, [0.0, 0.0], **warp),
+        "TranslateY": lambda: F.affine(x, 0.0, [0, int(m)], 1.0, [0.0, 0.0], **warp),
+        "Rotate": lambda: F.rotate(x, m, **warp),
+        "Brightness": lambda: F.adjust_brightness(x, float(p[1]) + m),
+        "Color": lambda: F.adjust_saturation(x, float(p[1]) + m),
+        "Contrast": lambda: F.adjust_contrast(x, float(p[1]) + m),
+        "Sharpness": lambda: F.adjust_sharpness(x, float(p[1]) + m),
+        "Hue": lambda: F.adjust_hue(x, m), "Posterize": lambda: F.posterize(x, int(m)),
+        "Solarize": lambda: F.solarize(x, m), "AutoContrast": lambda: F.autocontrast(x),
+        "Equalize": lambda: F.equalize(x), "Invert": lambda: F.invert(x),
+        "Grayscale": lambda: F.rgb_to_grayscale(x, 3), "FlipH": lambda: F.hflip(x), "FlipV": lambda: F.vflip(x),
+        "Identity": lambda: x,
+    }
+    out = calls[name]()
+    return np.asarray(out) if kernels == "pil" else out.permute(1, 2, 0).numpy()
+
+
+# (name, params): the parameters read by each op; enhancement factors are p1 + p0
+CASES = [
+    ("ShearX", (0.3, 0, 1)), ("ShearX", (-0.17, 2, 1)), ("ShearX", (0.23, 2, 2)), ("ShearY", (0.21, 0, 1)),
+    ("ShearY", (-0.3, 2, 1)), ("TranslateX", (13, 0)), ("TranslateX", (-9, 2)), ("TranslateY", (-7, 2)),
+    ("Rotate", (30.0, 0)), ("Rotate", (-17.3, 2)), ("Rotate", (90.0, 0)), ("Rotate", (180.0, 2)),
+    ("Brightness", (0.3, 1)), ("Brightness", (0.4, 0)), ("Color", (0.7, 1)), ("Color", (0.2, 0)),
+    ("Contrast", (0.5, 1)), ("Contrast", (-0.7, 1)), ("Sharpness", (0.8, 1)), ("Sharpness", (-0.9, 1)),
+    ("Sharpness", (0.1, 0)), ("Hue", (0.2,)), ("Hue", (-0.37,)), ("Posterize", (3,)), ("Posterize", (6,)),
+    ("Solarize", (100.0,)), ("Solarize", (200.0,)), ("AutoContrast", ()), ("Equalize", ()), ("Invert", ()),
+    ("Grayscale", ()), ("FlipH", ()), ("FlipV", ()), ("Identity", ()),
+]
+FILLS = [None, (10.0, 20.0, 30.0)]
+
+
+def case_id(case):
+    return f"{case[0]}{list(case[1])}"
+
+
+@pytest.mark.parametrize("kernels", op.KERNELS)
+@pytest.mark.parametrize("case", CASES, ids=case_id)
+def test_each_op_equals_torchvision_pixel_for_pixel(photos, kernels, case):
+    name, p = case
+    for fill in FILLS if name in op.WARPS else FILLS[:1]:
+        got = run_op(photos, [(name, p)], kernels, fill)
+        for image, ours in zip(photos, got):
+            want = torchvision_op(image, name, p, kernels, None if fill is None else list(fill))
+            assert np.array_equal(ours, want), (name, p, kernels, fill, np.abs(ours.astype(int) - want).max())
+
+
+def test_a_sequence_is_the_ops_in_order(photos):
+    steps = [("Rotate", (20.0, 2)), ("Color", (0.5, 1)), ("Posterize", (4,)), ("FlipH", ())]
+    for kernels in op.KERNELS:
+        got = run_op(photos, steps, kernels)
+        for image, ours in zip(photos, got):
+            want = image
+            for name, p in steps:
+                want = torchvision_op(want, name, p, kernels, None)
+            assert np.array_equal(ours, want), kernels
+
+
+# -- timm's ops on PIL images: its own matrices, BICUBIC, SolarizeAdd ---------------------------
+
+
+def timm_reference(image, name, p, fill):
+    """What timm's auto_augment ops do: Image.transform / rotate with resample and fillcolor."""
+    pil = Image.fromarray(image)
+    kwargs = dict(resample=PIL_RESAMPLE[int(p[1])] if name in op.WARPS else Image.NEAREST, fillcolor=fill)
+    if name == "ShearX":
+        return np.asarray(pil.transform(pil.size, Image.AFFINE, (1, p[0], 0, 0, 1, 0), **kwargs))
+    if name == "ShearY":
+        return np.asarray(pil.transform(pil.size, Image.AFFINE, (1, 0, 0, p[0], 1, 0), **kwargs))
+    if name == "TranslateX":   # timm moves by `pixels` with the matrix entry +pixels: our shift is -pixels
+        return np.asarray(pil.transform(pil.size, Image.AFFINE, (1, 0, -p[0], 0, 1, 0), **kwargs))
+    if name == "Rotate":
+        return np.asarray(pil.rotate(p[0], **kwargs))
+    add, threshold = int(p[0]), p[1]
+    lut = [min(255, i + add) if i < threshold else i for i in range(256)]
+    return np.asarray(pil.point(lut * 3))
+
+
+@pytest.mark.parametrize("case", [("ShearX", (0.25, 3, 0)), ("ShearY", (-0.19, 2, 0)), ("ShearX", (0.3, 0, 0)),
+                                  ("TranslateX", (-14.6, 3)), ("Rotate", (23.5, 3)), ("Rotate", (-11.0, 2)),
+                                  ("SolarizeAdd", (60, 128)), ("SolarizeAdd", (110, 200))], ids=case_id)
+def test_timm_ops_equal_pil(photos, case):
+    name, p = case
+    fill = (124, 116, 104)   # timm's per-channel mean fill
+    got = run_op(photos, [(name, p)], "pil", fill)
+    for image, ours in zip(photos, got):
+        p32 = tuple(float(np.float32(v)) for v in p)
+        assert np.array_equal(ours, timm_reference(image, name, p32, fill)), (name, p)
+
+
+def test_erase_sets_the_box_to_the_value(photos):
+    got = run_op(photos, [("Erase", (10, 20, 30, 40))], "tensor", erase_value=(7.0, 300.0, -5.0))
+    for image, ours in zip(photos, got):
+        want = image.copy()
+        want[10:40, 20:60] = (7, 255, 0)   # clamped to uint8
+        assert np.array_equal(ours, want)
+
+
+# -- bad arguments, refused by name -------------------------------------------------------------
+
+
+@pytest.mark.parametrize("steps,kernels,match", [
+    ([("Rotate", (10.0, 3))], "tensor", "bicubic"),
+    ([("ShearX", (0.1, 0, 0))], "tensor", "timm's shear"),
+    ([("Hue", (0.7,))], "pil", "hue factor"),
+    ([("Posterize", (9,))], "pil", "posterize"),
+])
+def test_bad_parameters_are_refused_by_name(photos, steps, kernels, match):
+    with pytest.raises(RuntimeError, match=match):
+        run_op(photos[:1], steps, kernels)
+
+
+def test_bad_kernels_and_fill_are_refused_by_name(photos):
+    with pytest.raises(ValueError, match="kernels='float'"):
+        run_op(photos[:1], [("Invert", ())], "float")
+    with pytest.raises(RuntimeError, match="fill must have one value per channel"):
+        run_op(photos[:1], [("Rotate", (10.0, 0))], "pil", fill=(1.0, 2.0))
+
+
+# -- the fused translators: drawn sequences replayed through torchvision -------------------------
+
+SLOTS = {"TrivialAugmentWide": fused.trivial_augment_slots, "RandAugment": fused.rand_augment_slots,
+         "AutoAugment": fused.auto_augment_slots}
+
+
+def drawn_and_augmented(step, kind, photos):
+    """The fused graph on the photographs (sizes known per sample only): the rows it drew per
+    slot (-1: not applied) and its output."""
+    from nvidia.dali import fn, pipeline_def, types
+
+    made = {}
+
+    @pipeline_def(batch_size=len(photos), num_threads=2, device_id=None, seed=5)
+    def pipe():
+        data = fn.external_source(source=lambda: photos, batch=True, layout="HWC")
+        shape = data.shape(dtype=types.INT32)
+        images = Images(data, shape[0], shape[1], 3, "cpu", kind=kind)
+        made["table"], slots = SLOTS[type(step).__name__](step, images)
+        fused.queue(images, step, [fused.slot(made["table"], i, a, images) for i, a in slots], warps=True)
+        images.flush_augment()
+        rows = [fn.cast(i, dtype=types.INT32) if a is None else
+                (fn.cast(i, dtype=types.INT32) + 1) * fn.cast(a, dtype=types.INT32) - 1 for i, a in slots]
+        return images.data, fn.stack(*rows)
+
+    pipeline = pipe()
+    pipeline.build()
+    runs = [pipeline.run() for _ in range(3)]
+    return made["table"], [(np.array(img), np.array(rows)) for out, drawn in runs for img, rows in zip(out, drawn)]
+
+
+def at_size(step, name, magnitude, relative, image):
+    """A translation drawn as a fraction of the size: torchvision's magnitude of that bin at
+    this image's size (its table, float32, in pixels)."""
+    if not relative:
+        return magnitude
+    bins = getattr(step, "num_magnitude_bins", aa.AUTOAUGMENT_BINS)
+    unit = aa.space(step, bins, 1.0, 1.0)[name][0].astype(np.float32)
+    k = int(np.argmin(np.abs(unit - np.float32(abs(magnitude)))))
+    return float(aa.space(step, bins, *image.shape[:2])[name][0][k]) * (1.0 if magnitude >= 0 else -1.0)
+
+
+def replay(step, kind, image, drawn):
+    """torchvision's own op calls for the drawn [(operation, magnitude, relative), ...]."""
+    x = Image.fromarray(image) if kind == "pil" else torch.from_numpy(image.copy()).permute(2, 0, 1)
+    for name, magnitude, relative in drawn:
+        magnitude = at_size(step, name, magnitude, relative, image)
+        if hasattr(step, "_apply_image_or_video_transform"):
+            x = step._apply_image_or_video_transform(x, name, float(np.float32(magnitude)), step.interpolation,
+                                                     step._fill)
+        else:
+            x = v1_autoaugment._apply_op(x, name, float(np.float32(magnitude)), step.interpolation, step.fill)
+    return np.asarray(x) if kind == "pil" else x.permute(1, 2, 0).numpy()
+
+
+@pytest.mark.parametrize("kind", ["pil", "tensor"])
+@pytest.mark.parametrize("step", [v2.TrivialAugmentWide(), v2.RandAugment(num_ops=3, magnitude=13),
+                                  v2.AutoAugment(v2.AutoAugmentPolicy.IMAGENET),
+                                  v2.TrivialAugmentWide(interpolation=IM.BILINEAR, fill=[40, 40, 40]),
+                                  v1_autoaugment.TrivialAugmentWide(interpolation=IM.BILINEAR)],
+                         ids=["trivial", "rand", "auto", "trivial-bilinear-fill", "v1-trivial-bilinear"])
+def test_fused_draws_replayed_through_torchvision_are_pixel_exact(photos, step, kind):
+    """Translations here scale with sizes known only per sample: the graph truncates them in
+    float32 where torchvision's table is float32 already, the one place they may differ."""
+    table, samples = drawn_and_augmented(step, kind, photos)
+    for k, (ours, rows) in enumerate(samples):
+        drawn = [(*table.labels[r], table.rows[r, 5:].any()) for r in rows.tolist() if r >= 0]
+        want = replay(step, kind, photos[k % len(photos)], drawn)
+        assert np.array_equal(ours, want), drawn

@@ -253,3 +253,83 @@ def test_fused_draws_replayed_through_torchvision_are_pixel_exact(photos, step, 
         drawn = [(*table.labels[r], table.rows[r, 5:].any()) for r in rows.tolist() if r >= 0]
         want = replay(step, kind, photos[k % len(photos)], drawn)
         assert np.array_equal(ours, want), drawn
+
+
+def test_params_must_be_a_row_per_op(photos):
+    from nvidia.dali import fn, pipeline_def
+
+    @pipeline_def(batch_size=1, num_threads=1, device_id=None, seed=1)
+    def pipe():
+        data = fn.external_source(source=lambda: photos[:1], batch=True, layout="HWC")
+        ops = fn.external_source(source=lambda: [np.array([op.CODES["Invert"]] * 2, np.int32)], batch=True)
+        rows = fn.external_source(source=lambda: [np.zeros((1, op.NUM_PARAMS), np.float32)], batch=True)
+        return op.call(data, ops, rows, "pil")
+
+    pipeline = pipe()
+    pipeline.build()
+    with pytest.raises(RuntimeError, match=r"params must be \(len\(ops\), 4\)"):
+        pipeline.run()
+
+
+# -- in the loaders: no conditionals on CPU graphs, DALI's operators elsewhere --------------------
+
+HEAVY = [v2.RandomHorizontalFlip(), v2.TrivialAugmentWide(), v2.RandAugment(), v2.AutoAugment(),
+         v2.ColorJitter(0.4, 0.4, 0.4, 0.1), v2.RandomGrayscale(0.2), v2.ToImage(),
+         v2.ToDtype(torch.float32, scale=True)]
+
+
+def test_cpu_graphs_of_the_augmenting_recipes_need_no_conditionals(monkeypatch):
+    from dali_loaders import transforms
+
+    recipe = transforms.plan(v2.Compose(HEAVY), False)
+    assert not transforms.needs_conditionals(recipe, "cpu")
+    assert transforms.needs_conditionals(recipe, "gpu")   # the GPU graph keeps DALI's operators
+    monkeypatch.setenv(plugin.DISABLE_AUGMENT_ENV, "1")
+    assert transforms.needs_conditionals(recipe, "cpu")
+
+
+def photo_source():
+    from dali_loaders.sources.arrays import ArraySource
+
+    return ArraySource(np.stack([np.asarray(load(p).resize((40, 32))) for p in photo_paths()]),
+                       np.arange(len(photo_paths())), "photos")
+
+
+def test_one_call_runs_every_augmenting_step_of_a_cpu_graph(monkeypatch):
+    """The graph of the whole heavy recipe, built with conditionals off (an `if` on a DataNode
+    would raise), calls DaliLoadersAugment once."""
+    from nvidia.dali import pipeline_def
+
+    from dali_loaders.loader.build import graph
+
+    calls, call = [], op.call
+    monkeypatch.setattr(op, "call", lambda *args, **kwargs: calls.append(args[3]) or call(*args, **kwargs))
+    source = photo_source()
+    pipe = pipeline_def(graph, enable_conditionals=False)(source, np.arange(4), 4, plan_of(HEAVY), "CHW", "cpu",
+                                                         batch_size=4, num_threads=1, device_id=None, seed=1)
+    pipe.build()
+    assert calls == ["pil"]
+    assert len(pipe.run()[0]) == 4
+
+
+def plan_of(steps):
+    from dali_loaders import transforms
+
+    return transforms.plan(v2.Compose(steps), False)
+
+
+def test_without_a_compiler_the_loaders_warn_once_and_branch_instead(tmp_path, monkeypatch):
+    from dali_loaders.loader.build import dali_loader
+
+    monkeypatch.setenv("CXX", str(tmp_path / "no-such-compiler"))
+    monkeypatch.setenv(plugin.CACHE_ENV, str(tmp_path / "cache"))
+    plugin.forget()
+    try:
+        with pytest.warns(RuntimeWarning, match="augmentation plugin is not available") as caught:
+            for _ in range(2):
+                loader = dali_loader(photo_source(), v2.Compose(HEAVY), train=True, batch_size=4, num_threads=1,
+                                     seed=0)
+                assert {tuple(x.shape[1:]) for x, _ in loader} == {(3, 32, 40)}
+        assert sum("augmentation plugin" in str(w.message) for w in caught) == 1
+    finally:
+        plugin.forget()

@@ -332,13 +332,15 @@ CROP_ATTEMPTS = 10  # torchvision's tries before it falls back to a centre crop
 
 def needs_conditionals(recipe: Plan, device: str = "gpu") -> bool:
     """Whether the graph has per-sample `if`s: DALI then needs enable_conditionals. On the
-    CPU, the steps DaliLoadersAugment runs have none (see fused.py)."""
+    CPU, the steps DaliLoadersAugment runs have none (see fused.py); the plugin is only built
+    when the recipe has such a step."""
     from ..ops import augment as op
 
     device = "cpu" if recipe.python else device   # the translated steps run where the pixels are read
-    fused = op.usable(device)
-    return any(getattr(TRANSLATORS[type(step)], "branches", False)
-               and not (fused and getattr(TRANSLATORS[type(step)], "augments", False)) for step in recipe.translated)
+    branching = [TRANSLATORS[type(step)] for step in recipe.translated]
+    branching = [t for t in branching if getattr(t, "branches", False)]
+    fused = any(getattr(t, "augments", False) for t in branching) and op.usable(device)
+    return any(not (fused and getattr(t, "augments", False)) for t in branching)
 
 
 def branches(translator):

@@ -120,3 +120,33 @@ def test_train_splits_and_only_they_are_shuffled_on_both_backends(spec):
         assert sorted(dali) == list(range(24)) and np.array_equal(dali, twin), (spec.name, split)
         shuffled = not np.array_equal(dali, np.arange(24))
         assert shuffled == (spec.split(split) in spec.train_splits), (spec.name, split)
+
+
+def test_own_arguments_go_to_the_loader_or_to_the_reader(monkeypatch):
+    """An own Argument with to_loader reaches dali_loader()/torch_loader(); one without it
+    reaches the spec's source (and twin), checked by its check, and nothing else."""
+    spec = next(s for s in SPECS if s.name == "svhn")
+    calls = {}
+
+    def source(root, which, **own):
+        calls["source"] = own
+        return labelled_source(8)
+
+    def check(value):
+        if value < 0:
+            raise ValueError("limit must be >= 0")
+        return value
+
+    fake = dataclasses.replace(spec, source=source, own=(
+        _common.Argument("on_bad", '"raise"', to_loader=True), _common.Argument("limit", "0", check=check)))
+    monkeypatch.setattr(_common, "dali_loader", lambda *a, **kw: calls.setdefault("dali_loader", kw))
+    monkeypatch.setattr(_common, "torch_loader", lambda *a, **kw: calls.setdefault("torch_loader", kw))
+    for backend in ("dali", "torch"):
+        args = {a.name: (None if a.default is None else default_value(a)) for a in fake.arguments(backend)}
+        args.update(type="test", root="unused", batch_size=4, on_bad="skip", limit=3)
+        (_common.open_dali(fake, None, args) if backend == "dali" else _common.open_torch(fake, args))
+        assert calls["source"] == {"limit": 3}
+        assert calls[f"{backend}_loader"]["on_bad"] == "skip" and "limit" not in calls[f"{backend}_loader"]
+        with pytest.raises(ValueError, match="limit must be"):
+            args["limit"] = -1
+            (_common.open_dali(fake, None, args) if backend == "dali" else _common.open_torch(fake, args))

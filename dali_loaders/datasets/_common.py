@@ -15,8 +15,10 @@ To add an argument to every standard factory:
   2. run `python -m dali_loaders.datasets.generate` and commit the rewritten modules;
   3. add it by hand to the explicit factories too (cifar.py, imagenet.py, webdataset.py):
      the same test fails until each of them takes it, with the same default.
-An argument only some datasets take is an `Argument` in their spec's `own`: handed to the
-spec's `source` and `twin` as a keyword, checked by its `check`.
+An argument only some datasets take is an `Argument` in their spec's `own`: checked by its
+`check`, then handed to the loaders if `to_loader`, else to the spec's `source` and `twin` as a
+keyword. The image-file datasets (Flowers-102, Food-101, Oxford-IIIT Pet, Tiny-ImageNet) share
+IMAGE_FILE_ARGUMENTS: an argument for all of them is one row there.
 """
 import os
 from dataclasses import dataclass, field
@@ -64,6 +66,8 @@ ARGUMENTS = (
     Argument("fallback", "True", backends=("dali",)),
 )
 LOADER_ARGS = tuple(a.name for a in ARGUMENTS if a.to_loader)
+# The own keywords of every dataset read from image files, after any of a dataset's own.
+IMAGE_FILE_ARGUMENTS: Tuple[Argument, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -98,8 +102,10 @@ class DatasetSpec:
         """`type` as the dataset's own split name, or a ValueError listing the accepted ones."""
         return pick_split(type, self.splits, self.aliases)
 
-    def own_values(self, args: dict) -> dict:
-        return {a.name: (a.check(args[a.name]) if a.check else args[a.name]) for a in self.own}
+    def own_values(self, args: dict, to_loader: bool = False) -> dict:
+        """The spec's own arguments, checked: those for the loaders, or those for `source`/`twin`."""
+        return {a.name: (a.check(args[a.name]) if a.check else args[a.name])
+                for a in self.own if a.to_loader == to_loader}
 
 
 def open_dali(spec: DatasetSpec, torch_factory: Callable, args: dict):
@@ -110,7 +116,8 @@ def open_dali(spec: DatasetSpec, torch_factory: Callable, args: dict):
     split = spec.split(args["type"])
     train = split in spec.train_splits
     source = spec.source(args["root"], split, **spec.own_values(args))
-    return build_dali(source, args["transform"] or spec.recipe(train), train, args)
+    return build_dali(source, args["transform"] or spec.recipe(train), train, args,
+                      extra=spec.own_values(args, to_loader=True))
 
 
 def open_torch(spec: DatasetSpec, args: dict):
@@ -123,7 +130,7 @@ def open_torch(spec: DatasetSpec, args: dict):
         dataset = SourceDataset(spec.source(args["root"], split, **own), transform)
     else:
         dataset = spec.twin(args["root"], split, transform, **own)
-    return build_torch(dataset, train, args)
+    return build_torch(dataset, train, args, extra=spec.own_values(args, to_loader=True))
 
 
 def pick_split(type, splits: Sequence[str], aliases: Optional[Dict[str, str]] = None) -> str:
@@ -156,9 +163,11 @@ def check_files_exist(files: Sequence[str], listed_in: str) -> None:
                                 f"{missing[0]!r}; restore them or re-extract the dataset's archive")
 
 
-def build_dali(source, transform, train: bool, args: dict, explain: Optional[Callable] = None):
-    """The DALI loader over `source` with a factory's arguments (`args`: its locals()).
-    `explain`: DaliLoader's explain_failure hook; for files, one that names a bad image."""
+def build_dali(source, transform, train: bool, args: dict, explain: Optional[Callable] = None,
+               extra: Optional[dict] = None):
+    """The DALI loader over `source` with a factory's arguments (`args`: all of them; `extra`:
+    a spec's own ones for the loader). `explain`: DaliLoader's explain_failure hook; for
+    files, one that names a bad image."""
     check_count("num_threads", args["num_threads"], 1, " (DALI worker threads)")
     if explain is None and isinstance(source, FileSource):
         from ..sources.image_files import name_the_file  # a bad image file is named, as in image folders
@@ -166,13 +175,13 @@ def build_dali(source, transform, train: bool, args: dict, explain: Optional[Cal
         explain = name_the_file(source, args["batch_size"])
     return dali_loader(source, transform, train=train, num_threads=args["num_threads"],
                        device_id=args["device_id"], python_fallback=args["python_fallback"],
-                       explain_failure=explain, **{k: args[k] for k in LOADER_ARGS})
+                       explain_failure=explain, **{k: args[k] for k in LOADER_ARGS}, **(extra or {}))
 
 
-def build_torch(dataset, train: bool, args: dict):
+def build_torch(dataset, train: bool, args: dict, extra: Optional[dict] = None):
     """The twin: a DataLoader over `dataset` with the DALI loader's order and layout."""
     return torch_loader(dataset, train=train, num_workers=args["num_threads"],
-                        **{k: args[k] for k in LOADER_ARGS})
+                        **{k: args[k] for k in LOADER_ARGS}, **(extra or {}))
 
 
 class TwinTransform:

@@ -61,7 +61,8 @@ FLOWERS102 = _common.DatasetSpec(
     """The twin of get_flowers102_iter_dali. torchvision's Flowers102 refuses label and split
     files whose md5 is not the published one, so the twin reads the same files the same
     way (loadmat, labels - 1, setid order) through SourceDataset, loading each image as
-    torchvision's default loader does (PIL, convert("RGB")).""")
+    torchvision's default loader does (PIL, convert("RGB")).""",
+    own=_common.IMAGE_FILE_ARGUMENTS)
 SPECS = (FLOWERS102,)
 
 

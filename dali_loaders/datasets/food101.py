@@ -73,7 +73,7 @@ FOOD101 = _common.DatasetSpec(
     transform and the rest as get_flowers102_iter_dali.""",
     """The twin of get_food101_iter_dali: torchvision's Food101 (download=False), its loader
     the library's (PIL convert("RGB"), an undecodable file raising ImageDecodeError).""",
-    ALIASES, food_twin)
+    ALIASES, food_twin, own=_common.IMAGE_FILE_ARGUMENTS)
 SPECS = (FOOD101,)
 
 

@@ -73,7 +73,7 @@ OXFORD_PET = _common.DatasetSpec(
     get_flowers102_iter_dali.""",
     """The twin of get_oxford_pet_iter_dali: torchvision's OxfordIIITPet (download=False,
     target_types="category").""",
-    ALIASES, pet_twin)
+    ALIASES, pet_twin, own=_common.IMAGE_FILE_ARGUMENTS)
 SPECS = (OXFORD_PET,)
 
 

@@ -86,7 +86,7 @@ TINY_IMAGENET = _common.DatasetSpec(
     get_cifar_iter_dali's.""",
     """The twin of get_tiny_imagenet_iter_dali (no torchvision class exists: SourceDataset
     over the same index, images loaded as ImageFolder loads them).""",
-    ALIASES)
+    ALIASES, own=_common.IMAGE_FILE_ARGUMENTS)
 SPECS = (TINY_IMAGENET,)
 
 

@@ -49,8 +49,9 @@ def flowers_source(root: str, split: str) -> FileSource:
 
 
 FLOWERS102 = _common.DatasetSpec(
-    "flowers102", SPLITS, ("train",), flowers_source, recipes.imagenet,
-    """A DataLoader-like Flowers-102 iterator on DALI: `for images, labels in loader`.
+    name="flowers102", splits=SPLITS, train_splits=("train",), source=flowers_source, recipe=recipes.imagenet,
+    own=_common.IMAGE_FILE_ARGUMENTS,
+    dali_doc="""A DataLoader-like Flowers-102 iterator on DALI: `for images, labels in loader`.
 
     `root` holds flowers-102/; type is 'train', 'val' or 'test' (setid.mat's splits).
     `transform` is handed each image decoded to RGB, as torchvision's Flowers102 hands it,
@@ -58,11 +59,10 @@ FLOWERS102 = _common.DatasetSpec(
     val/test: Resize(256), CenterCrop(224); ImageNet's mean and std). An image that cannot
     be decoded stops the epoch with an ImageDecodeError naming it. The other arguments as
     get_cifar_iter_dali's.""",
-    """The twin of get_flowers102_iter_dali. torchvision's Flowers102 refuses label and split
+    torch_doc="""The twin of get_flowers102_iter_dali. torchvision's Flowers102 refuses label and split
     files whose md5 is not the published one, so the twin reads the same files the same
     way (loadmat, labels - 1, setid order) through SourceDataset, loading each image as
-    torchvision's default loader does (PIL, convert("RGB")).""",
-    own=_common.IMAGE_FILE_ARGUMENTS)
+    torchvision's default loader does (PIL, convert("RGB")).""")
 SPECS = (FLOWERS102,)
 
 

@@ -66,14 +66,14 @@ def food_twin(root: str, split: str, transform):
 
 
 FOOD101 = _common.DatasetSpec(
-    "food101", SPLITS, ("train",), food_source, recipes.imagenet,
-    """A DataLoader-like Food-101 iterator on DALI: `for images, labels in loader`.
+    name="food101", splits=SPLITS, aliases=ALIASES, train_splits=("train",), source=food_source,
+    recipe=recipes.imagenet, twin=food_twin, own=_common.IMAGE_FILE_ARGUMENTS,
+    dali_doc="""A DataLoader-like Food-101 iterator on DALI: `for images, labels in loader`.
 
     `root` holds food-101/; type is 'train' or 'test' ('val' is accepted for it). The
     transform and the rest as get_flowers102_iter_dali.""",
-    """The twin of get_food101_iter_dali: torchvision's Food101 (download=False), its loader
-    the library's (PIL convert("RGB"), an undecodable file raising ImageDecodeError).""",
-    ALIASES, food_twin, own=_common.IMAGE_FILE_ARGUMENTS)
+    torch_doc="""The twin of get_food101_iter_dali: torchvision's Food101 (download=False), its loader
+    the library's (PIL convert("RGB"), an undecodable file raising ImageDecodeError).""")
 SPECS = (FOOD101,)
 
 

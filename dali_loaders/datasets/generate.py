@@ -5,6 +5,10 @@ after MARKER: for each spec in the module's SPECS, two functions with explicit s
 (datasets/_common.py's ARGUMENTS plus the spec's own keywords) whose bodies hand their
 arguments, by name, to _common.open_dali / open_torch. `--check` only reports the modules
 whose committed factories differ from what the specs make (exit status 1), as the tests do.
+
+A new dataset: its module with a reader, a spec named as its name in capitals, SPECS and the
+MARKER line; its name in MODULES; generate; then export the two factories in __init__.py
+(not before: the package imports its factories, so they must exist to generate).
 """
 import importlib
 import inspect

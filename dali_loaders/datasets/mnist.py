@@ -120,8 +120,9 @@ def _spec(dataset: str, dali_doc: str, torch_doc: str, own=()) -> _common.Datase
     def twin(root, which, transform, split="balanced"):
         return twin_dataset(root, dataset, which, transform, split)
 
-    return _common.DatasetSpec(dataset, SPLITS, ("train",), source, lambda train: recipes.normalized(dataset),
-                               dali_doc, torch_doc, ALIASES, twin, own)
+    return _common.DatasetSpec(name=dataset, splits=SPLITS, aliases=ALIASES, train_splits=("train",),
+                               source=source, recipe=lambda train: recipes.normalized(dataset), twin=twin,
+                               own=own, dali_doc=dali_doc, torch_doc=torch_doc)
 
 
 MNIST = _spec("mnist", """A DataLoader-like MNIST iterator on DALI: `for images, labels in loader`.

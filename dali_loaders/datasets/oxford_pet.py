@@ -65,15 +65,15 @@ def pet_twin(root: str, split: str, transform):
 
 
 OXFORD_PET = _common.DatasetSpec(
-    "oxford_pet", SPLITS, ("trainval",), pet_source, recipes.imagenet,
-    """A DataLoader-like Oxford-IIIT Pet iterator on DALI (the 37 breeds as labels).
+    name="oxford_pet", splits=SPLITS, aliases=ALIASES, train_splits=("trainval",), source=pet_source,
+    recipe=recipes.imagenet, twin=pet_twin, own=_common.IMAGE_FILE_ARGUMENTS,
+    dali_doc="""A DataLoader-like Oxford-IIIT Pet iterator on DALI (the 37 breeds as labels).
 
     `root` holds oxford-iiit-pet/; type is 'trainval' ('train' is accepted for it) or
     'test' ('val' is accepted for it). The transform and the rest as
     get_flowers102_iter_dali.""",
-    """The twin of get_oxford_pet_iter_dali: torchvision's OxfordIIITPet (download=False,
-    target_types="category").""",
-    ALIASES, pet_twin, own=_common.IMAGE_FILE_ARGUMENTS)
+    torch_doc="""The twin of get_oxford_pet_iter_dali: torchvision's OxfordIIITPet (download=False,
+    target_types="category").""")
 SPECS = (OXFORD_PET,)
 
 

@@ -89,19 +89,19 @@ def stl10_source(root: str, split: str, folds=None) -> ArraySource:
 
 
 STL10 = _common.DatasetSpec(
-    "stl10", SPLITS, ("train", "unlabeled", "train+unlabeled"), stl10_source,
-    lambda train: recipes.normalized("stl10"),
-    """A DataLoader-like STL-10 iterator on DALI: `for images, labels in loader`.
+    name="stl10", splits=SPLITS, aliases=ALIASES, train_splits=("train", "unlabeled", "train+unlabeled"),
+    source=stl10_source, recipe=lambda train: recipes.normalized("stl10"),
+    own=(_common.Argument("folds", "None", check=check_folds),),
+    dali_doc="""A DataLoader-like STL-10 iterator on DALI: `for images, labels in loader`.
 
     `root` holds stl10_binary/; type is 'train', 'test' ('val' is accepted for it),
     'unlabeled' or 'train+unlabeled' (labels -1 for unlabeled images); `folds` picks one of
     the ten predefined train folds. `transform` is handed each 96x96 RGB PIL image, as
     torchvision's STL10 hands it; default recipes.normalized: float32 (B, 3, 96, 96).
     The other arguments as get_cifar_iter_dali's.""",
-    """The twin of get_stl10_iter_dali. torchvision's STL10 refuses files whose md5 is not
+    torch_doc="""The twin of get_stl10_iter_dali. torchvision's STL10 refuses files whose md5 is not
     the published one (every file, every split), so the twin reads the same files the same
-    way through SourceDataset, handing the transform the PIL image STL10 would.""",
-    ALIASES, own=(_common.Argument("folds", "None", check=check_folds),))
+    way through SourceDataset, handing the transform the PIL image STL10 would.""")
 SPECS = (STL10,)
 
 

@@ -37,17 +37,17 @@ def svhn_source(root: str, split: str) -> ArraySource:
 
 
 SVHN = _common.DatasetSpec(
-    "svhn", SPLITS, ("train", "extra"), svhn_source, lambda train: recipes.normalized("svhn"),
-    """A DataLoader-like SVHN iterator on DALI: `for images, labels in loader`.
+    name="svhn", splits=SPLITS, aliases=ALIASES, train_splits=("train", "extra"), source=svhn_source,
+    recipe=lambda train: recipes.normalized("svhn"),
+    dali_doc="""A DataLoader-like SVHN iterator on DALI: `for images, labels in loader`.
 
     `root` holds <type>_32x32.mat; type is 'train', 'test' ('val' is accepted for it) or
     'extra' (shuffled, as train). `transform` is handed each 32x32 RGB PIL image, as
     torchvision's SVHN hands it, and runs inside DALI; default recipes.normalized:
     float32 (B, 3, 32, 32). The other arguments as get_cifar_iter_dali's.""",
-    """The twin of get_svhn_iter_dali. torchvision's SVHN refuses any file whose md5 is not
+    torch_doc="""The twin of get_svhn_iter_dali. torchvision's SVHN refuses any file whose md5 is not
     the published one, so the twin reads the same .mat the same way (loadmat, 10 -> 0)
-    through SourceDataset, handing the transform the PIL image SVHN would.""",
-    ALIASES)
+    through SourceDataset, handing the transform the PIL image SVHN would.""")
 SPECS = (SVHN,)
 
 

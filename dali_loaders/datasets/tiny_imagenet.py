@@ -76,17 +76,17 @@ def tiny_imagenet_source(root: str, split: str) -> FileSource:
 
 
 TINY_IMAGENET = _common.DatasetSpec(
-    "tiny_imagenet", SPLITS, ("train",), tiny_imagenet_source, lambda train: recipes.normalized("tiny_imagenet"),
-    """A DataLoader-like Tiny-ImageNet iterator on DALI: `for images, labels in loader`.
+    name="tiny_imagenet", splits=SPLITS, aliases=ALIASES, train_splits=("train",), source=tiny_imagenet_source,
+    recipe=lambda train: recipes.normalized("tiny_imagenet"), own=_common.IMAGE_FILE_ARGUMENTS,
+    dali_doc="""A DataLoader-like Tiny-ImageNet iterator on DALI: `for images, labels in loader`.
 
     `root` holds tiny-imagenet-200/; type is 'train' or 'val' ('test' is accepted for
     'val': the archive's test/ has no labels). `transform` is handed each image decoded to
     RGB; default recipes.normalized: float32 (B, 3, 64, 64). An image that cannot be decoded
     stops the epoch with an ImageDecodeError naming it. The other arguments as
     get_cifar_iter_dali's.""",
-    """The twin of get_tiny_imagenet_iter_dali (no torchvision class exists: SourceDataset
-    over the same index, images loaded as ImageFolder loads them).""",
-    ALIASES, own=_common.IMAGE_FILE_ARGUMENTS)
+    torch_doc="""The twin of get_tiny_imagenet_iter_dali (no torchvision class exists: SourceDataset
+    over the same index, images loaded as ImageFolder loads them).""")
 SPECS = (TINY_IMAGENET,)
 
 

@@ -31,3 +31,22 @@ def test_verify_lists_the_bad_files_and_fails(tmp_path):
     assert "garbage.jpg" in done.stdout and "good.jpg" not in done.stdout
     (tmp_path / "cat" / "garbage.jpg").unlink()
     assert run_cli("verify", str(tmp_path)).returncode == 0
+
+
+def test_the_demo_times_both_loaders_warm(tmp_path, monkeypatch):
+    """Every loader the demo times has run one full epoch before its timed one."""
+    from dali_loaders import demo
+
+    epochs = []   # (loader, label) for every pass over a loader, in order
+
+    def count(loader, label):
+        epochs.append((loader, label))
+        return sum(len(labels) for _, labels in loader) or 1.0
+
+    monkeypatch.setattr(demo, "_images_per_second", count)
+    demo.run_demo(str(tmp_path), samples=60)
+    timed = [(loader, label) for loader, label in epochs if not label.startswith("warm-up")]
+    assert {label.split()[0] for _, label in timed} == {"DALI", "torchvision"} and len(timed) == 4
+    for loader, label in timed:
+        before = epochs[:epochs.index((loader, label))]
+        assert any(other is loader for other, _ in before), f"{label} was timed cold"

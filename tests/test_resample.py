@@ -1,6 +1,7 @@
 """The PIL-exact resize plugin: its output against PIL's Image.resize on real photographs
 (bound: 0 grey levels, it is exact; BILINEAR, BICUBIC and NEAREST), the loaders with and without it, its fallback to DALI's
 fn.resize when it cannot be built, and the GPU graph, which never uses it."""
+import os
 import warnings
 
 import numpy as np
@@ -23,10 +24,24 @@ def photos():
     return [np.asarray(load(path, max_side=700)) for path in photo_paths()]
 
 
+def in_ci() -> bool:
+    """CI services set CI (GitHub Actions, GitLab, ... set CI=true)."""
+    return os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
+
+
+def require_plugin() -> None:
+    """The exactness tests need the plugin. Where it cannot be built they skip, except in
+    CI: CI has a compiler, so there the plugin must build, and a failure to is a failure."""
+    if not plugin.available():
+        why = f"the plugin cannot be built here: {plugin._state.get('why') or 'turned off'}"
+        if in_ci():
+            pytest.fail(f"{why}; CI is set, and CI has a compiler: the plugin must build there")
+        pytest.skip(why)
+
+
 @pytest.fixture(scope="module")
 def built():
-    if not plugin.available():
-        pytest.skip(f"the plugin cannot be built here: {plugin._state.get('why')}")
+    require_plugin()
 
 
 def run_op(images, **arguments):
@@ -271,3 +286,17 @@ def test_the_env_var_turns_it_off(monkeypatch):
     assert not plugin.available()
     monkeypatch.setenv(plugin.DISABLE_ENV, "0")
     assert plugin.disabled() is False
+
+
+def test_without_the_plugin_the_exactness_tests_skip_but_fail_in_ci(monkeypatch):
+    monkeypatch.setattr(plugin, "available", lambda: False)
+    monkeypatch.delenv("CI", raising=False)
+    with pytest.raises(pytest.skip.Exception):
+        require_plugin()
+    for value in ("true", "1"):
+        monkeypatch.setenv("CI", value)
+        with pytest.raises(pytest.fail.Exception, match="must build"):
+            require_plugin()
+    monkeypatch.setenv("CI", "false")
+    with pytest.raises(pytest.skip.Exception):
+        require_plugin()

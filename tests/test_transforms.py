@@ -2,7 +2,7 @@
 same transform object with torchvision.
 
 Deterministic steps: pixel differences on real photographs (tests/photos.py), on the 0..1
-scale, within the bounds stated in the README's "Your own recipe: transform=" table.
+scale, within the bounds stated in docs/transforms.md's "Your own recipe: transform=" table.
 Random steps: statistics over many samples of images whose pixels say what was done to them
 (coordinates, flat colours, an impulse), DALI's against torchvision's; each test fails if the
 parameter it covers is ignored or replaced by its default.
@@ -97,7 +97,7 @@ def tensor_then(*steps):
 EXACT = (0.3, 1.0)   # the bound for bilinear and nearest: mean <= 0.3/255, worst <= 1/255
 
 # (name, transform, (mean bound, worst bound) in 1/255). Bounds other than EXACT are the
-# measured figures of the README table, rounded up a little: a regression fails them.
+# measured figures of docs/transforms.md's table, rounded up a little: a regression fails them.
 DETERMINISTIC = [
     ("Resize int bilinear", pil_then(v2.Resize(100)), (0.3, 5.0)),       # worst at the image border
     ("Resize (h, w) bilinear", pil_then(v2.Resize((90, 120))), (0.3, 5.0)),

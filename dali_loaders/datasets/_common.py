@@ -1,30 +1,136 @@
 """What every standard dataset's pair of factories does, written once.
 
-Each dataset module (mnist.py, svhn.py, ...) reads its format into a source and names its
-default recipe; the functions here check the common arguments, pick the split, build the
-DALI loader or its twin, and say clearly what is wrong with a file that is missing or bad.
-Every factory has the same signature:
+Each dataset module (mnist.py, svhn.py, ...) reads its format into a source and describes
+itself in a `DatasetSpec`: its splits and their aliases, which splits train (shuffle, and
+get the augmenting default recipe), its source reader, its default recipe, its twin's
+dataset and its own keywords (EMNIST's `split`, STL-10's `folds`). Its public
+`get_<name>_iter_dali` / `_iter_torch` functions are generated from the spec by
+`python -m dali_loaders.datasets.generate` into the end of the module: explicit signatures
+that users and IDEs can read, each a one-line call of `open_dali` / `open_torch` below.
+tests/test_dataset_specs.py regenerates them and fails if the committed code differs.
 
-    get_<name>_iter_dali(type, root, batch_size, num_threads=4, *, seed=None, drop_last=False,
-                         rank=None, world_size=None, local_rank=None, device_id=None,
-                         transform=None, python_fallback=False, batch_transform=None,
-                         memory_format=torch.contiguous_format, fallback=True, ...)
-
-(the twin takes the same, less `fallback`), plus a dataset's own keywords (EMNIST's
-`split`, STL-10's `folds`).
+To add an argument to every standard factory:
+  1. add one `Argument` row to ARGUMENTS (its default as source text; `to_loader=True` if
+     dali_loader() and torch_loader() take it under the same name: it is then forwarded);
+  2. run `python -m dali_loaders.datasets.generate` and commit the rewritten modules;
+  3. add it by hand to the explicit factories too (cifar.py, imagenet.py, webdataset.py):
+     the same test fails until each of them takes it, with the same default.
+An argument only some datasets take is an `Argument` in their spec's `own`: checked by its
+`check`, then handed to the loaders if `to_loader`, else to the spec's `source` and `twin` as a
+keyword. The image-file datasets (Flowers-102, Food-101, Oxford-IIIT Pet, Tiny-ImageNet) share
+IMAGE_FILE_ARGUMENTS: an argument for all of them is one row there.
 """
 import os
-from typing import Callable, Dict, Optional, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, Optional, Sequence, Tuple
 
 from .. import transforms
 from ..loader.build import dali_loader
 from ..loader.checks import check_count
-from ..loader.torch_loader import torch_loader
+from ..loader.fallback import dali_available, fall_back
+from ..loader.torch_loader import SourceDataset, torch_loader
 from ..sources.files import FileSource, require_file, require_folder  # noqa: F401  the datasets' checks
 
-# The names every factory shares with dali_loader / torch_loader.
-LOADER_ARGS = ("batch_size", "seed", "drop_last", "rank", "world_size", "local_rank", "memory_format",
-               "batch_transform")
+
+@dataclass(frozen=True)
+class Argument:
+    """One factory argument. `default` is Python source (None: required); `positional`:
+    before the `*`; `backends`: the factories that take it; `to_loader`: passed on, under
+    its own name, to dali_loader() and torch_loader(); `check(value)` raises ValueError
+    naming the argument if the value is wrong, and returns it."""
+    name: str
+    default: Optional[str] = None
+    positional: bool = False
+    backends: Tuple[str, ...] = ("dali", "torch")
+    to_loader: bool = False
+    check: Optional[Callable[[Any], Any]] = None
+
+
+# Every standard factory's arguments, in signature order; a spec's `own` keywords come
+# right after the `*`.
+ARGUMENTS = (
+    Argument("type", positional=True),
+    Argument("root", positional=True),
+    Argument("batch_size", positional=True, to_loader=True),
+    Argument("num_threads", "4", positional=True),   # DALI threads; the twin's DataLoader workers
+    Argument("seed", "None", to_loader=True),
+    Argument("drop_last", "False", to_loader=True),
+    Argument("rank", "None", to_loader=True),
+    Argument("world_size", "None", to_loader=True),
+    Argument("local_rank", "None", to_loader=True),
+    Argument("device_id", "None"),
+    Argument("transform", "None"),
+    Argument("python_fallback", "False"),
+    Argument("batch_transform", "None", to_loader=True),
+    Argument("memory_format", "torch.contiguous_format", to_loader=True),
+    Argument("fallback", "True", backends=("dali",)),
+)
+LOADER_ARGS = tuple(a.name for a in ARGUMENTS if a.to_loader)
+# The own keywords of every dataset read from image files, after any of a dataset's own.
+IMAGE_FILE_ARGUMENTS: Tuple[Argument, ...] = ()
+
+
+@dataclass(frozen=True)
+class DatasetSpec:
+    """A standard dataset, described once; its factories are made from it (see above).
+
+    `source(root, split, **own)` reads one split into an ArraySource or FileSource;
+    `recipe(train)` is the default transform; `twin(root, split, transform, **own)` the
+    torch twin's dataset (default: SourceDataset over `source`, which hands the transform
+    the PIL image torchvision's class would). `splits` are the dataset's own names,
+    `aliases` map other accepted names onto them ('val' -> 'test'), and `train_splits`
+    are the splits that shuffle and get the augmenting recipe: the only place that is
+    decided. `dali_doc` / `torch_doc` become the factories' docstrings."""
+    name: str
+    splits: Tuple[str, ...]
+    train_splits: Tuple[str, ...]
+    source: Callable[..., Any]
+    recipe: Callable[[bool], Any]
+    dali_doc: str
+    torch_doc: str
+    aliases: Dict[str, str] = field(default_factory=dict)
+    twin: Optional[Callable[..., Any]] = None
+    own: Tuple[Argument, ...] = ()
+
+    def arguments(self, backend: str) -> Tuple[Argument, ...]:
+        """The factory's arguments in signature order: the common ones with `own` after the `*`."""
+        common = [a for a in ARGUMENTS if backend in a.backends]
+        cut = next(i for i, a in enumerate(common) if not a.positional)
+        return tuple(common[:cut]) + self.own + tuple(common[cut:])
+
+    def split(self, type) -> str:
+        """`type` as the dataset's own split name, or a ValueError listing the accepted ones."""
+        return pick_split(type, self.splits, self.aliases)
+
+    def own_values(self, args: dict, to_loader: bool = False) -> dict:
+        """The spec's own arguments, checked: those for the loaders, or those for `source`/`twin`."""
+        return {a.name: (a.check(args[a.name]) if a.check else args[a.name])
+                for a in self.own if a.to_loader == to_loader}
+
+
+def open_dali(spec: DatasetSpec, torch_factory: Callable, args: dict):
+    """The DALI loader a generated get_<name>_iter_dali returns (`args`: all its arguments);
+    the twin, through fall_back, where DALI is not installed."""
+    if not dali_available():
+        return fall_back(args["fallback"], torch_factory, args)
+    split = spec.split(args["type"])
+    train = split in spec.train_splits
+    source = spec.source(args["root"], split, **spec.own_values(args))
+    return build_dali(source, args["transform"] or spec.recipe(train), train, args,
+                      extra=spec.own_values(args, to_loader=True))
+
+
+def open_torch(spec: DatasetSpec, args: dict):
+    """The torch twin a generated get_<name>_iter_torch returns (`args`: all its arguments)."""
+    split = spec.split(args["type"])
+    train = split in spec.train_splits
+    transform = args["transform"] or spec.recipe(train)
+    own = spec.own_values(args)
+    if spec.twin is None:
+        dataset = SourceDataset(spec.source(args["root"], split, **own), transform)
+    else:
+        dataset = spec.twin(args["root"], split, transform, **own)
+    return build_torch(dataset, train, args, extra=spec.own_values(args, to_loader=True))
 
 
 def pick_split(type, splits: Sequence[str], aliases: Optional[Dict[str, str]] = None) -> str:
@@ -37,11 +143,6 @@ def pick_split(type, splits: Sequence[str], aliases: Optional[Dict[str, str]] = 
         accepted = list(splits) + [a for a in aliases if a not in splits]
         raise ValueError(f"type must be one of {accepted}, got {type!r}")
     return type
-
-
-def is_train(split: str) -> bool:
-    """Training splits are shuffled (and augmented by the default recipe); val and test are not."""
-    return split not in ("val", "test", "valid")
 
 
 def find_folder(root: str, folder: str, marker: str, what: str, holds: str) -> str:
@@ -62,9 +163,11 @@ def check_files_exist(files: Sequence[str], listed_in: str) -> None:
                                 f"{missing[0]!r}; restore them or re-extract the dataset's archive")
 
 
-def build_dali(source, transform, train: bool, args: dict, explain: Optional[Callable] = None):
-    """The DALI loader over `source` with a factory's arguments (`args`: its locals()).
-    `explain`: DaliLoader's explain_failure hook; for files, one that names a bad image."""
+def build_dali(source, transform, train: bool, args: dict, explain: Optional[Callable] = None,
+               extra: Optional[dict] = None):
+    """The DALI loader over `source` with a factory's arguments (`args`: all of them; `extra`:
+    a spec's own ones for the loader). `explain`: DaliLoader's explain_failure hook; for
+    files, one that names a bad image."""
     check_count("num_threads", args["num_threads"], 1, " (DALI worker threads)")
     if explain is None and isinstance(source, FileSource):
         from ..sources.image_files import name_the_file  # a bad image file is named, as in image folders
@@ -72,13 +175,13 @@ def build_dali(source, transform, train: bool, args: dict, explain: Optional[Cal
         explain = name_the_file(source, args["batch_size"])
     return dali_loader(source, transform, train=train, num_threads=args["num_threads"],
                        device_id=args["device_id"], python_fallback=args["python_fallback"],
-                       explain_failure=explain, **{k: args[k] for k in LOADER_ARGS})
+                       explain_failure=explain, **{k: args[k] for k in LOADER_ARGS}, **(extra or {}))
 
 
-def build_torch(dataset, train: bool, args: dict):
+def build_torch(dataset, train: bool, args: dict, extra: Optional[dict] = None):
     """The twin: a DataLoader over `dataset` with the DALI loader's order and layout."""
     return torch_loader(dataset, train=train, num_workers=args["num_threads"],
-                        **{k: args[k] for k in LOADER_ARGS})
+                        **{k: args[k] for k in LOADER_ARGS}, **(extra or {}))
 
 
 class TwinTransform:

@@ -11,8 +11,6 @@ import numpy as np
 import torch
 
 from .. import recipes
-from ..loader.fallback import dali_available, fall_back
-from ..loader.torch_loader import SourceDataset
 from ..sources.files import FileSource
 from ..sources.formats import read_mat
 from . import _common
@@ -50,9 +48,31 @@ def flowers_source(root: str, split: str) -> FileSource:
     return FileSource(files, labels[ids - 1], f"flowers102/{split}", [str(c) for c in range(labels.max() + 1)])
 
 
+FLOWERS102 = _common.DatasetSpec(
+    name="flowers102", splits=SPLITS, train_splits=("train",), source=flowers_source, recipe=recipes.imagenet,
+    own=_common.IMAGE_FILE_ARGUMENTS,
+    dali_doc="""A DataLoader-like Flowers-102 iterator on DALI: `for images, labels in loader`.
+
+    `root` holds flowers-102/; type is 'train', 'val' or 'test' (setid.mat's splits).
+    `transform` is handed each image decoded to RGB, as torchvision's Flowers102 hands it,
+    and runs inside DALI; default recipes.imagenet (train: RandomResizedCrop(224) and flip;
+    val/test: Resize(256), CenterCrop(224); ImageNet's mean and std). An image that cannot
+    be decoded stops the epoch with an ImageDecodeError naming it. The other arguments as
+    get_cifar_iter_dali's.""",
+    torch_doc="""The twin of get_flowers102_iter_dali. torchvision's Flowers102 refuses label and split
+    files whose md5 is not the published one, so the twin reads the same files the same
+    way (loadmat, labels - 1, setid order) through SourceDataset, loading each image as
+    torchvision's default loader does (PIL, convert("RGB")).""")
+SPECS = (FLOWERS102,)
+
+
+# -- generated from the specs above by `python -m dali_loaders.datasets.generate`; do not edit below
+
+
 def get_flowers102_iter_dali(type, root, batch_size, num_threads=4, *, seed=None, drop_last=False, rank=None,
                              world_size=None, local_rank=None, device_id=None, transform=None,
-                             python_fallback=False, batch_transform=None, memory_format=torch.contiguous_format, fallback=True):
+                             python_fallback=False, batch_transform=None,
+                             memory_format=torch.contiguous_format, fallback=True):
     """A DataLoader-like Flowers-102 iterator on DALI: `for images, labels in loader`.
 
     `root` holds flowers-102/; type is 'train', 'val' or 'test' (setid.mat's splits).
@@ -60,21 +80,24 @@ def get_flowers102_iter_dali(type, root, batch_size, num_threads=4, *, seed=None
     and runs inside DALI; default recipes.imagenet (train: RandomResizedCrop(224) and flip;
     val/test: Resize(256), CenterCrop(224); ImageNet's mean and std). An image that cannot
     be decoded stops the epoch with an ImageDecodeError naming it. The other arguments as
-    get_cifar_iter_dali's.
-    """
-    if not dali_available():
-        return fall_back(fallback, get_flowers102_iter_torch, locals())
-    split, train = _common.pick_split(type, SPLITS), type == "train"
-    return _common.build_dali(flowers_source(root, split), transform or recipes.imagenet(train), train, locals())
+    get_cifar_iter_dali's."""
+    args = dict(type=type, root=root, batch_size=batch_size, num_threads=num_threads, seed=seed,
+                drop_last=drop_last, rank=rank, world_size=world_size, local_rank=local_rank,
+                device_id=device_id, transform=transform, python_fallback=python_fallback,
+                batch_transform=batch_transform, memory_format=memory_format, fallback=fallback)
+    return _common.open_dali(FLOWERS102, get_flowers102_iter_torch, args)
 
 
 def get_flowers102_iter_torch(type, root, batch_size, num_threads=4, *, seed=None, drop_last=False, rank=None,
                               world_size=None, local_rank=None, device_id=None, transform=None,
-                              python_fallback=False, batch_transform=None, memory_format=torch.contiguous_format):
+                              python_fallback=False, batch_transform=None,
+                              memory_format=torch.contiguous_format):
     """The twin of get_flowers102_iter_dali. torchvision's Flowers102 refuses label and split
     files whose md5 is not the published one, so the twin reads the same files the same
     way (loadmat, labels - 1, setid order) through SourceDataset, loading each image as
     torchvision's default loader does (PIL, convert("RGB"))."""
-    split, train = _common.pick_split(type, SPLITS), type == "train"
-    dataset = SourceDataset(flowers_source(root, split), transform or recipes.imagenet(train))
-    return _common.build_torch(dataset, train, locals())
+    args = dict(type=type, root=root, batch_size=batch_size, num_threads=num_threads, seed=seed,
+                drop_last=drop_last, rank=rank, world_size=world_size, local_rank=local_rank,
+                device_id=device_id, transform=transform, python_fallback=python_fallback,
+                batch_transform=batch_transform, memory_format=memory_format)
+    return _common.open_torch(FLOWERS102, args)

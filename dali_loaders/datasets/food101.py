@@ -11,7 +11,6 @@ import os
 import torch
 
 from .. import recipes
-from ..loader.fallback import dali_available, fall_back
 from ..sources.files import FileSource
 from . import _common
 
@@ -54,36 +53,56 @@ def food_source(root: str, split: str) -> FileSource:
     return FileSource(files, labels, f"food101/{split}", classes)
 
 
-def _split(type) -> str:
-    return _common.pick_split(type, SPLITS, ALIASES)
-
-
-def get_food101_iter_dali(type, root, batch_size, num_threads=4, *, seed=None, drop_last=False, rank=None,
-                          world_size=None, local_rank=None, device_id=None, transform=None,
-                          python_fallback=False, batch_transform=None, memory_format=torch.contiguous_format, fallback=True):
-    """A DataLoader-like Food-101 iterator on DALI: `for images, labels in loader`.
-
-    `root` holds food-101/; type is 'train' or 'test' ('val' is accepted for it). The
-    transform and the rest as get_flowers102_iter_dali.
-    """
-    if not dali_available():
-        return fall_back(fallback, get_food101_iter_torch, locals())
-    split = _split(type)
-    return _common.build_dali(food_source(root, split), transform or recipes.imagenet(split == "train"),
-                         split == "train", locals())
-
-
-def get_food101_iter_torch(type, root, batch_size, num_threads=4, *, seed=None, drop_last=False, rank=None,
-                           world_size=None, local_rank=None, device_id=None, transform=None,
-                           python_fallback=False, batch_transform=None, memory_format=torch.contiguous_format):
-    """The twin of get_food101_iter_dali: torchvision's Food101 (download=False), its loader
-    the library's (PIL convert("RGB"), an undecodable file raising ImageDecodeError)."""
+def food_twin(root: str, split: str, transform):
+    """torchvision's Food101 (download=False), its loader the library's (PIL convert("RGB"),
+    an undecodable file raising ImageDecodeError), after the DALI loader's checks."""
     from torchvision.datasets import Food101
 
     from ..sources.image_files import load_rgb
 
-    split = _split(type)
     food_source(root, split)   # the same checks and named errors as the DALI loader's
-    dataset = Food101(os.path.dirname(_folder(root)), split, download=False, loader=load_rgb,
-                      transform=_common.TwinTransform(transform or recipes.imagenet(split == "train")))
-    return _common.build_torch(dataset, split == "train", locals())
+    return Food101(os.path.dirname(_folder(root)), split, download=False, loader=load_rgb,
+                   transform=_common.TwinTransform(transform))
+
+
+FOOD101 = _common.DatasetSpec(
+    name="food101", splits=SPLITS, aliases=ALIASES, train_splits=("train",), source=food_source,
+    recipe=recipes.imagenet, twin=food_twin, own=_common.IMAGE_FILE_ARGUMENTS,
+    dali_doc="""A DataLoader-like Food-101 iterator on DALI: `for images, labels in loader`.
+
+    `root` holds food-101/; type is 'train' or 'test' ('val' is accepted for it). The
+    transform and the rest as get_flowers102_iter_dali.""",
+    torch_doc="""The twin of get_food101_iter_dali: torchvision's Food101 (download=False), its loader
+    the library's (PIL convert("RGB"), an undecodable file raising ImageDecodeError).""")
+SPECS = (FOOD101,)
+
+
+# -- generated from the specs above by `python -m dali_loaders.datasets.generate`; do not edit below
+
+
+def get_food101_iter_dali(type, root, batch_size, num_threads=4, *, seed=None, drop_last=False, rank=None,
+                          world_size=None, local_rank=None, device_id=None, transform=None,
+                          python_fallback=False, batch_transform=None, memory_format=torch.contiguous_format,
+                          fallback=True):
+    """A DataLoader-like Food-101 iterator on DALI: `for images, labels in loader`.
+
+    `root` holds food-101/; type is 'train' or 'test' ('val' is accepted for it). The
+    transform and the rest as get_flowers102_iter_dali."""
+    args = dict(type=type, root=root, batch_size=batch_size, num_threads=num_threads, seed=seed,
+                drop_last=drop_last, rank=rank, world_size=world_size, local_rank=local_rank,
+                device_id=device_id, transform=transform, python_fallback=python_fallback,
+                batch_transform=batch_transform, memory_format=memory_format, fallback=fallback)
+    return _common.open_dali(FOOD101, get_food101_iter_torch, args)
+
+
+def get_food101_iter_torch(type, root, batch_size, num_threads=4, *, seed=None, drop_last=False, rank=None,
+                           world_size=None, local_rank=None, device_id=None, transform=None,
+                           python_fallback=False, batch_transform=None,
+                           memory_format=torch.contiguous_format):
+    """The twin of get_food101_iter_dali: torchvision's Food101 (download=False), its loader
+    the library's (PIL convert("RGB"), an undecodable file raising ImageDecodeError)."""
+    args = dict(type=type, root=root, batch_size=batch_size, num_threads=num_threads, seed=seed,
+                drop_last=drop_last, rank=rank, world_size=world_size, local_rank=local_rank,
+                device_id=device_id, transform=transform, python_fallback=python_fallback,
+                batch_transform=batch_transform, memory_format=memory_format)
+    return _common.open_torch(FOOD101, args)

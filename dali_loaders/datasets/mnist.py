@@ -16,7 +16,6 @@ import numpy as np
 import torch
 
 from .. import recipes
-from ..loader.fallback import dali_available, fall_back
 from ..loader.torch_loader import SourceDataset
 from ..sources.arrays import ArraySource
 from . import _common
@@ -107,40 +106,65 @@ def twin_dataset(root: str, dataset: str, split: str, transform, emnist_split: s
     return SourceDataset(idx_source(root, dataset, split, emnist_split), transform)
 
 
-def _check_emnist_split(split: str) -> str:
+def check_emnist_split(split: str) -> str:
     if split not in EMNIST_SPLITS:
         raise ValueError(f"split must be one of {list(EMNIST_SPLITS)} (EMNIST's splits), got {split!r}")
     return split
 
 
-def _dali(dataset: str, args: dict, emnist_split: str = "balanced"):
-    split = _common.pick_split(args["type"], SPLITS, ALIASES)
-    source = idx_source(args["root"], dataset, split, emnist_split)
-    transform = args["transform"] or recipes.normalized(dataset)
-    return _common.build_dali(source, transform, _common.is_train(split), args)
+def _spec(dataset: str, dali_doc: str, torch_doc: str, own=()) -> _common.DatasetSpec:
+    """MNIST and kin differ only in their folder, EMNIST in its own `split` too."""
+    def source(root, which, split="balanced"):
+        return idx_source(root, dataset, which, split)
+
+    def twin(root, which, transform, split="balanced"):
+        return twin_dataset(root, dataset, which, transform, split)
+
+    return _common.DatasetSpec(name=dataset, splits=SPLITS, aliases=ALIASES, train_splits=("train",),
+                               source=source, recipe=lambda train: recipes.normalized(dataset), twin=twin,
+                               own=own, dali_doc=dali_doc, torch_doc=torch_doc)
 
 
-def _torch(dataset: str, args: dict, emnist_split: str = "balanced"):
-    split = _common.pick_split(args["type"], SPLITS, ALIASES)
-    transform = args["transform"] or recipes.normalized(dataset)
-    return _common.build_torch(twin_dataset(args["root"], dataset, split, transform, emnist_split),
-                          _common.is_train(split), args)
+MNIST = _spec("mnist", """A DataLoader-like MNIST iterator on DALI: `for images, labels in loader`.
+
+    `root` holds MNIST/raw/ as torchvision leaves it; type is 'train' or 'test' ('val' is
+    accepted for 'test'). `transform`: a torchvision transform, handed each image as a PIL
+    "L" image as torchvision's MNIST hands it, run inside DALI; default recipes.normalized
+    (ToImage, ToDtype, Normalize with MNIST's mean and std): float32 (B, 1, 28, 28).
+    The other arguments as get_cifar_iter_dali's.""",
+              """The twin of get_mnist_iter_dali: torchvision's MNIST class (download=False) in the same
+    order; `num_threads` DataLoader workers.""")
+FASHION_MNIST = _spec("fashion_mnist", "Fashion-MNIST (root/FashionMNIST/raw/) on DALI; as get_mnist_iter_dali.",
+                      "The twin of get_fashion_mnist_iter_dali (torchvision's FashionMNIST).")
+KMNIST = _spec("kmnist", "KMNIST (root/KMNIST/raw/) on DALI; as get_mnist_iter_dali.",
+               "The twin of get_kmnist_iter_dali (torchvision's KMNIST).")
+EMNIST = _spec("emnist", """EMNIST (root/EMNIST/raw/emnist-<split>-...) on DALI; `split` is EMNIST's: byclass,
+    bymerge, balanced, letters, digits or mnist. Images as stored (transposed), as
+    torchvision's EMNIST hands them. Otherwise as get_mnist_iter_dali.""",
+               "The twin of get_emnist_iter_dali (torchvision's EMNIST).",
+               (_common.Argument("split", '"balanced"', check=check_emnist_split),))
+SPECS = (MNIST, FASHION_MNIST, KMNIST, EMNIST)
+
+
+# -- generated from the specs above by `python -m dali_loaders.datasets.generate`; do not edit below
 
 
 def get_mnist_iter_dali(type, root, batch_size, num_threads=4, *, seed=None, drop_last=False, rank=None,
                         world_size=None, local_rank=None, device_id=None, transform=None,
-                        python_fallback=False, batch_transform=None, memory_format=torch.contiguous_format, fallback=True):
+                        python_fallback=False, batch_transform=None, memory_format=torch.contiguous_format,
+                        fallback=True):
     """A DataLoader-like MNIST iterator on DALI: `for images, labels in loader`.
 
     `root` holds MNIST/raw/ as torchvision leaves it; type is 'train' or 'test' ('val' is
     accepted for 'test'). `transform`: a torchvision transform, handed each image as a PIL
     "L" image as torchvision's MNIST hands it, run inside DALI; default recipes.normalized
     (ToImage, ToDtype, Normalize with MNIST's mean and std): float32 (B, 1, 28, 28).
-    The other arguments as get_cifar_iter_dali's.
-    """
-    if not dali_available():
-        return fall_back(fallback, get_mnist_iter_torch, locals())
-    return _dali("mnist", locals())
+    The other arguments as get_cifar_iter_dali's."""
+    args = dict(type=type, root=root, batch_size=batch_size, num_threads=num_threads, seed=seed,
+                drop_last=drop_last, rank=rank, world_size=world_size, local_rank=local_rank,
+                device_id=device_id, transform=transform, python_fallback=python_fallback,
+                batch_transform=batch_transform, memory_format=memory_format, fallback=fallback)
+    return _common.open_dali(MNIST, get_mnist_iter_torch, args)
 
 
 def get_mnist_iter_torch(type, root, batch_size, num_threads=4, *, seed=None, drop_last=False, rank=None,
@@ -148,55 +172,81 @@ def get_mnist_iter_torch(type, root, batch_size, num_threads=4, *, seed=None, dr
                          python_fallback=False, batch_transform=None, memory_format=torch.contiguous_format):
     """The twin of get_mnist_iter_dali: torchvision's MNIST class (download=False) in the same
     order; `num_threads` DataLoader workers."""
-    return _torch("mnist", locals())
+    args = dict(type=type, root=root, batch_size=batch_size, num_threads=num_threads, seed=seed,
+                drop_last=drop_last, rank=rank, world_size=world_size, local_rank=local_rank,
+                device_id=device_id, transform=transform, python_fallback=python_fallback,
+                batch_transform=batch_transform, memory_format=memory_format)
+    return _common.open_torch(MNIST, args)
 
 
 def get_fashion_mnist_iter_dali(type, root, batch_size, num_threads=4, *, seed=None, drop_last=False,
                                 rank=None, world_size=None, local_rank=None, device_id=None, transform=None,
-                                python_fallback=False, batch_transform=None, memory_format=torch.contiguous_format, fallback=True):
+                                python_fallback=False, batch_transform=None,
+                                memory_format=torch.contiguous_format, fallback=True):
     """Fashion-MNIST (root/FashionMNIST/raw/) on DALI; as get_mnist_iter_dali."""
-    if not dali_available():
-        return fall_back(fallback, get_fashion_mnist_iter_torch, locals())
-    return _dali("fashion_mnist", locals())
+    args = dict(type=type, root=root, batch_size=batch_size, num_threads=num_threads, seed=seed,
+                drop_last=drop_last, rank=rank, world_size=world_size, local_rank=local_rank,
+                device_id=device_id, transform=transform, python_fallback=python_fallback,
+                batch_transform=batch_transform, memory_format=memory_format, fallback=fallback)
+    return _common.open_dali(FASHION_MNIST, get_fashion_mnist_iter_torch, args)
 
 
 def get_fashion_mnist_iter_torch(type, root, batch_size, num_threads=4, *, seed=None, drop_last=False,
                                  rank=None, world_size=None, local_rank=None, device_id=None, transform=None,
-                                 python_fallback=False, batch_transform=None, memory_format=torch.contiguous_format):
+                                 python_fallback=False, batch_transform=None,
+                                 memory_format=torch.contiguous_format):
     """The twin of get_fashion_mnist_iter_dali (torchvision's FashionMNIST)."""
-    return _torch("fashion_mnist", locals())
+    args = dict(type=type, root=root, batch_size=batch_size, num_threads=num_threads, seed=seed,
+                drop_last=drop_last, rank=rank, world_size=world_size, local_rank=local_rank,
+                device_id=device_id, transform=transform, python_fallback=python_fallback,
+                batch_transform=batch_transform, memory_format=memory_format)
+    return _common.open_torch(FASHION_MNIST, args)
 
 
 def get_kmnist_iter_dali(type, root, batch_size, num_threads=4, *, seed=None, drop_last=False, rank=None,
                          world_size=None, local_rank=None, device_id=None, transform=None,
-                         python_fallback=False, batch_transform=None, memory_format=torch.contiguous_format, fallback=True):
+                         python_fallback=False, batch_transform=None, memory_format=torch.contiguous_format,
+                         fallback=True):
     """KMNIST (root/KMNIST/raw/) on DALI; as get_mnist_iter_dali."""
-    if not dali_available():
-        return fall_back(fallback, get_kmnist_iter_torch, locals())
-    return _dali("kmnist", locals())
+    args = dict(type=type, root=root, batch_size=batch_size, num_threads=num_threads, seed=seed,
+                drop_last=drop_last, rank=rank, world_size=world_size, local_rank=local_rank,
+                device_id=device_id, transform=transform, python_fallback=python_fallback,
+                batch_transform=batch_transform, memory_format=memory_format, fallback=fallback)
+    return _common.open_dali(KMNIST, get_kmnist_iter_torch, args)
 
 
 def get_kmnist_iter_torch(type, root, batch_size, num_threads=4, *, seed=None, drop_last=False, rank=None,
                           world_size=None, local_rank=None, device_id=None, transform=None,
                           python_fallback=False, batch_transform=None, memory_format=torch.contiguous_format):
     """The twin of get_kmnist_iter_dali (torchvision's KMNIST)."""
-    return _torch("kmnist", locals())
+    args = dict(type=type, root=root, batch_size=batch_size, num_threads=num_threads, seed=seed,
+                drop_last=drop_last, rank=rank, world_size=world_size, local_rank=local_rank,
+                device_id=device_id, transform=transform, python_fallback=python_fallback,
+                batch_transform=batch_transform, memory_format=memory_format)
+    return _common.open_torch(KMNIST, args)
 
 
 def get_emnist_iter_dali(type, root, batch_size, num_threads=4, *, split="balanced", seed=None,
                          drop_last=False, rank=None, world_size=None, local_rank=None, device_id=None,
-                         transform=None, python_fallback=False, batch_transform=None, memory_format=torch.contiguous_format,
-                         fallback=True):
+                         transform=None, python_fallback=False, batch_transform=None,
+                         memory_format=torch.contiguous_format, fallback=True):
     """EMNIST (root/EMNIST/raw/emnist-<split>-...) on DALI; `split` is EMNIST's: byclass,
     bymerge, balanced, letters, digits or mnist. Images as stored (transposed), as
     torchvision's EMNIST hands them. Otherwise as get_mnist_iter_dali."""
-    if not dali_available():
-        return fall_back(fallback, get_emnist_iter_torch, locals())
-    return _dali("emnist", locals(), _check_emnist_split(split))
+    args = dict(type=type, root=root, batch_size=batch_size, num_threads=num_threads, split=split, seed=seed,
+                drop_last=drop_last, rank=rank, world_size=world_size, local_rank=local_rank,
+                device_id=device_id, transform=transform, python_fallback=python_fallback,
+                batch_transform=batch_transform, memory_format=memory_format, fallback=fallback)
+    return _common.open_dali(EMNIST, get_emnist_iter_torch, args)
 
 
 def get_emnist_iter_torch(type, root, batch_size, num_threads=4, *, split="balanced", seed=None,
                           drop_last=False, rank=None, world_size=None, local_rank=None, device_id=None,
-                          transform=None, python_fallback=False, batch_transform=None, memory_format=torch.contiguous_format):
+                          transform=None, python_fallback=False, batch_transform=None,
+                          memory_format=torch.contiguous_format):
     """The twin of get_emnist_iter_dali (torchvision's EMNIST)."""
-    return _torch("emnist", locals(), _check_emnist_split(split))
+    args = dict(type=type, root=root, batch_size=batch_size, num_threads=num_threads, split=split, seed=seed,
+                drop_last=drop_last, rank=rank, world_size=world_size, local_rank=local_rank,
+                device_id=device_id, transform=transform, python_fallback=python_fallback,
+                batch_transform=batch_transform, memory_format=memory_format)
+    return _common.open_torch(EMNIST, args)

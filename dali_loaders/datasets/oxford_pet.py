@@ -10,7 +10,6 @@ import os
 import torch
 
 from .. import recipes
-from ..loader.fallback import dali_available, fall_back
 from ..sources.files import FileSource
 from . import _common
 
@@ -55,36 +54,56 @@ def pet_source(root: str, split: str) -> FileSource:
     return FileSource(files, labels, f"oxford-iiit-pet/{split}", classes)
 
 
-def _split(type) -> str:
-    return _common.pick_split(type, SPLITS, ALIASES)
+def pet_twin(root: str, split: str, transform):
+    """torchvision's OxfordIIITPet (download=False, target_types="category"), after the
+    DALI loader's checks."""
+    from torchvision.datasets import OxfordIIITPet
+
+    pet_source(root, split)   # the same checks and named errors as the DALI loader's
+    return OxfordIIITPet(os.path.dirname(_folder(root)), split, target_types="category", download=False,
+                         transform=_common.TwinTransform(transform))
+
+
+OXFORD_PET = _common.DatasetSpec(
+    name="oxford_pet", splits=SPLITS, aliases=ALIASES, train_splits=("trainval",), source=pet_source,
+    recipe=recipes.imagenet, twin=pet_twin, own=_common.IMAGE_FILE_ARGUMENTS,
+    dali_doc="""A DataLoader-like Oxford-IIIT Pet iterator on DALI (the 37 breeds as labels).
+
+    `root` holds oxford-iiit-pet/; type is 'trainval' ('train' is accepted for it) or
+    'test' ('val' is accepted for it). The transform and the rest as
+    get_flowers102_iter_dali.""",
+    torch_doc="""The twin of get_oxford_pet_iter_dali: torchvision's OxfordIIITPet (download=False,
+    target_types="category").""")
+SPECS = (OXFORD_PET,)
+
+
+# -- generated from the specs above by `python -m dali_loaders.datasets.generate`; do not edit below
 
 
 def get_oxford_pet_iter_dali(type, root, batch_size, num_threads=4, *, seed=None, drop_last=False, rank=None,
                              world_size=None, local_rank=None, device_id=None, transform=None,
-                             python_fallback=False, batch_transform=None, memory_format=torch.contiguous_format, fallback=True):
+                             python_fallback=False, batch_transform=None,
+                             memory_format=torch.contiguous_format, fallback=True):
     """A DataLoader-like Oxford-IIIT Pet iterator on DALI (the 37 breeds as labels).
 
     `root` holds oxford-iiit-pet/; type is 'trainval' ('train' is accepted for it) or
     'test' ('val' is accepted for it). The transform and the rest as
-    get_flowers102_iter_dali.
-    """
-    if not dali_available():
-        return fall_back(fallback, get_oxford_pet_iter_torch, locals())
-    split = _split(type)
-    train = split == "trainval"
-    return _common.build_dali(pet_source(root, split), transform or recipes.imagenet(train), train, locals())
+    get_flowers102_iter_dali."""
+    args = dict(type=type, root=root, batch_size=batch_size, num_threads=num_threads, seed=seed,
+                drop_last=drop_last, rank=rank, world_size=world_size, local_rank=local_rank,
+                device_id=device_id, transform=transform, python_fallback=python_fallback,
+                batch_transform=batch_transform, memory_format=memory_format, fallback=fallback)
+    return _common.open_dali(OXFORD_PET, get_oxford_pet_iter_torch, args)
 
 
 def get_oxford_pet_iter_torch(type, root, batch_size, num_threads=4, *, seed=None, drop_last=False, rank=None,
                               world_size=None, local_rank=None, device_id=None, transform=None,
-                              python_fallback=False, batch_transform=None, memory_format=torch.contiguous_format):
+                              python_fallback=False, batch_transform=None,
+                              memory_format=torch.contiguous_format):
     """The twin of get_oxford_pet_iter_dali: torchvision's OxfordIIITPet (download=False,
     target_types="category")."""
-    from torchvision.datasets import OxfordIIITPet
-
-    split = _split(type)
-    train = split == "trainval"
-    pet_source(root, split)   # the same checks and named errors as the DALI loader's
-    dataset = OxfordIIITPet(os.path.dirname(_folder(root)), split, target_types="category", download=False,
-                            transform=_common.TwinTransform(transform or recipes.imagenet(train)))
-    return _common.build_torch(dataset, train, locals())
+    args = dict(type=type, root=root, batch_size=batch_size, num_threads=num_threads, seed=seed,
+                drop_last=drop_last, rank=rank, world_size=world_size, local_rank=local_rank,
+                device_id=device_id, transform=transform, python_fallback=python_fallback,
+                batch_transform=batch_transform, memory_format=memory_format)
+    return _common.open_torch(OXFORD_PET, args)

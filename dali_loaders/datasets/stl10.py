@@ -13,8 +13,6 @@ import numpy as np
 import torch
 
 from .. import recipes
-from ..loader.fallback import dali_available, fall_back
-from ..loader.torch_loader import SourceDataset
 from ..sources.arrays import ArraySource
 from . import _common
 
@@ -90,26 +88,42 @@ def stl10_source(root: str, split: str, folds=None) -> ArraySource:
     return ArraySource(images, labels, f"stl10/{split}/{folds}")
 
 
-def _split(type) -> str:
-    return _common.pick_split(type, SPLITS, ALIASES)
+STL10 = _common.DatasetSpec(
+    name="stl10", splits=SPLITS, aliases=ALIASES, train_splits=("train", "unlabeled", "train+unlabeled"),
+    source=stl10_source, recipe=lambda train: recipes.normalized("stl10"),
+    own=(_common.Argument("folds", "None", check=check_folds),),
+    dali_doc="""A DataLoader-like STL-10 iterator on DALI: `for images, labels in loader`.
+
+    `root` holds stl10_binary/; type is 'train', 'test' ('val' is accepted for it),
+    'unlabeled' or 'train+unlabeled' (labels -1 for unlabeled images); `folds` picks one of
+    the ten predefined train folds. `transform` is handed each 96x96 RGB PIL image, as
+    torchvision's STL10 hands it; default recipes.normalized: float32 (B, 3, 96, 96).
+    The other arguments as get_cifar_iter_dali's.""",
+    torch_doc="""The twin of get_stl10_iter_dali. torchvision's STL10 refuses files whose md5 is not
+    the published one (every file, every split), so the twin reads the same files the same
+    way through SourceDataset, handing the transform the PIL image STL10 would.""")
+SPECS = (STL10,)
+
+
+# -- generated from the specs above by `python -m dali_loaders.datasets.generate`; do not edit below
 
 
 def get_stl10_iter_dali(type, root, batch_size, num_threads=4, *, folds=None, seed=None, drop_last=False,
                         rank=None, world_size=None, local_rank=None, device_id=None, transform=None,
-                        python_fallback=False, batch_transform=None, memory_format=torch.contiguous_format, fallback=True):
+                        python_fallback=False, batch_transform=None, memory_format=torch.contiguous_format,
+                        fallback=True):
     """A DataLoader-like STL-10 iterator on DALI: `for images, labels in loader`.
 
     `root` holds stl10_binary/; type is 'train', 'test' ('val' is accepted for it),
     'unlabeled' or 'train+unlabeled' (labels -1 for unlabeled images); `folds` picks one of
     the ten predefined train folds. `transform` is handed each 96x96 RGB PIL image, as
     torchvision's STL10 hands it; default recipes.normalized: float32 (B, 3, 96, 96).
-    The other arguments as get_cifar_iter_dali's.
-    """
-    if not dali_available():
-        return fall_back(fallback, get_stl10_iter_torch, locals())
-    split = _split(type)
-    return _common.build_dali(stl10_source(root, split, check_folds(folds)), transform or recipes.normalized("stl10"),
-                         _common.is_train(split), locals())
+    The other arguments as get_cifar_iter_dali's."""
+    args = dict(type=type, root=root, batch_size=batch_size, num_threads=num_threads, folds=folds, seed=seed,
+                drop_last=drop_last, rank=rank, world_size=world_size, local_rank=local_rank,
+                device_id=device_id, transform=transform, python_fallback=python_fallback,
+                batch_transform=batch_transform, memory_format=memory_format, fallback=fallback)
+    return _common.open_dali(STL10, get_stl10_iter_torch, args)
 
 
 def get_stl10_iter_torch(type, root, batch_size, num_threads=4, *, folds=None, seed=None, drop_last=False,
@@ -118,6 +132,8 @@ def get_stl10_iter_torch(type, root, batch_size, num_threads=4, *, folds=None, s
     """The twin of get_stl10_iter_dali. torchvision's STL10 refuses files whose md5 is not
     the published one (every file, every split), so the twin reads the same files the same
     way through SourceDataset, handing the transform the PIL image STL10 would."""
-    split = _split(type)
-    dataset = SourceDataset(stl10_source(root, split, check_folds(folds)), transform or recipes.normalized("stl10"))
-    return _common.build_torch(dataset, _common.is_train(split), locals())
+    args = dict(type=type, root=root, batch_size=batch_size, num_threads=num_threads, folds=folds, seed=seed,
+                drop_last=drop_last, rank=rank, world_size=world_size, local_rank=local_rank,
+                device_id=device_id, transform=transform, python_fallback=python_fallback,
+                batch_transform=batch_transform, memory_format=memory_format)
+    return _common.open_torch(STL10, args)

@@ -11,8 +11,6 @@ import numpy as np
 import torch
 
 from .. import recipes
-from ..loader.fallback import dali_available, fall_back
-from ..loader.torch_loader import SourceDataset
 from ..sources.arrays import ArraySource
 from ..sources.formats import read_mat
 from . import _common
@@ -38,25 +36,39 @@ def svhn_source(root: str, split: str) -> ArraySource:
     return ArraySource(np.ascontiguousarray(images.transpose(3, 0, 1, 2)), labels, f"svhn/{split}")
 
 
-def _split(type) -> str:
-    return _common.pick_split(type, SPLITS, ALIASES)
+SVHN = _common.DatasetSpec(
+    name="svhn", splits=SPLITS, aliases=ALIASES, train_splits=("train", "extra"), source=svhn_source,
+    recipe=lambda train: recipes.normalized("svhn"),
+    dali_doc="""A DataLoader-like SVHN iterator on DALI: `for images, labels in loader`.
+
+    `root` holds <type>_32x32.mat; type is 'train', 'test' ('val' is accepted for it) or
+    'extra' (shuffled, as train). `transform` is handed each 32x32 RGB PIL image, as
+    torchvision's SVHN hands it, and runs inside DALI; default recipes.normalized:
+    float32 (B, 3, 32, 32). The other arguments as get_cifar_iter_dali's.""",
+    torch_doc="""The twin of get_svhn_iter_dali. torchvision's SVHN refuses any file whose md5 is not
+    the published one, so the twin reads the same .mat the same way (loadmat, 10 -> 0)
+    through SourceDataset, handing the transform the PIL image SVHN would.""")
+SPECS = (SVHN,)
+
+
+# -- generated from the specs above by `python -m dali_loaders.datasets.generate`; do not edit below
 
 
 def get_svhn_iter_dali(type, root, batch_size, num_threads=4, *, seed=None, drop_last=False, rank=None,
                        world_size=None, local_rank=None, device_id=None, transform=None,
-                       python_fallback=False, batch_transform=None, memory_format=torch.contiguous_format, fallback=True):
+                       python_fallback=False, batch_transform=None, memory_format=torch.contiguous_format,
+                       fallback=True):
     """A DataLoader-like SVHN iterator on DALI: `for images, labels in loader`.
 
     `root` holds <type>_32x32.mat; type is 'train', 'test' ('val' is accepted for it) or
     'extra' (shuffled, as train). `transform` is handed each 32x32 RGB PIL image, as
     torchvision's SVHN hands it, and runs inside DALI; default recipes.normalized:
-    float32 (B, 3, 32, 32). The other arguments as get_cifar_iter_dali's.
-    """
-    if not dali_available():
-        return fall_back(fallback, get_svhn_iter_torch, locals())
-    split = _split(type)
-    return _common.build_dali(svhn_source(root, split), transform or recipes.normalized("svhn"),
-                         _common.is_train(split), locals())
+    float32 (B, 3, 32, 32). The other arguments as get_cifar_iter_dali's."""
+    args = dict(type=type, root=root, batch_size=batch_size, num_threads=num_threads, seed=seed,
+                drop_last=drop_last, rank=rank, world_size=world_size, local_rank=local_rank,
+                device_id=device_id, transform=transform, python_fallback=python_fallback,
+                batch_transform=batch_transform, memory_format=memory_format, fallback=fallback)
+    return _common.open_dali(SVHN, get_svhn_iter_torch, args)
 
 
 def get_svhn_iter_torch(type, root, batch_size, num_threads=4, *, seed=None, drop_last=False, rank=None,
@@ -65,6 +77,8 @@ def get_svhn_iter_torch(type, root, batch_size, num_threads=4, *, seed=None, dro
     """The twin of get_svhn_iter_dali. torchvision's SVHN refuses any file whose md5 is not
     the published one, so the twin reads the same .mat the same way (loadmat, 10 -> 0)
     through SourceDataset, handing the transform the PIL image SVHN would."""
-    split = _split(type)
-    dataset = SourceDataset(svhn_source(root, split), transform or recipes.normalized("svhn"))
-    return _common.build_torch(dataset, _common.is_train(split), locals())
+    args = dict(type=type, root=root, batch_size=batch_size, num_threads=num_threads, seed=seed,
+                drop_last=drop_last, rank=rank, world_size=world_size, local_rank=local_rank,
+                device_id=device_id, transform=transform, python_fallback=python_fallback,
+                batch_transform=batch_transform, memory_format=memory_format)
+    return _common.open_torch(SVHN, args)

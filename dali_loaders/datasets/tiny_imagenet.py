@@ -12,8 +12,6 @@ import os
 import torch
 
 from .. import recipes
-from ..loader.fallback import dali_available, fall_back
-from ..loader.torch_loader import SourceDataset
 from ..sources.files import FileSource
 from ..sources.image_files import is_image
 from . import _common
@@ -77,33 +75,50 @@ def tiny_imagenet_source(root: str, split: str) -> FileSource:
     return FileSource(files, labels, f"tiny-imagenet/{split}", wnids)
 
 
-def _split(type) -> str:
-    return _common.pick_split(type, SPLITS, ALIASES)
+TINY_IMAGENET = _common.DatasetSpec(
+    name="tiny_imagenet", splits=SPLITS, aliases=ALIASES, train_splits=("train",), source=tiny_imagenet_source,
+    recipe=lambda train: recipes.normalized("tiny_imagenet"), own=_common.IMAGE_FILE_ARGUMENTS,
+    dali_doc="""A DataLoader-like Tiny-ImageNet iterator on DALI: `for images, labels in loader`.
+
+    `root` holds tiny-imagenet-200/; type is 'train' or 'val' ('test' is accepted for
+    'val': the archive's test/ has no labels). `transform` is handed each image decoded to
+    RGB; default recipes.normalized: float32 (B, 3, 64, 64). An image that cannot be decoded
+    stops the epoch with an ImageDecodeError naming it. The other arguments as
+    get_cifar_iter_dali's.""",
+    torch_doc="""The twin of get_tiny_imagenet_iter_dali (no torchvision class exists: SourceDataset
+    over the same index, images loaded as ImageFolder loads them).""")
+SPECS = (TINY_IMAGENET,)
+
+
+# -- generated from the specs above by `python -m dali_loaders.datasets.generate`; do not edit below
 
 
 def get_tiny_imagenet_iter_dali(type, root, batch_size, num_threads=4, *, seed=None, drop_last=False,
                                 rank=None, world_size=None, local_rank=None, device_id=None, transform=None,
-                                python_fallback=False, batch_transform=None, memory_format=torch.contiguous_format, fallback=True):
+                                python_fallback=False, batch_transform=None,
+                                memory_format=torch.contiguous_format, fallback=True):
     """A DataLoader-like Tiny-ImageNet iterator on DALI: `for images, labels in loader`.
 
     `root` holds tiny-imagenet-200/; type is 'train' or 'val' ('test' is accepted for
     'val': the archive's test/ has no labels). `transform` is handed each image decoded to
     RGB; default recipes.normalized: float32 (B, 3, 64, 64). An image that cannot be decoded
     stops the epoch with an ImageDecodeError naming it. The other arguments as
-    get_cifar_iter_dali's.
-    """
-    if not dali_available():
-        return fall_back(fallback, get_tiny_imagenet_iter_torch, locals())
-    split = _split(type)
-    return _common.build_dali(tiny_imagenet_source(root, split), transform or recipes.normalized("tiny_imagenet"),
-                         split == "train", locals())
+    get_cifar_iter_dali's."""
+    args = dict(type=type, root=root, batch_size=batch_size, num_threads=num_threads, seed=seed,
+                drop_last=drop_last, rank=rank, world_size=world_size, local_rank=local_rank,
+                device_id=device_id, transform=transform, python_fallback=python_fallback,
+                batch_transform=batch_transform, memory_format=memory_format, fallback=fallback)
+    return _common.open_dali(TINY_IMAGENET, get_tiny_imagenet_iter_torch, args)
 
 
 def get_tiny_imagenet_iter_torch(type, root, batch_size, num_threads=4, *, seed=None, drop_last=False,
                                  rank=None, world_size=None, local_rank=None, device_id=None, transform=None,
-                                 python_fallback=False, batch_transform=None, memory_format=torch.contiguous_format):
+                                 python_fallback=False, batch_transform=None,
+                                 memory_format=torch.contiguous_format):
     """The twin of get_tiny_imagenet_iter_dali (no torchvision class exists: SourceDataset
     over the same index, images loaded as ImageFolder loads them)."""
-    split = _split(type)
-    dataset = SourceDataset(tiny_imagenet_source(root, split), transform or recipes.normalized("tiny_imagenet"))
-    return _common.build_torch(dataset, split == "train", locals())
+    args = dict(type=type, root=root, batch_size=batch_size, num_threads=num_threads, seed=seed,
+                drop_last=drop_last, rank=rank, world_size=world_size, local_rank=local_rank,
+                device_id=device_id, transform=transform, python_fallback=python_fallback,
+                batch_transform=batch_transform, memory_format=memory_format)
+    return _common.open_torch(TINY_IMAGENET, args)

@@ -6,6 +6,11 @@ import numpy as np
 
 from ..datasets.cifar import LAYOUT
 
+# The archives' label-name files, which torchvision's CIFAR10/CIFAR100 read on opening.
+META = {"cifar10": ("batches.meta", {"label_names": [f"class_{i}" for i in range(10)], "num_vis": 3072}),
+        "cifar100": ("meta", {"fine_label_names": [f"fine_{i}" for i in range(100)],
+                              "coarse_label_names": [f"coarse_{i}" for i in range(20)]})}
+
 
 def smooth_images(n: int, rng: np.random.Generator, size: int = 32) -> np.ndarray:
     """(n, size, size, 3) uint8 images with some structure: blurred noise plus a gradient."""
@@ -18,8 +23,8 @@ def smooth_images(n: int, rng: np.random.Generator, size: int = 32) -> np.ndarra
 
 def write_cifar(root: str, dataset: str = "cifar10", n_train: int = 100, n_test: int = 50,
                 images=None, seed: int = 0) -> str:
-    """Writes `dataset` under root/<folder>/ as the original archive's python pickles and
-    returns root. `images(n, offset)` may give the (n, 32, 32, 3) uint8 pixels of images
+    """Writes `dataset` under root/<folder>/ as the original archive's python pickles (the
+    batches and the label-name file, so torchvision's own class opens it) and returns root. `images(n, offset)` may give the (n, 32, 32, 3) uint8 pixels of images
     offset .. offset+n-1 (train first, then test); labels are index % classes."""
     rng = np.random.default_rng(seed)
     folder, train_files, test_files = LAYOUT[dataset]
@@ -38,4 +43,7 @@ def write_cifar(root: str, dataset: str = "cifar10", n_train: int = 100, n_test:
             with open(os.path.join(root, folder, name), "wb") as f:
                 pickle.dump(entry, f, protocol=2)
             offset += n
+    meta_name, meta = META[dataset]
+    with open(os.path.join(root, folder, meta_name), "wb") as f:
+        pickle.dump(meta, f, protocol=2)
     return root

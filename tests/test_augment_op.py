@@ -333,3 +333,28 @@ def test_without_a_compiler_the_loaders_warn_once_and_branch_instead(tmp_path, m
         assert sum("augmentation plugin" in str(w.message) for w in caught) == 1
     finally:
         plugin.forget()
+
+
+def test_random_erasing_of_uint8_pixels_draws_torchvision_boxes_and_sets_the_value():
+    """A twin that erases its uint8 tensor: the fused operator's Erase, the box drawn as for
+    floats (tests/test_autoaugment.py), the value truncated into uint8 as torch copies it."""
+    from scipy import stats
+
+    from dali_loaders.loader.build import dali_loader
+    from dali_loaders.sources.arrays import ArraySource
+
+    n, size, value = 1024, (48, 64), (10.7, 20.0, 255.0)
+    transform = v2.Compose([v2.ToImage(), v2.RandomErasing(p=0.5, scale=(0.02, 0.33), value=value)])
+    loader = dali_loader(ArraySource(np.zeros((n, *size, 3), np.uint8), np.zeros(n), "zeros"), transform,
+                         train=True, batch_size=256, num_threads=2, seed=3)
+    ours = torch.cat([x for x, _ in loader])
+    torch.manual_seed(3)
+    twin = torch.stack([transform(torch.zeros(3, *size, dtype=torch.uint8)) for _ in range(n)])
+    for images in (ours, twin):
+        assert images.dtype == torch.uint8
+        erased = images.amax(dim=(1, 2, 3)) > 0
+        for image in images[erased]:
+            assert [set(c.unique().tolist()) for c in image] == [{0, 10}, {0, 20}, {0, 255}]
+    areas = [[int((image[0] > 0).sum()) for image in images if image.any()] for images in (ours, twin)]
+    assert abs(len(areas[0]) - len(areas[1])) < 4 * np.sqrt(0.25 * n * 2)
+    assert stats.ks_2samp(*areas).pvalue > 1e-3

@@ -399,7 +399,7 @@ def test_random_erasing_fills_with_its_value(value, want):
 
 def test_random_erasing_on_uint8_pixels_is_refused_by_name():
     source = ArraySource(np.zeros((4, 8, 8, 3), np.uint8), np.zeros(4), "zeros")
-    loader = dali_loader(source, v2.Compose([v2.ToImage(), v2.RandomErasing()]), train=True, batch_size=2,
-                         num_threads=1)
+    loader = dali_loader(source, v2.Compose([v2.ToImage(), v2.RandomErasing(value="random")]), train=True,
+                         batch_size=2, num_threads=1)
     with pytest.raises(ValueError, match="RandomErasing on uint8 pixels"):
         list(loader)

@@ -58,6 +58,7 @@ class PendingAugment:
     kernels: str
     fill: Optional[List[float]]
     warps: bool = False
+    erase_value: Optional[List[float]] = None
     ops: List[Any] = field(default_factory=list)
     params: List[Any] = field(default_factory=list)
 
@@ -122,22 +123,27 @@ class Images:
         self.height, self.width = self.height + top + bottom, self.width + left + right
         return True
 
-    def pending_augment(self, kernels: str, fill: Optional[List[float]], warps: bool) -> PendingAugment:
-        """The pending slots new ones join (after those of earlier steps); before warps, a
-        pending horizontal flip becomes a slot (colour steps commute with it: it stays for
-        crop_mirror_normalize). A new call when the arithmetic or the warps' fill differs."""
+    def pending_augment(self, kernels: str, fill: Optional[List[float]], warps: bool,
+                        erase_value: Optional[List[float]] = None) -> PendingAugment:
+        """The pending slots new ones join (after those of earlier steps); before warps and
+        erasing, a pending horizontal flip becomes a slot (colour steps commute with it: it
+        stays for crop_mirror_normalize). A new call when the arithmetic, the warps' fill or
+        the erased value differs."""
         from ..ops import augment as op
         from nvidia.dali import fn, types
 
         pending = self.augment
-        if pending and (pending.kernels != kernels or (warps and pending.warps and pending.fill != fill)):
+        if pending and (pending.kernels != kernels or (warps and pending.warps and pending.fill != fill)
+                        or (erase_value and pending.erase_value and pending.erase_value != erase_value)):
             self.flush_augment()
             pending = None
         if pending is None:
             pending = self.augment = PendingAugment(kernels, fill)
         if warps:
             pending.warps, pending.fill = True, fill
-        if warps and self.mirror is not None:   # a flip does not commute with the warps: it comes first
+        if erase_value:
+            pending.erase_value = erase_value
+        if (warps or erase_value) and self.mirror is not None:   # a flip does not commute with the warps: it comes first
             flip = fn.cast(self.mirror, dtype=types.INT32)
             pending.ops.append(flip * (op.CODES["FlipH"] - op.SKIP) + op.SKIP)
             pending.params.append(types.Constant(np.zeros(op.NUM_PARAMS, np.float32)))
@@ -152,7 +158,7 @@ class Images:
         pending, self.augment = self.augment, None
         if pending and pending.ops:
             self.data = op.call(self.data, fn.stack(*pending.ops), fn.stack(*pending.params), pending.kernels,
-                                pending.fill)
+                                pending.fill, pending.erase_value)
 
     def flush_crop(self) -> None:
         """Cuts a pending crop window: before any step that must see the cropped pixels."""

@@ -419,15 +419,30 @@ def erase_box(step, images: Images):
     return top, left, box_h, box_w
 
 
+def uint8_erasing(step, images: Images) -> None:
+    """On uint8 pixels (a CPU graph, a constant value in 0 .. 255): the fused operator's Erase;
+    otherwise refused by name."""
+    value = erase_value(step)
+    if not (fused.usable(images) and value is not None and all(0 <= v <= 255 for v in value)):
+        raise ValueError(f"{describe(step)} on uint8 pixels is not translated (but for a value in 0 .. 255 on "
+                         f"the CPU): put it after ToDtype(float32, scale=True) and Normalize, as torchvision's "
+                         f"references do, or pass python_fallback=True")
+    images.uint8_pixels(step)
+    images.decode()
+    fused.erase(step, images, erase_box(step, images), value)
+
+
 @translates("RandomErasing")
 @refuses(erasing_refusal)
+@augments
 def random_erasing(step, images: Images) -> None:
-    """On the output tensor (normalized, in the output layout), as torchvision's references do."""
+    """On the output tensor (normalized, in the output layout), as torchvision's references
+    and timm do, with DALI's fn.erase: exact there, and without branches. Only a twin that
+    erases uint8 pixels gets the fused operator's Erase (uint8_erasing)."""
     from nvidia.dali import fn, types
 
     if not images.is_float:
-        raise ValueError(f"{describe(step)} on uint8 pixels is not translated: put it after ToDtype(float32, "
-                         f"scale=True) and Normalize, as torchvision's references do, or pass python_fallback=True")
+        return uint8_erasing(step, images)
     images.materialize()
     top, left, height, width = erase_box(step, images)
     window = dict(anchor=fn.stack(fn.cast(top, dtype=types.FLOAT), fn.cast(left, dtype=types.FLOAT)),

@@ -248,3 +248,14 @@ def random_grayscale(step, images: Images) -> None:
     applied = fn.cast(coin(step.p), dtype=types.INT32)
     code = (op.CODES["Grayscale"] - op.SKIP) * applied + op.SKIP
     queue(images, step, [(code, stack(0.0, 0.0, 0.0, 0.0))], warps=False)
+
+
+def erase(step, images: Images, box, value: List[float]) -> None:
+    """RandomErasing on uint8 pixels (the twin erases its uint8 tensor): the drawn box set to
+    the value, which torchvision's copy into uint8 truncates."""
+    from nvidia.dali import types
+
+    value = value * images.channels if len(value) == 1 else value
+    pending = images.pending_augment(kernels(step, images), None, warps=False, erase_value=value)
+    pending.ops.append(types.Constant(np.int32(op.CODES["Erase"])))
+    pending.params.append(stack(*box))

@@ -55,17 +55,26 @@ def solarize_threshold(step, magnitude: float, kind: str) -> float:
     return float(math.ceil(t if kind == "pil" else np.float32(t)))
 
 
+def parameters(step, name: str, magnitude: float, resample: int, kind: str, relative: bool) -> Tuple[float, ...]:
+    """The operator's p0 .. for torchvision's `name` at `magnitude` (ops/csrc/augment_kernels.h)."""
+    if name in ("ShearX", "ShearY"):
+        return magnitude, resample, 2 if is_v1(step) else 1   # the matrix form of v1 or v2
+    if name in ("TranslateX", "TranslateY"):
+        return (magnitude if relative else int(magnitude)), resample
+    if name == "Rotate":
+        return magnitude, resample
+    if name in ("Brightness", "Color", "Contrast", "Sharpness"):
+        return magnitude, 1.0   # the factor 1.0 + magnitude, in double as torchvision adds it
+    if name == "Posterize":
+        return (int(magnitude),)
+    if name == "Solarize":
+        return (solarize_threshold(step, magnitude, kind),)
+    return ()
+
+
 def row(step, name: str, magnitude: float, resample: int, kind: str, relative: bool) -> List[float]:
     """[code, p0, p1, p2, p3, relative x, relative y] for torchvision's `name` at `magnitude`."""
-    values = {
-        "ShearX": (magnitude, resample, 2 if is_v1(step) else 1), "ShearY": (magnitude, resample, 2 if is_v1(step) else 1),
-        "TranslateX": (magnitude if relative else int(magnitude), resample),
-        "TranslateY": (magnitude if relative else int(magnitude), resample),
-        "Rotate": (magnitude, resample), "Posterize": (int(magnitude),),
-        "Solarize": (solarize_threshold(step, magnitude, kind),),
-        "Brightness": (magnitude, 1.0), "Color": (magnitude, 1.0), "Contrast": (magnitude, 1.0),
-        "Sharpness": (magnitude, 1.0),
-    }.get(name, ())
+    values = parameters(step, name, magnitude, resample, kind, relative)
     params = list(values) + [0.0] * (op.NUM_PARAMS - len(values))
     return [op.CODES[name], *params, float(relative and name == "TranslateX"), float(relative and name == "TranslateY")]
 

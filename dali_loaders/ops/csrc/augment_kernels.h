@@ -58,7 +58,6 @@ struct Settings {
 // Buffers a caller keeps between calls (one per thread)
 struct Scratch {
   std::vector<uint8_t> a, b;
-  std::vector<float> f;
 };
 
 // Whether `op` is known, and what is wrong with a step's parameters ("" if nothing).

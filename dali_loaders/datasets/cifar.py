@@ -15,6 +15,7 @@ from .. import recipes
 from ..loader.build import dali_loader
 from ..loader.checks import check_count
 from ..loader.fallback import dali_available, fall_back
+from ..loader.options import loader_options
 from ..loader.torch_loader import SourceDataset, torch_loader
 from ..sources.arrays import ArraySource
 
@@ -99,6 +100,7 @@ def _check_args(type: str, batch_size, val_size: int, cutout: int) -> bool:
     return type == "train"
 
 
+@loader_options
 def get_cifar_iter_dali(type, image_dir, batch_size, num_threads=4, local_rank=None, world_size=None,
                         val_size=32, cutout=0, *, dataset="cifar10", label_type="fine", seed=None,
                         drop_last=False, device_id=None, rank=None, fallback=True, transform=None,
@@ -127,6 +129,7 @@ def get_cifar_iter_dali(type, image_dir, batch_size, num_threads=4, local_rank=N
 # -- the torchvision twin ----------------------------------------------------------------
 
 
+@loader_options
 def get_cifar_iter_torch(type, image_dir, batch_size, num_threads=4, local_rank=None, world_size=None,
                          val_size=32, cutout=0, *, dataset="cifar10", label_type="fine", seed=None,
                          drop_last=False, device_id=None, rank=None, transform=None, python_fallback=False,

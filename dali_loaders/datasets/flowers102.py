@@ -12,6 +12,7 @@ import torch
 
 from .. import recipes
 from ..loader.fallback import dali_available, fall_back
+from ..loader.options import loader_options
 from ..loader.torch_loader import SourceDataset
 from ..sources.files import FileSource
 from ..sources.formats import read_mat
@@ -50,6 +51,7 @@ def flowers_source(root: str, split: str) -> FileSource:
     return FileSource(files, labels[ids - 1], f"flowers102/{split}", [str(c) for c in range(labels.max() + 1)])
 
 
+@loader_options
 def get_flowers102_iter_dali(type, root, batch_size, num_threads=4, *, seed=None, drop_last=False, rank=None,
                              world_size=None, local_rank=None, device_id=None, transform=None,
                              python_fallback=False, batch_transform=None, memory_format=torch.contiguous_format, fallback=True):
@@ -68,6 +70,7 @@ def get_flowers102_iter_dali(type, root, batch_size, num_threads=4, *, seed=None
     return _common.build_dali(flowers_source(root, split), transform or recipes.imagenet(train), train, locals())
 
 
+@loader_options
 def get_flowers102_iter_torch(type, root, batch_size, num_threads=4, *, seed=None, drop_last=False, rank=None,
                               world_size=None, local_rank=None, device_id=None, transform=None,
                               python_fallback=False, batch_transform=None, memory_format=torch.contiguous_format):

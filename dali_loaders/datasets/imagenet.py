@@ -8,6 +8,7 @@ from .. import recipes
 from ..loader.build import dali_loader
 from ..loader.checks import check_count
 from ..loader.fallback import dali_available, fall_back
+from ..loader.options import loader_options
 from ..loader.torch_loader import SourceDataset, torch_loader
 
 # A decode error surfaces while DALI may already be working on the next batches (prefetch).
@@ -52,6 +53,7 @@ def _train_classes(split: str, label_file: Optional[str]):
     return sorted(entry.name for entry in os.scandir(train) if entry.is_dir()) or None
 
 
+@loader_options
 def get_imagefolder_iter_dali(root, batch_size, train, num_threads=4, device_id=None,
                               crop=recipes.IMAGENET_CROP, val_size=recipes.IMAGENET_VAL_SIZE, world_size=None,
                               local_rank=None, *, label_file=None, seed=None, drop_last=False, rank=None,
@@ -83,6 +85,7 @@ def get_imagefolder_iter_dali(root, batch_size, train, num_threads=4, device_id=
                        batch_transform=batch_transform, explain_failure=name_the_file(index, batch_size))
 
 
+@loader_options
 def get_imagenet_iter_dali(type, image_dir, batch_size, num_threads=4, device_id=None, num_gpus=1,
                            crop=recipes.IMAGENET_CROP, val_size=recipes.IMAGENET_VAL_SIZE, world_size=None,
                            local_rank=None, *, label_file=None, seed=None, drop_last=False, rank=None,
@@ -108,6 +111,7 @@ def get_imagenet_iter_dali(type, image_dir, batch_size, num_threads=4, device_id
                                      batch_transform=batch_transform)
 
 
+@loader_options
 def get_imagefolder_iter_torch(root, batch_size, train, num_threads=4, device_id=None,
                                crop=recipes.IMAGENET_CROP, val_size=recipes.IMAGENET_VAL_SIZE, world_size=None,
                                local_rank=None, *, label_file=None, seed=None, drop_last=False, rank=None,
@@ -124,6 +128,7 @@ def get_imagefolder_iter_torch(root, batch_size, train, num_threads=4, device_id
                         memory_format=memory_format, batch_transform=batch_transform)
 
 
+@loader_options
 def get_imagenet_iter_torch(type, image_dir, batch_size, num_threads=4, device_id=None, num_gpus=1,
                             crop=recipes.IMAGENET_CROP, val_size=recipes.IMAGENET_VAL_SIZE, world_size=None,
                             local_rank=None, *, label_file=None, seed=None, drop_last=False, rank=None,

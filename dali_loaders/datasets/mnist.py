@@ -17,6 +17,7 @@ import torch
 
 from .. import recipes
 from ..loader.fallback import dali_available, fall_back
+from ..loader.options import loader_options
 from ..loader.torch_loader import SourceDataset
 from ..sources.arrays import ArraySource
 from . import _common
@@ -127,6 +128,7 @@ def _torch(dataset: str, args: dict, emnist_split: str = "balanced"):
                           _common.is_train(split), args)
 
 
+@loader_options
 def get_mnist_iter_dali(type, root, batch_size, num_threads=4, *, seed=None, drop_last=False, rank=None,
                         world_size=None, local_rank=None, device_id=None, transform=None,
                         python_fallback=False, batch_transform=None, memory_format=torch.contiguous_format, fallback=True):
@@ -143,6 +145,7 @@ def get_mnist_iter_dali(type, root, batch_size, num_threads=4, *, seed=None, dro
     return _dali("mnist", locals())
 
 
+@loader_options
 def get_mnist_iter_torch(type, root, batch_size, num_threads=4, *, seed=None, drop_last=False, rank=None,
                          world_size=None, local_rank=None, device_id=None, transform=None,
                          python_fallback=False, batch_transform=None, memory_format=torch.contiguous_format):
@@ -151,6 +154,7 @@ def get_mnist_iter_torch(type, root, batch_size, num_threads=4, *, seed=None, dr
     return _torch("mnist", locals())
 
 
+@loader_options
 def get_fashion_mnist_iter_dali(type, root, batch_size, num_threads=4, *, seed=None, drop_last=False,
                                 rank=None, world_size=None, local_rank=None, device_id=None, transform=None,
                                 python_fallback=False, batch_transform=None, memory_format=torch.contiguous_format, fallback=True):
@@ -160,6 +164,7 @@ def get_fashion_mnist_iter_dali(type, root, batch_size, num_threads=4, *, seed=N
     return _dali("fashion_mnist", locals())
 
 
+@loader_options
 def get_fashion_mnist_iter_torch(type, root, batch_size, num_threads=4, *, seed=None, drop_last=False,
                                  rank=None, world_size=None, local_rank=None, device_id=None, transform=None,
                                  python_fallback=False, batch_transform=None, memory_format=torch.contiguous_format):
@@ -167,6 +172,7 @@ def get_fashion_mnist_iter_torch(type, root, batch_size, num_threads=4, *, seed=
     return _torch("fashion_mnist", locals())
 
 
+@loader_options
 def get_kmnist_iter_dali(type, root, batch_size, num_threads=4, *, seed=None, drop_last=False, rank=None,
                          world_size=None, local_rank=None, device_id=None, transform=None,
                          python_fallback=False, batch_transform=None, memory_format=torch.contiguous_format, fallback=True):
@@ -176,6 +182,7 @@ def get_kmnist_iter_dali(type, root, batch_size, num_threads=4, *, seed=None, dr
     return _dali("kmnist", locals())
 
 
+@loader_options
 def get_kmnist_iter_torch(type, root, batch_size, num_threads=4, *, seed=None, drop_last=False, rank=None,
                           world_size=None, local_rank=None, device_id=None, transform=None,
                           python_fallback=False, batch_transform=None, memory_format=torch.contiguous_format):
@@ -183,6 +190,7 @@ def get_kmnist_iter_torch(type, root, batch_size, num_threads=4, *, seed=None, d
     return _torch("kmnist", locals())
 
 
+@loader_options
 def get_emnist_iter_dali(type, root, batch_size, num_threads=4, *, split="balanced", seed=None,
                          drop_last=False, rank=None, world_size=None, local_rank=None, device_id=None,
                          transform=None, python_fallback=False, batch_transform=None, memory_format=torch.contiguous_format,
@@ -195,6 +203,7 @@ def get_emnist_iter_dali(type, root, batch_size, num_threads=4, *, split="balanc
     return _dali("emnist", locals(), _check_emnist_split(split))
 
 
+@loader_options
 def get_emnist_iter_torch(type, root, batch_size, num_threads=4, *, split="balanced", seed=None,
                           drop_last=False, rank=None, world_size=None, local_rank=None, device_id=None,
                           transform=None, python_fallback=False, batch_transform=None, memory_format=torch.contiguous_format):

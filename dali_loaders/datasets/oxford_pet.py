@@ -11,6 +11,7 @@ import torch
 
 from .. import recipes
 from ..loader.fallback import dali_available, fall_back
+from ..loader.options import loader_options
 from ..sources.files import FileSource
 from . import _common
 
@@ -59,6 +60,7 @@ def _split(type) -> str:
     return _common.pick_split(type, SPLITS, ALIASES)
 
 
+@loader_options
 def get_oxford_pet_iter_dali(type, root, batch_size, num_threads=4, *, seed=None, drop_last=False, rank=None,
                              world_size=None, local_rank=None, device_id=None, transform=None,
                              python_fallback=False, batch_transform=None, memory_format=torch.contiguous_format, fallback=True):
@@ -75,6 +77,7 @@ def get_oxford_pet_iter_dali(type, root, batch_size, num_threads=4, *, seed=None
     return _common.build_dali(pet_source(root, split), transform or recipes.imagenet(train), train, locals())
 
 
+@loader_options
 def get_oxford_pet_iter_torch(type, root, batch_size, num_threads=4, *, seed=None, drop_last=False, rank=None,
                               world_size=None, local_rank=None, device_id=None, transform=None,
                               python_fallback=False, batch_transform=None, memory_format=torch.contiguous_format):

@@ -14,6 +14,7 @@ import torch
 
 from .. import recipes
 from ..loader.fallback import dali_available, fall_back
+from ..loader.options import loader_options
 from ..loader.torch_loader import SourceDataset
 from ..sources.arrays import ArraySource
 from . import _common
@@ -94,6 +95,7 @@ def _split(type) -> str:
     return _common.pick_split(type, SPLITS, ALIASES)
 
 
+@loader_options
 def get_stl10_iter_dali(type, root, batch_size, num_threads=4, *, folds=None, seed=None, drop_last=False,
                         rank=None, world_size=None, local_rank=None, device_id=None, transform=None,
                         python_fallback=False, batch_transform=None, memory_format=torch.contiguous_format, fallback=True):
@@ -112,6 +114,7 @@ def get_stl10_iter_dali(type, root, batch_size, num_threads=4, *, folds=None, se
                          _common.is_train(split), locals())
 
 
+@loader_options
 def get_stl10_iter_torch(type, root, batch_size, num_threads=4, *, folds=None, seed=None, drop_last=False,
                          rank=None, world_size=None, local_rank=None, device_id=None, transform=None,
                          python_fallback=False, batch_transform=None, memory_format=torch.contiguous_format):

@@ -13,6 +13,7 @@ import torch
 
 from .. import recipes
 from ..loader.fallback import dali_available, fall_back
+from ..loader.options import loader_options
 from ..loader.torch_loader import SourceDataset
 from ..sources.files import FileSource
 from ..sources.image_files import is_image
@@ -81,6 +82,7 @@ def _split(type) -> str:
     return _common.pick_split(type, SPLITS, ALIASES)
 
 
+@loader_options
 def get_tiny_imagenet_iter_dali(type, root, batch_size, num_threads=4, *, seed=None, drop_last=False,
                                 rank=None, world_size=None, local_rank=None, device_id=None, transform=None,
                                 python_fallback=False, batch_transform=None, memory_format=torch.contiguous_format, fallback=True):
@@ -99,6 +101,7 @@ def get_tiny_imagenet_iter_dali(type, root, batch_size, num_threads=4, *, seed=N
                          split == "train", locals())
 
 
+@loader_options
 def get_tiny_imagenet_iter_torch(type, root, batch_size, num_threads=4, *, seed=None, drop_last=False,
                                  rank=None, world_size=None, local_rank=None, device_id=None, transform=None,
                                  python_fallback=False, batch_transform=None, memory_format=torch.contiguous_format):

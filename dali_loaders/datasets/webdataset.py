@@ -5,6 +5,7 @@ import torch
 from .. import recipes
 from ..loader.checks import check_count
 from ..loader.fallback import dali_available, fall_back
+from ..loader.options import loader_options
 from ..sources.webdataset import IMAGE_KEYS, LABEL_KEY, WebDatasetSource, WebDatasetTwin, name_the_sample
 from . import _common
 
@@ -15,6 +16,7 @@ def _check_train(train) -> bool:
     return train
 
 
+@loader_options
 def get_webdataset_iter_dali(shards, batch_size, num_threads=4, *, train, seed=None, drop_last=False, rank=None,
                              world_size=None, local_rank=None, device_id=None, transform=None,
                              python_fallback=False, batch_transform=None, memory_format=torch.contiguous_format, fallback=True,
@@ -38,6 +40,7 @@ def get_webdataset_iter_dali(shards, batch_size, num_threads=4, *, train, seed=N
                          explain=name_the_sample(source, batch_size))
 
 
+@loader_options
 def get_webdataset_iter_torch(shards, batch_size, num_threads=4, *, train, seed=None, drop_last=False, rank=None,
                               world_size=None, local_rank=None, device_id=None, transform=None,
                               python_fallback=False, batch_transform=None, memory_format=torch.contiguous_format,

@@ -85,15 +85,19 @@ class Images:
         from nvidia.dali import fn
 
         if self.encoded:
-            self.data, self.encoded = fn.decoders.image(self.data, **self.decode_args), False
+            self.data, self.encoded = self.on_device(fn.decoders.image(self.data, **self.decode_args)), False
 
     def decode_random_crop(self, area: List[float], ratio: List[float]) -> None:
         """RandomResizedCrop's window, drawn by DALI, and only that window decoded."""
         from nvidia.dali import fn
 
-        self.data = fn.decoders.image_random_crop(self.data, random_area=area, random_aspect_ratio=ratio,
-                                                  num_attempts=CROP_ATTEMPTS, **self.decode_args)
+        self.data = self.on_device(fn.decoders.image_random_crop(
+            self.data, random_area=area, random_aspect_ratio=ratio, num_attempts=CROP_ATTEMPTS, **self.decode_args))
         self.encoded = False
+
+    def on_device(self, decoded):
+        """Decoded pixels where the steps run: a CPU decode for GPU steps ("cpu-decode") moves them."""
+        return decoded.gpu() if self.device == "gpu" and self.decode_args.get("device") == "cpu" else decoded
 
     @property
     def is_float(self) -> bool:

@@ -1,0 +1,101 @@
+"""Keywords every factory takes on top of its own: where DALI runs (`device=`, or the original
+DataLoaders_DALI's `dali_cpu=`), what a batch looks like (`output=`) and `target_transform=`.
+
+`@loader_options` adds them to a factory without touching its body: it checks them at once
+(a GPU variant without a GPU fails when the loader is built) and holds them while the factory runs, so
+the `dali_loader` / `torch_loader` it calls in the end, however deep, applies them. A factory
+calling another (ImageNet's calls the image-folder one) hands its options down unchanged.
+"""
+import contextvars
+import functools
+import inspect
+from dataclasses import dataclass, replace
+from typing import Callable, Optional
+
+import torch
+
+# "gpu": mixed (GPU) decode and GPU augmentation; "cpu-decode": CPU decode, GPU augmentation.
+DEVICES = ("cpu", "cpu-decode", "gpu")
+OUTPUTS = ("tuple", "dict")
+
+
+@dataclass(frozen=True)
+class LoaderOptions:
+    device: Optional[str] = None     # None: "gpu" if CUDA is available, else "cpu"
+    output: str = "tuple"
+    target_transform: Optional[Callable] = None
+
+
+_current = contextvars.ContextVar("dali_loaders_options", default=LoaderOptions())
+
+
+def current_options() -> LoaderOptions:
+    """The options of the factory call in progress (the defaults outside one)."""
+    return _current.get()
+
+
+def check_options(device=None, dali_cpu=None, output="tuple", target_transform=None) -> LoaderOptions:
+    """The keywords as LoaderOptions, or a ValueError naming the one that is wrong."""
+    if dali_cpu is not None:
+        if not isinstance(dali_cpu, bool):
+            raise ValueError(f"dali_cpu must be True (everything on the CPU) or False (GPU decode and "
+                             f"augmentation), got {dali_cpu!r}")
+        mapped = "cpu" if dali_cpu else "gpu"
+        if device is not None and device != mapped:
+            raise ValueError(f"dali_cpu={dali_cpu} means device={mapped!r}, but device={device!r} was passed "
+                             f"too; pass one of them")
+        device = mapped
+    if device is not None and device not in DEVICES:
+        raise ValueError(f"device must be one of {list(DEVICES)} (or None: 'gpu' where CUDA is available), "
+                         f"got {device!r}")
+    if output not in OUTPUTS:
+        raise ValueError(f"output must be 'tuple' (images, labels) or 'dict' ([{{'data': images, 'label': "
+                         f"labels}}], as DALI's iterators), got {output!r}")
+    if target_transform is not None and not callable(target_transform):
+        raise ValueError(f"target_transform must be a callable on one label, got {target_transform!r}")
+    return LoaderOptions(device, output, target_transform)
+
+
+def resolve_device(device: Optional[str], device_id: Optional[int]) -> str:
+    """The variant to build, or a RuntimeError if it needs a GPU this machine lacks."""
+    cuda = torch.cuda.is_available()
+    if device is None and device_id is None:
+        return "gpu" if cuda else "cpu"
+    if device == "cpu":
+        return "cpu"   # device_id names no GPU then: nothing of the pipeline is on one
+    wanted = f"device={device!r}" if device else f"device_id={device_id!r}"
+    if not cuda:
+        raise RuntimeError(f"{wanted} needs a CUDA GPU, and torch.cuda.is_available() is False on this "
+                           f"machine; pass device='cpu' (or dali_cpu=True) to run everything on the CPU")
+    if device_id is not None and not (isinstance(device_id, int) and 0 <= device_id < torch.cuda.device_count()):
+        raise RuntimeError(f"device_id={device_id!r} names no GPU: this machine has "
+                           f"{torch.cuda.device_count()} (0 .. {torch.cuda.device_count() - 1})")
+    return device or "gpu"
+
+
+NEW_KEYWORDS = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default)
+                for name, default in (("device", None), ("dali_cpu", None), ("output", "tuple"),
+                                      ("target_transform", None))]
+
+
+def loader_options(factory: Callable) -> Callable:
+    """Adds device=, dali_cpu=, output= and target_transform= to a factory (see the module)."""
+
+    @functools.wraps(factory)
+    def with_options(*args, device=None, dali_cpu=None, output="tuple", target_transform=None, **kwargs):
+        given = check_options(device, dali_cpu, output, target_transform)
+        if given == LoaderOptions():
+            return factory(*args, **kwargs)   # an outer factory's options, if any, stay in force
+        outer = current_options()
+        merged = replace(outer, **{k: v for k, v in vars(given).items() if v != getattr(LoaderOptions(), k)})
+        token = _current.set(merged)
+        try:
+            return factory(*args, **kwargs)
+        finally:
+            _current.reset(token)
+
+    own = inspect.signature(factory)
+    params = list(own.parameters.values())
+    at = next((k for k, p in enumerate(params) if p.kind == p.VAR_KEYWORD), len(params))
+    with_options.__signature__ = own.replace(parameters=params[:at] + NEW_KEYWORDS + params[at:])
+    return with_options

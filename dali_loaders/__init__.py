@@ -6,6 +6,7 @@ for the packages."""
 from .datasets.cifar import get_cifar_iter_dali, get_cifar_iter_torch
 from .datasets.flowers102 import get_flowers102_iter_dali, get_flowers102_iter_torch
 from .datasets.food101 import get_food101_iter_dali, get_food101_iter_torch
+from .datasets.labelled_files import get_files_iter_dali, get_files_iter_torch
 from .datasets.imagenet import (
                                 get_imagefolder_iter_dali,
                                 get_imagefolder_iter_torch,
@@ -46,6 +47,7 @@ __all__ = [
     "get_svhn_iter_torch", "get_stl10_iter_dali", "get_stl10_iter_torch", "get_flowers102_iter_dali",
     "get_flowers102_iter_torch", "get_food101_iter_dali", "get_food101_iter_torch", "get_oxford_pet_iter_dali",
     "get_oxford_pet_iter_torch", "get_tiny_imagenet_iter_dali", "get_tiny_imagenet_iter_torch",
-    "get_webdataset_iter_dali", "get_webdataset_iter_torch", "DaliLoader", "TorchLoader", "ImageDecodeError",
+    "get_webdataset_iter_dali", "get_webdataset_iter_torch", "get_files_iter_dali", "get_files_iter_torch",
+    "DaliLoader", "TorchLoader", "ImageDecodeError",
     "Untranslatable", "verify_images", "register", "STANDARD_DATASETS", "__version__",
 ]

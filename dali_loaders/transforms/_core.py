@@ -201,6 +201,10 @@ def flatten(transform) -> List[Any]:
 def plan(transform, python_fallback: bool) -> Plan:
     """Splits the steps at the first one with no translation; raises for it unless python_fallback."""
     steps = flatten(transform)
+    closing = [k for k, step in enumerate(steps) if getattr(TRANSLATORS.get(type(step)), "last", False)]
+    if closing and closing[0] != len(steps) - 1:
+        raise ValueError(f"{describe(steps[closing[0]])} must be the recipe's last step (its output is the batch); "
+                         f"move {describe(steps[closing[0] + 1])} before it or into it")
     for k, step in enumerate(steps):
         reason = check(step)
         if reason:

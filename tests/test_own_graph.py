@@ -1,5 +1,7 @@
 """A pipeline of your own (DaliFunction): the user's DALI graph from decoded images, with the
 library's epochs, sharding, resume and DataLoader manners kept."""
+import os
+
 import numpy as np
 import pytest
 import torch
@@ -106,3 +108,20 @@ def test_misuse_is_named(tmp_path, solid_dir):
 
 def test_own_graph_passes_the_gpu_schemas(solid_dir):
     assert serialized_gpu_graph(ImageFiles(solid_dir), DaliFunction(small_flipped))
+
+
+def test_the_readme_example_runs(solid_dir):
+    """README's DaliFunction example, run as written (its folder and batch size swapped for the test's)."""
+    readme = open(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "README.md")).read()
+    block = next(b for b in readme.split("```python")[1:] if "DaliFunction(my_graph)" in b).split("```")[0]
+    code = block.replace('"/data/train", 256', f"{solid_dir!r}, 4")
+    scope = {}
+    exec(code, scope)
+    ids, labels = [], []
+    for images, y in scope["loader"]:
+        assert images.shape[1:] == (3, 144, 144)
+        pixels = images * torch.tensor([58, 57, 57]).view(1, 3, 1, 1) + torch.tensor([124, 116, 104]).view(1, 3, 1, 1)
+        ids += [image_id(p.mean(dim=(1, 2)).tolist()) for p in pixels]
+        labels += y.tolist()
+    targets = ImageFolder(solid_dir).targets
+    assert sorted(ids) == list(range(15)) and labels == [targets[i] for i in ids]

@@ -216,3 +216,16 @@ def test_pil_to_tensor_output_unchanged_by_the_wrapper(imagenet_dir):
                                                        output="dict", **kwargs)))
     assert dict_batch["data"].dtype == torch.uint8 and torch.equal(dict_batch["data"], tuple_batch[0])
     assert np.array_equal(dict_batch["label"].view(-1).numpy(), tuple_batch[1].numpy())
+
+
+@pytest.mark.skipif(NO_CUDA, reason="needs CUDA")
+@pytest.mark.parametrize("variant", ["cpu-decode", "gpu"])
+def test_gpu_variants_serve_every_image_once_on_the_gpu(imagenet_dir, variant):
+    root = os.path.join(imagenet_dir, "train")
+    targets = ImageFolder(root).targets
+    ids, labels = [], []
+    for images, y in get_imagefolder_iter_dali(root, 4, True, 2, crop=32, seed=2, device=variant):
+        assert images.is_cuda and y.is_cuda
+        ids += solid_ids(images)
+        labels += y.tolist()
+    assert sorted(ids) == list(range(17)) and labels == [targets[i] for i in ids]

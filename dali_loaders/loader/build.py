@@ -49,6 +49,7 @@ def dali_loader(source, transform, *, train: bool, batch_size: int, num_threads:
     (default: the calling factory's, see options.py) pick the device variant and shape the
     batches; `label_table` maps the source's labels (sample indices) onto the real ones."""
     options = options or current_options()
+    check_labels(options, label_table, batch_transform)
     check_count("batch_size", batch_size, 1)
     check_count("num_threads", num_threads, 1, " (DALI worker threads)")
     layout = output_layout(memory_format)
@@ -70,6 +71,12 @@ def dali_loader(source, transform, *, train: bool, batch_size: int, num_threads:
                         explain_failure=explain_failure, finish=batch_finisher(layout, recipe.output_dtype),
                         batch_transform=batch_mixer(batch_transform, sampler))
     return shaped(loader, options, label_table)
+
+
+def check_labels(options: LoaderOptions, label_table: Optional[LabelTable], batch_transform) -> None:
+    if batch_transform is not None and (label_table is not None or options.target_transform is not None):
+        raise ValueError("batch_transform (MixUp, CutMix) mixes one-integer labels; it cannot be combined with "
+                         "target_transform= or sequence labels")
 
 
 def shaped(loader, options: LoaderOptions, label_table: Optional[LabelTable] = None):

@@ -9,6 +9,7 @@ calling another (ImageNet's calls the image-folder one) hands its options down u
 import contextvars
 import functools
 import inspect
+import numbers
 from dataclasses import dataclass, replace
 from typing import Callable, Optional
 
@@ -67,7 +68,7 @@ def resolve_device(device: Optional[str], device_id: Optional[int]) -> str:
     if not cuda:
         raise RuntimeError(f"{wanted} needs a CUDA GPU, and torch.cuda.is_available() is False on this "
                            f"machine; pass device='cpu' (or dali_cpu=True) to run everything on the CPU")
-    if device_id is not None and not (isinstance(device_id, int) and 0 <= device_id < torch.cuda.device_count()):
+    if device_id is not None and not (isinstance(device_id, numbers.Integral) and 0 <= device_id < torch.cuda.device_count()):
         raise RuntimeError(f"device_id={device_id!r} names no GPU: this machine has "
                            f"{torch.cuda.device_count()} (0 .. {torch.cuda.device_count() - 1})")
     return device or "gpu"

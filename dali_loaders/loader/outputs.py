@@ -34,10 +34,6 @@ class ShapedLoader:
 
     def __init__(self, loader, *, label_table: Optional[LabelTable] = None,
                  target_transform: Optional[Callable] = None, as_dict: bool = False):
-        if label_table is not None or target_transform is not None:
-            if getattr(loader, "batch_transform", None) is not None or getattr(loader, "_batch_transform", None):
-                raise ValueError("batch_transform (MixUp, CutMix) mixes one-integer labels; it cannot be combined "
-                                 "with target_transform= or sequence labels")
         self.loader, self.label_table, self.target_transform = loader, label_table, target_transform
         self.as_dict = as_dict
 

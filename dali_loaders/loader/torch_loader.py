@@ -6,7 +6,7 @@ from torch.utils.data import DataLoader, Dataset
 
 from .. import transforms
 from ..transforms.mixing import batch_mixer
-from .build import output_layout, sampler_for, shaped
+from .build import check_labels, output_layout, sampler_for, shaped
 from .checks import check_count
 from .options import current_options, resolve_device
 
@@ -51,6 +51,7 @@ def torch_loader(dataset: Dataset, *, train: bool, batch_size: int, num_workers:
     the DALI loader's sample order, output layout and batch_transform; `options` and
     `label_table` as dali_loader's (the twin's outputs stay on the CPU whatever the device)."""
     options = options or current_options()
+    check_labels(options, label_table, batch_transform)
     if options.device is not None:
         resolve_device(options.device, None)   # the same error as the DALI loader's
     check_count("batch_size", batch_size, 1)

@@ -163,3 +163,12 @@ def test_target_transform_refuses_batch_transform(solid_dir):
     with pytest.raises(ValueError, match="batch_transform"):
         get_imagefolder_iter_dali(solid_dir, 4, True, 1, transform=TO_FLOAT, target_transform=lambda y: y,
                                   batch_transform=v2.MixUp(num_classes=3))
+
+
+def test_image_folder_label_file_points_to_the_files_factory(words_dir, tmp_path):
+    name = sorted(os.listdir(words_dir))[0]
+    for line, match in ((f"{name} a3kx\n", "text labels: get_files_iter_dali"),
+                        (f"{name} 1 2 3\n", "has several labels")):
+        (tmp_path / "labels.txt").write_text(line)
+        with pytest.raises(ValueError, match=match):
+            get_imagefolder_iter_dali(words_dir, 4, False, 1, label_file=str(tmp_path / "labels.txt"))

@@ -134,7 +134,8 @@ def get_files_iter_dali(files, batch_size, train, num_threads=4, *, label_fn=Non
                         memory_format=torch.contiguous_format, fallback=True):
     """A DataLoader-like iterator on DALI over image `files` (a folder, read recursively, or a
     list of paths), each labelled by `label_fn(path)` or by `label_file` (lines of
-    `relative/path label`; the label text, or integers separated by spaces).
+    `relative/path label`, relative to the folder (a list: to its files' common folder), with
+    no spaces in the path; the label text, or integers separated by spaces).
 
     A label is an int, a sequence of ints, or text numbered by `alphabet` (its k-th character
     is k + 1). One int per image: batches are (images, labels (B,)). Otherwise (or with

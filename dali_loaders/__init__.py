@@ -6,13 +6,13 @@ for the packages."""
 from .datasets.cifar import get_cifar_iter_dali, get_cifar_iter_torch
 from .datasets.flowers102 import get_flowers102_iter_dali, get_flowers102_iter_torch
 from .datasets.food101 import get_food101_iter_dali, get_food101_iter_torch
-from .datasets.labelled_files import get_files_iter_dali, get_files_iter_torch
 from .datasets.imagenet import (
                                 get_imagefolder_iter_dali,
                                 get_imagefolder_iter_torch,
                                 get_imagenet_iter_dali,
                                 get_imagenet_iter_torch,
 )
+from .datasets.labelled_files import get_files_iter_dali, get_files_iter_torch
 from .datasets.mnist import (
                                 get_emnist_iter_dali,
                                 get_emnist_iter_torch,

@@ -136,8 +136,9 @@ def main(argv=None):
     model = CaptchaModel()
     trainer.fit(model, datamodule=data)
     metrics = {k: float(v) for k, v in trainer.callback_metrics.items()}
+    nan = float("nan")
     print(f"loader={type(data.train_dataloader()).__name__} steps={trainer.global_step} "
-          f"train_loss={metrics.get('train_loss', float('nan')):.3f} val_loss={metrics.get('val_loss', float('nan')):.3f} "
+          f"train_loss={metrics.get('train_loss', nan):.3f} val_loss={metrics.get('val_loss', nan):.3f} "
           f"val_exact={metrics.get('val_exact', 0.0):.1%}")
 
 

@@ -36,13 +36,13 @@ except ImportError:  # the extra not installed; `lightning` (the unified package
 import dali_loaders as _factories
 
 from ..datasets.cifar import get_cifar_iter_dali, get_cifar_iter_torch
-from ..datasets.labelled_files import get_files_iter_dali, get_files_iter_torch
 from ..datasets.imagenet import (
     get_imagefolder_iter_dali,
     get_imagefolder_iter_torch,
     get_imagenet_iter_dali,
     get_imagenet_iter_torch,
 )
+from ..datasets.labelled_files import get_files_iter_dali, get_files_iter_torch
 
 __all__ = ["DaliDataModule", "CIFAR10DataModule", "CIFAR100DataModule", "ImageNetDataModule",
            "ImageFolderDataModule", "FilesDataModule", "MNISTDataModule", "FashionMNISTDataModule", "KMNISTDataModule",

@@ -68,7 +68,8 @@ def resolve_device(device: Optional[str], device_id: Optional[int]) -> str:
     if not cuda:
         raise RuntimeError(f"{wanted} needs a CUDA GPU, and torch.cuda.is_available() is False on this "
                            f"machine; pass device='cpu' (or dali_cpu=True) to run everything on the CPU")
-    if device_id is not None and not (isinstance(device_id, numbers.Integral) and 0 <= device_id < torch.cuda.device_count()):
+    exists = isinstance(device_id, numbers.Integral) and 0 <= device_id < torch.cuda.device_count()
+    if device_id is not None and not exists:
         raise RuntimeError(f"device_id={device_id!r} names no GPU: this machine has "
                            f"{torch.cuda.device_count()} (0 .. {torch.cuda.device_count() - 1})")
     return device or "gpu"

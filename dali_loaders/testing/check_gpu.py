@@ -134,7 +134,8 @@ def compare(check: Check, against: str) -> dict:
             return dict(worst=float("inf"), mean=float("inf"), why=f"shapes {tuple(a.shape)} and {tuple(b.shape)}")
         scale = 255.0 if a.dtype == torch.uint8 else 1.0
         difference = (a.float() - b.cpu().float()).abs() / scale
-        worst, total, count = max(worst, difference.max().item()), total + difference.sum().item(), count + difference.numel()
+        worst = max(worst, difference.max().item())
+        total, count = total + difference.sum().item(), count + difference.numel()
     return dict(worst=worst, mean=total / max(count, 1), why="")
 
 

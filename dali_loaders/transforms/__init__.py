@@ -7,7 +7,6 @@ Op families live in their own modules (geometry, color, affine, conversion, cont
 auto_augment); importing this package registers them all.
 """
 from . import affine, auto_augment, color, containers, conversion, cutout, geometry  # noqa: F401  registers
-from .dali_function import DaliFunction
 from ._core import (
                     TRANSLATORS,
                     Images,
@@ -22,8 +21,10 @@ from ._core import (
                     register,
                     supported_names,
 )
+from .dali_function import DaliFunction
 from .python_fallback import as_tensor, call_step, call_steps, run_in_python, warn_slow
 
-__all__ = ["DaliFunction", "TRANSLATORS", "Images", "Plan", "Untranslatable", "apply", "as_tensor", "call_step", "call_steps", "check",
+__all__ = ["DaliFunction", "TRANSLATORS", "Images", "Plan", "Untranslatable", "apply", "as_tensor", "call_step",
+           "call_steps", "check",
            "describe", "flatten", "needs_conditionals", "plan", "register", "run_in_python", "supported_names",
            "warn_slow"]

@@ -12,6 +12,7 @@ from .datasets.imagenet import (
                                 get_imagenet_iter_dali,
                                 get_imagenet_iter_torch,
 )
+from .datasets.labelled_files import get_files_iter_dali, get_files_iter_torch
 from .datasets.mnist import (
                                 get_emnist_iter_dali,
                                 get_emnist_iter_torch,
@@ -30,7 +31,7 @@ from .datasets.webdataset import get_webdataset_iter_dali, get_webdataset_iter_t
 from .loader.dali_loader import DaliLoader
 from .loader.torch_loader import TorchLoader
 from .sources.image_files import ImageDecodeError, verify_images
-from .transforms import Untranslatable, register
+from .transforms import DaliFunction, Untranslatable, register
 
 __version__ = "0.1.0"
 
@@ -46,6 +47,7 @@ __all__ = [
     "get_svhn_iter_torch", "get_stl10_iter_dali", "get_stl10_iter_torch", "get_flowers102_iter_dali",
     "get_flowers102_iter_torch", "get_food101_iter_dali", "get_food101_iter_torch", "get_oxford_pet_iter_dali",
     "get_oxford_pet_iter_torch", "get_tiny_imagenet_iter_dali", "get_tiny_imagenet_iter_torch",
-    "get_webdataset_iter_dali", "get_webdataset_iter_torch", "DaliLoader", "TorchLoader", "ImageDecodeError",
+    "get_webdataset_iter_dali", "get_webdataset_iter_torch", "get_files_iter_dali", "get_files_iter_torch",
+    "DaliLoader", "DaliFunction", "TorchLoader", "ImageDecodeError",
     "Untranslatable", "verify_images", "register", "STANDARD_DATASETS", "__version__",
 ]

@@ -1,4 +1,4 @@
-"""`python -m dali_loaders demo|bench|verify|index` (installed as `dali-loaders` too)."""
+"""`python -m dali_loaders demo|bench|verify|index|check-gpu` (installed as `dali-loaders` too)."""
 import argparse
 
 
@@ -35,6 +35,12 @@ def _index(args) -> int:
     return 0
 
 
+def _check_gpu(args) -> int:
+    from .testing.check_gpu import run
+
+    return run(args.against)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="dali-loaders", description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -62,6 +68,11 @@ def build_parser() -> argparse.ArgumentParser:
     index.add_argument("--cache-dir", default=None, help="write the indexes here instead of beside the shards")
     index.add_argument("--force", action="store_true", help="write them even where an up-to-date one exists")
     index.set_defaults(run=_index)
+    check = commands.add_parser("check-gpu", help="run the GPU graphs beside the CPU ones, whole images "
+                                                   "compared; a table of bounds, pass / fail")
+    check.add_argument("--against", choices=["gpu", "cpu"], default="gpu",
+                       help="cpu: the same checks CPU against CPU (tries the machinery without a GPU)")
+    check.set_defaults(run=_check_gpu)
     return parser
 
 

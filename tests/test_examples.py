@@ -31,3 +31,31 @@ def test_train_example_runs_an_epoch(small_cifar, loader_args, loader_class):
     assert float(epoch[2]) <= float(epoch[1]) and int(epoch[3]) == N_TRAIN
     assert re.fullmatch(rf"inference: {N_VAL} images in [\d.]+ s \(\d+ images/s\), accuracy [\d.]+%", lines[2]), \
         lines[2]
+
+
+def test_train_example_takes_use_dali_with_an_underscore(small_cifar):
+    done = subprocess.run([sys.executable, os.path.join(REPO, "examples", "train.py"), "--root", small_cifar,
+                           "--epochs", "1", "--batch-size", "64", "--use_dali", "--threads", "1"],
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "loader=dali (DaliLoader)" in done.stdout.splitlines()[0]
+
+
+def test_device_variant_table(small_cifar):
+    """Seed 001's three-way comparison: a row per variant; without CUDA the GPU ones say so."""
+    import torch
+
+    done = subprocess.run([sys.executable, os.path.join(REPO, "examples", "train.py"), "--root", small_cifar,
+                           "--epochs", "1", "--batch-size", "64", "--threads", "1", "--device-variant"],
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = done.stdout.splitlines()
+    assert lines[1].split() == ["variant", "train", "s/epoch", "inference", "s", "data", "wait", "s/epoch"]
+    rows = {line.split()[0]: line for line in lines[2:]}
+    assert list(rows) == ["cpu", "cpu-decode", "gpu"]
+    for variant, row in rows.items():
+        if variant != "cpu" and not torch.cuda.is_available():
+            assert "unavailable: needs a CUDA GPU" in row
+            continue
+        found = re.fullmatch(rf"{variant}\s+([\d.]+)\s+([\d.]+)\s+([\d.]+) \(\d+%\)", row)
+        assert found and float(found[3]) <= float(found[1]), row

@@ -483,6 +483,12 @@ def test_unsupported_parameter_is_refused_by_name(step, argument):
 
 # -- GPU variants ----------------------------------------------------------------------------
 
+def dali_fn():
+    from nvidia.dali import fn
+
+    return fn
+
+
 GPU_TRANSFORMS = [
     C(v2.RandomResizedCrop(64, scale=(0.3, 1.0), interpolation=IM.BICUBIC), v2.RandomHorizontalFlip(0.3)),
     C(v2.Resize(72, max_size=100), v2.CenterCrop(64)),
@@ -504,6 +510,7 @@ GPU_TRANSFORMS = [
     C(v2.ToImage(), v2.ColorJitter(hue=0.2), v2.RandomAffine(10, scale=(0.9, 1.1), interpolation=IM.BILINEAR,
                                                              fill=3)),
     v1.Compose([v1.PILToTensor(), v1.ColorJitter(hue=(-0.1, 0.3)), v1.RandomRotation(15, interpolation=IM.BILINEAR)]),
+    C(v2.CenterCrop(40), transforms.DaliFunction(lambda images: dali_fn().resize(images, size=[20, 20]))),
 ]
 
 

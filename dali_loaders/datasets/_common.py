@@ -63,6 +63,10 @@ ARGUMENTS = (
     Argument("python_fallback", "False"),
     Argument("batch_transform", "None", to_loader=True),
     Argument("memory_format", "torch.contiguous_format", to_loader=True),
+    Argument("device", "None", to_loader=True),            # "cpu" | "cpu-decode" | "gpu" (loader/options.py)
+    Argument("dali_cpu", "None", to_loader=True),          # the original DataLoaders_DALI's switch
+    Argument("output", '"tuple"', to_loader=True),         # "dict": [{"data", "label"}], as DALI's iterators
+    Argument("target_transform", "None", to_loader=True),  # on each label, as torchvision's datasets
     Argument("fallback", "True", backends=("dali",)),
 )
 LOADER_ARGS = tuple(a.name for a in ARGUMENTS if a.to_loader)

@@ -72,7 +72,8 @@ SPECS = (FLOWERS102,)
 def get_flowers102_iter_dali(type, root, batch_size, num_threads=4, *, seed=None, drop_last=False, rank=None,
                              world_size=None, local_rank=None, device_id=None, transform=None,
                              python_fallback=False, batch_transform=None,
-                             memory_format=torch.contiguous_format, fallback=True):
+                             memory_format=torch.contiguous_format, device=None, dali_cpu=None,
+                             output="tuple", target_transform=None, fallback=True):
     """A DataLoader-like Flowers-102 iterator on DALI: `for images, labels in loader`.
 
     `root` holds flowers-102/; type is 'train', 'val' or 'test' (setid.mat's splits).
@@ -84,14 +85,16 @@ def get_flowers102_iter_dali(type, root, batch_size, num_threads=4, *, seed=None
     args = dict(type=type, root=root, batch_size=batch_size, num_threads=num_threads, seed=seed,
                 drop_last=drop_last, rank=rank, world_size=world_size, local_rank=local_rank,
                 device_id=device_id, transform=transform, python_fallback=python_fallback,
-                batch_transform=batch_transform, memory_format=memory_format, fallback=fallback)
+                batch_transform=batch_transform, memory_format=memory_format, device=device,
+                dali_cpu=dali_cpu, output=output, target_transform=target_transform, fallback=fallback)
     return _common.open_dali(FLOWERS102, get_flowers102_iter_torch, args)
 
 
 def get_flowers102_iter_torch(type, root, batch_size, num_threads=4, *, seed=None, drop_last=False, rank=None,
                               world_size=None, local_rank=None, device_id=None, transform=None,
                               python_fallback=False, batch_transform=None,
-                              memory_format=torch.contiguous_format):
+                              memory_format=torch.contiguous_format, device=None, dali_cpu=None,
+                              output="tuple", target_transform=None):
     """The twin of get_flowers102_iter_dali. torchvision's Flowers102 refuses label and split
     files whose md5 is not the published one, so the twin reads the same files the same
     way (loadmat, labels - 1, setid order) through SourceDataset, loading each image as
@@ -99,5 +102,6 @@ def get_flowers102_iter_torch(type, root, batch_size, num_threads=4, *, seed=Non
     args = dict(type=type, root=root, batch_size=batch_size, num_threads=num_threads, seed=seed,
                 drop_last=drop_last, rank=rank, world_size=world_size, local_rank=local_rank,
                 device_id=device_id, transform=transform, python_fallback=python_fallback,
-                batch_transform=batch_transform, memory_format=memory_format)
+                batch_transform=batch_transform, memory_format=memory_format, device=device,
+                dali_cpu=dali_cpu, output=output, target_transform=target_transform)
     return _common.open_torch(FLOWERS102, args)

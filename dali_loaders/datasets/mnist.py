@@ -152,7 +152,7 @@ SPECS = (MNIST, FASHION_MNIST, KMNIST, EMNIST)
 def get_mnist_iter_dali(type, root, batch_size, num_threads=4, *, seed=None, drop_last=False, rank=None,
                         world_size=None, local_rank=None, device_id=None, transform=None,
                         python_fallback=False, batch_transform=None, memory_format=torch.contiguous_format,
-                        fallback=True):
+                        device=None, dali_cpu=None, output="tuple", target_transform=None, fallback=True):
     """A DataLoader-like MNIST iterator on DALI: `for images, labels in loader`.
 
     `root` holds MNIST/raw/ as torchvision leaves it; type is 'train' or 'test' ('val' is
@@ -163,90 +163,104 @@ def get_mnist_iter_dali(type, root, batch_size, num_threads=4, *, seed=None, dro
     args = dict(type=type, root=root, batch_size=batch_size, num_threads=num_threads, seed=seed,
                 drop_last=drop_last, rank=rank, world_size=world_size, local_rank=local_rank,
                 device_id=device_id, transform=transform, python_fallback=python_fallback,
-                batch_transform=batch_transform, memory_format=memory_format, fallback=fallback)
+                batch_transform=batch_transform, memory_format=memory_format, device=device,
+                dali_cpu=dali_cpu, output=output, target_transform=target_transform, fallback=fallback)
     return _common.open_dali(MNIST, get_mnist_iter_torch, args)
 
 
 def get_mnist_iter_torch(type, root, batch_size, num_threads=4, *, seed=None, drop_last=False, rank=None,
                          world_size=None, local_rank=None, device_id=None, transform=None,
-                         python_fallback=False, batch_transform=None, memory_format=torch.contiguous_format):
+                         python_fallback=False, batch_transform=None, memory_format=torch.contiguous_format,
+                         device=None, dali_cpu=None, output="tuple", target_transform=None):
     """The twin of get_mnist_iter_dali: torchvision's MNIST class (download=False) in the same
     order; `num_threads` DataLoader workers."""
     args = dict(type=type, root=root, batch_size=batch_size, num_threads=num_threads, seed=seed,
                 drop_last=drop_last, rank=rank, world_size=world_size, local_rank=local_rank,
                 device_id=device_id, transform=transform, python_fallback=python_fallback,
-                batch_transform=batch_transform, memory_format=memory_format)
+                batch_transform=batch_transform, memory_format=memory_format, device=device,
+                dali_cpu=dali_cpu, output=output, target_transform=target_transform)
     return _common.open_torch(MNIST, args)
 
 
 def get_fashion_mnist_iter_dali(type, root, batch_size, num_threads=4, *, seed=None, drop_last=False,
                                 rank=None, world_size=None, local_rank=None, device_id=None, transform=None,
                                 python_fallback=False, batch_transform=None,
-                                memory_format=torch.contiguous_format, fallback=True):
+                                memory_format=torch.contiguous_format, device=None, dali_cpu=None,
+                                output="tuple", target_transform=None, fallback=True):
     """Fashion-MNIST (root/FashionMNIST/raw/) on DALI; as get_mnist_iter_dali."""
     args = dict(type=type, root=root, batch_size=batch_size, num_threads=num_threads, seed=seed,
                 drop_last=drop_last, rank=rank, world_size=world_size, local_rank=local_rank,
                 device_id=device_id, transform=transform, python_fallback=python_fallback,
-                batch_transform=batch_transform, memory_format=memory_format, fallback=fallback)
+                batch_transform=batch_transform, memory_format=memory_format, device=device,
+                dali_cpu=dali_cpu, output=output, target_transform=target_transform, fallback=fallback)
     return _common.open_dali(FASHION_MNIST, get_fashion_mnist_iter_torch, args)
 
 
 def get_fashion_mnist_iter_torch(type, root, batch_size, num_threads=4, *, seed=None, drop_last=False,
                                  rank=None, world_size=None, local_rank=None, device_id=None, transform=None,
                                  python_fallback=False, batch_transform=None,
-                                 memory_format=torch.contiguous_format):
+                                 memory_format=torch.contiguous_format, device=None, dali_cpu=None,
+                                 output="tuple", target_transform=None):
     """The twin of get_fashion_mnist_iter_dali (torchvision's FashionMNIST)."""
     args = dict(type=type, root=root, batch_size=batch_size, num_threads=num_threads, seed=seed,
                 drop_last=drop_last, rank=rank, world_size=world_size, local_rank=local_rank,
                 device_id=device_id, transform=transform, python_fallback=python_fallback,
-                batch_transform=batch_transform, memory_format=memory_format)
+                batch_transform=batch_transform, memory_format=memory_format, device=device,
+                dali_cpu=dali_cpu, output=output, target_transform=target_transform)
     return _common.open_torch(FASHION_MNIST, args)
 
 
 def get_kmnist_iter_dali(type, root, batch_size, num_threads=4, *, seed=None, drop_last=False, rank=None,
                          world_size=None, local_rank=None, device_id=None, transform=None,
                          python_fallback=False, batch_transform=None, memory_format=torch.contiguous_format,
-                         fallback=True):
+                         device=None, dali_cpu=None, output="tuple", target_transform=None, fallback=True):
     """KMNIST (root/KMNIST/raw/) on DALI; as get_mnist_iter_dali."""
     args = dict(type=type, root=root, batch_size=batch_size, num_threads=num_threads, seed=seed,
                 drop_last=drop_last, rank=rank, world_size=world_size, local_rank=local_rank,
                 device_id=device_id, transform=transform, python_fallback=python_fallback,
-                batch_transform=batch_transform, memory_format=memory_format, fallback=fallback)
+                batch_transform=batch_transform, memory_format=memory_format, device=device,
+                dali_cpu=dali_cpu, output=output, target_transform=target_transform, fallback=fallback)
     return _common.open_dali(KMNIST, get_kmnist_iter_torch, args)
 
 
 def get_kmnist_iter_torch(type, root, batch_size, num_threads=4, *, seed=None, drop_last=False, rank=None,
                           world_size=None, local_rank=None, device_id=None, transform=None,
-                          python_fallback=False, batch_transform=None, memory_format=torch.contiguous_format):
+                          python_fallback=False, batch_transform=None, memory_format=torch.contiguous_format,
+                          device=None, dali_cpu=None, output="tuple", target_transform=None):
     """The twin of get_kmnist_iter_dali (torchvision's KMNIST)."""
     args = dict(type=type, root=root, batch_size=batch_size, num_threads=num_threads, seed=seed,
                 drop_last=drop_last, rank=rank, world_size=world_size, local_rank=local_rank,
                 device_id=device_id, transform=transform, python_fallback=python_fallback,
-                batch_transform=batch_transform, memory_format=memory_format)
+                batch_transform=batch_transform, memory_format=memory_format, device=device,
+                dali_cpu=dali_cpu, output=output, target_transform=target_transform)
     return _common.open_torch(KMNIST, args)
 
 
 def get_emnist_iter_dali(type, root, batch_size, num_threads=4, *, split="balanced", seed=None,
                          drop_last=False, rank=None, world_size=None, local_rank=None, device_id=None,
                          transform=None, python_fallback=False, batch_transform=None,
-                         memory_format=torch.contiguous_format, fallback=True):
+                         memory_format=torch.contiguous_format, device=None, dali_cpu=None, output="tuple",
+                         target_transform=None, fallback=True):
     """EMNIST (root/EMNIST/raw/emnist-<split>-...) on DALI; `split` is EMNIST's: byclass,
     bymerge, balanced, letters, digits or mnist. Images as stored (transposed), as
     torchvision's EMNIST hands them. Otherwise as get_mnist_iter_dali."""
     args = dict(type=type, root=root, batch_size=batch_size, num_threads=num_threads, split=split, seed=seed,
                 drop_last=drop_last, rank=rank, world_size=world_size, local_rank=local_rank,
                 device_id=device_id, transform=transform, python_fallback=python_fallback,
-                batch_transform=batch_transform, memory_format=memory_format, fallback=fallback)
+                batch_transform=batch_transform, memory_format=memory_format, device=device,
+                dali_cpu=dali_cpu, output=output, target_transform=target_transform, fallback=fallback)
     return _common.open_dali(EMNIST, get_emnist_iter_torch, args)
 
 
 def get_emnist_iter_torch(type, root, batch_size, num_threads=4, *, split="balanced", seed=None,
                           drop_last=False, rank=None, world_size=None, local_rank=None, device_id=None,
                           transform=None, python_fallback=False, batch_transform=None,
-                          memory_format=torch.contiguous_format):
+                          memory_format=torch.contiguous_format, device=None, dali_cpu=None, output="tuple",
+                          target_transform=None):
     """The twin of get_emnist_iter_dali (torchvision's EMNIST)."""
     args = dict(type=type, root=root, batch_size=batch_size, num_threads=num_threads, split=split, seed=seed,
                 drop_last=drop_last, rank=rank, world_size=world_size, local_rank=local_rank,
                 device_id=device_id, transform=transform, python_fallback=python_fallback,
-                batch_transform=batch_transform, memory_format=memory_format)
+                batch_transform=batch_transform, memory_format=memory_format, device=device,
+                dali_cpu=dali_cpu, output=output, target_transform=target_transform)
     return _common.open_torch(EMNIST, args)

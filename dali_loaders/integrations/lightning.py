@@ -5,7 +5,9 @@
     from ..lightning import CIFAR10DataModule
     trainer.fit(model, datamodule=CIFAR10DataModule("/data/cifar", batch_size=256, num_threads=1))
 
-Every keyword a module does not name itself goes to the factory unchanged (num_threads,
+`train_transform=`, `val_transform=` and `test_transform=` (test and predict) give each split
+its own `transform=`; `num_workers=` is the twin's DataLoader workers and the DALI threads
+(at least one). Every other keyword goes to the factory unchanged (num_threads,
 seed, cutout, drop_last, crop, ... and whatever a factory accepts later), so each split's
 loader is exactly what the factory gives: train shuffled and sharded into equal parts per
 epoch, val/test/predict every sample exactly once over all ranks. The loaders are built in
@@ -40,9 +42,10 @@ from ..datasets.imagenet import (
     get_imagenet_iter_dali,
     get_imagenet_iter_torch,
 )
+from ..datasets.labelled_files import get_files_iter_dali, get_files_iter_torch
 
 __all__ = ["DaliDataModule", "CIFAR10DataModule", "CIFAR100DataModule", "ImageNetDataModule",
-           "ImageFolderDataModule", "MNISTDataModule", "FashionMNISTDataModule", "KMNISTDataModule",
+           "ImageFolderDataModule", "FilesDataModule", "MNISTDataModule", "FashionMNISTDataModule", "KMNISTDataModule",
            "EMNISTDataModule", "SVHNDataModule", "STL10DataModule", "Flowers102DataModule", "Food101DataModule",
            "OxfordPetDataModule", "TinyImageNetDataModule"]
 
@@ -61,7 +64,8 @@ class DaliDataModule(LightningDataModule):
     fixed: Dict[str, object] = {}
     split_type: Dict[str, str] = SPLIT_TYPE
 
-    def __init__(self, root: str, batch_size: int, *, use_dali: bool = True, **kwargs):
+    def __init__(self, root: str, batch_size: int, *, use_dali: bool = True, train_transform=None,
+                 val_transform=None, test_transform=None, num_workers: Optional[int] = None, **kwargs):
         super().__init__()
         if not isinstance(use_dali, bool):
             raise ValueError(f"use_dali must be True (the DALI loader) or False (its torchvision twin), "
@@ -69,9 +73,22 @@ class DaliDataModule(LightningDataModule):
         clash = sorted(set(kwargs) & set(self.fixed))
         if clash:
             raise ValueError(f"{type(self).__name__} sets {clash} itself; pass the other keywords only")
+        if num_workers is not None:
+            if "num_threads" in kwargs:
+                raise ValueError("pass num_workers= or num_threads=, not both: they name the same thing")
+            # DataLoader's 0 workers (load in the main process) is one DALI thread
+            kwargs["num_threads"] = num_workers if not use_dali else max(1, num_workers)
         self.root, self.batch_size, self.use_dali = root, batch_size, use_dali
         self.kwargs = dict(kwargs, **self.fixed)
+        # each split's transform; None: the factory's transform= (or its default recipe)
+        self.transforms = {"train": train_transform, "val": val_transform, "test": test_transform,
+                           "predict": test_transform}
         self._loaders: Dict[str, object] = {}
+
+    def split_kwargs(self, split: str) -> dict:
+        """The factory's keywords for `split`: its own transform, if one was given."""
+        chosen = self.transforms[split]
+        return self.kwargs if chosen is None else dict(self.kwargs, transform=chosen)
 
     @property
     def factory(self) -> Callable:
@@ -79,7 +96,7 @@ class DaliDataModule(LightningDataModule):
 
     def make_loader(self, split: str):
         """A new loader for `split` ("train", "val", "test" or "predict")."""
-        return self.factory(self.split_type[split], self.root, self.batch_size, **self.kwargs)
+        return self.factory(self.split_type[split], self.root, self.batch_size, **self.split_kwargs(split))
 
     def loader(self, split: str):
         """The split's loader, built on first use (in the process that will read it)."""
@@ -123,8 +140,8 @@ class ImageFolderDataModule(DaliDataModule):
     factories = (get_imagefolder_iter_dali, get_imagefolder_iter_torch)
 
     def __init__(self, root: str, batch_size: int, *, val_root: Optional[str] = None,
-                 test_root: Optional[str] = None, use_dali: bool = True, **kwargs):
-        super().__init__(root, batch_size, use_dali=use_dali, **kwargs)
+                 test_root: Optional[str] = None, **kwargs):
+        super().__init__(root, batch_size, **kwargs)
         self.roots = {"train": root, "val": val_root, "test": test_root or val_root,
                       "predict": test_root or val_root}
 
@@ -132,7 +149,14 @@ class ImageFolderDataModule(DaliDataModule):
         if self.roots[split] is None:
             raise ValueError(f"ImageFolderDataModule has no {split} folder: pass val_root= (and test_root= "
                              f"if it differs)")
-        return self.factory(self.roots[split], self.batch_size, split == "train", **self.kwargs)
+        return self.factory(self.roots[split], self.batch_size, split == "train", **self.split_kwargs(split))
+
+
+class FilesDataModule(ImageFolderDataModule):
+    """Image files labelled by `label_fn=` or `label_file=` (sequences too: a captcha set), with
+    `root` the training folder and `val_root` / `test_root` as ImageFolderDataModule's. See
+    get_files_iter_dali for the keywords."""
+    factories = (get_files_iter_dali, get_files_iter_torch)
 
 
 def _pair(name: str) -> Tuple[Callable, Callable]:

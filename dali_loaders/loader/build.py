@@ -12,15 +12,21 @@ from ._dali import build_dali_pipeline, pick_device_id
 from .checks import check_count
 from .dali_loader import DaliLoader
 from .distributed import epoch_sampler
+from .options import LoaderOptions, check_options, resolve_device
+from .outputs import LabelTable, ShapedLoader
 
 # -- the DALI loader ---------------------------------------------------------------------
 
 
-def graph(source, order: np.ndarray, per_batch: int, recipe: transforms.Plan, layout: str, device: str):
+def graph(source, order: np.ndarray, per_batch: int, recipe: transforms.Plan, layout: str, variant: str):
     """The whole pipeline: read, the translated steps, the Python steps if any; (images, labels).
-    (`per_batch`, not batch_size: pipeline_def takes that name for itself.)"""
+    (`per_batch`, not batch_size: pipeline_def takes that name for itself.) `variant`: one
+    graph for all three (options.DEVICES); they differ only in the devices named."""
+    device = "cpu" if variant == "cpu" else "gpu"
     read_on = "cpu" if recipe.python else device   # Python steps need the pixels on the CPU
     images, labels = source.read(order, per_batch, read_on)
+    if variant == "cpu-decode" and images.encoded:
+        images.decode_args = dict(images.decode_args, device="cpu")   # Images.decode moves them to the GPU
     images.layout = layout
     images = transforms.apply(recipe.translated, images)
     images.decode()
@@ -36,9 +42,15 @@ def graph(source, order: np.ndarray, per_batch: int, recipe: transforms.Plan, la
 def dali_loader(source, transform, *, train: bool, batch_size: int, num_threads: int, seed=None,
                 drop_last: bool = False, rank=None, world_size=None, local_rank=None, device_id=None,
                 python_fallback: bool = False, memory_format=torch.contiguous_format,
-                explain_failure: Optional[Callable] = None, batch_transform=None) -> DaliLoader:
+                explain_failure: Optional[Callable] = None, batch_transform=None,
+                device: Optional[str] = None, dali_cpu: Optional[bool] = None, output: str = "tuple",
+                target_transform: Optional[Callable] = None, label_table: Optional[LabelTable] = None):
     """A DaliLoader over `source`, with `transform` translated into its DALI graph, and
-    `batch_transform` (MixUp, CutMix) applied to each batch (see mixing.py)."""
+    `batch_transform` (MixUp, CutMix) applied to each batch (see mixing.py). `device`,
+    `dali_cpu`, `output` and `target_transform` (see options.py) pick the device variant and
+    shape the batches; `label_table` maps the source's labels (sample indices) onto the real ones."""
+    options = check_options(device, dali_cpu, output, target_transform)
+    check_labels(options, label_table, batch_transform)
     check_count("batch_size", batch_size, 1)
     check_count("num_threads", num_threads, 1, " (DALI worker threads)")
     layout = output_layout(memory_format)
@@ -47,18 +59,33 @@ def dali_loader(source, transform, *, train: bool, batch_size: int, num_threads:
         transforms.warn_slow(recipe)
     sampler = sampler_for(source)(len(source), shuffle=train, seed=seed, rank=rank, world_size=world_size,
                                   local_rank=local_rank)
-    gpu = pick_device_id(device_id, sampler.local_rank)
-    device = "cpu" if gpu is None else "gpu"
+    variant = resolve_device(options.device, device_id)
+    gpu = None if variant == "cpu" else pick_device_id(device_id, sampler.local_rank)
 
     def build_pipeline(order, pipeline_seed, checkpoint):
-        return build_dali_pipeline(graph, source, order, batch_size, recipe, layout, device,
+        return build_dali_pipeline(graph, source, order, batch_size, recipe, layout, variant,
                                    batch_size=batch_size, num_threads=num_threads, device_id=gpu,
                                    seed=pipeline_seed, checkpoint=checkpoint,
-                                   conditionals=transforms.needs_conditionals(recipe, device))
+                                   conditionals=transforms.needs_conditionals(recipe, variant))
 
-    return DaliLoader(source, build_pipeline, batch_size=batch_size, sampler=sampler, drop_last=drop_last,
-                      explain_failure=explain_failure, finish=batch_finisher(layout, recipe.output_dtype),
-                      batch_transform=batch_mixer(batch_transform, sampler))
+    loader = DaliLoader(source, build_pipeline, batch_size=batch_size, sampler=sampler, drop_last=drop_last,
+                        explain_failure=explain_failure, finish=batch_finisher(layout, recipe.output_dtype),
+                        batch_transform=batch_mixer(batch_transform, sampler))
+    return shaped(loader, options, label_table)
+
+
+def check_labels(options: LoaderOptions, label_table: Optional[LabelTable], batch_transform) -> None:
+    if batch_transform is not None and (label_table is not None or options.target_transform is not None):
+        raise ValueError("batch_transform (MixUp, CutMix) mixes one-integer labels; it cannot be combined with "
+                         "target_transform= or sequence labels")
+
+
+def shaped(loader, options: LoaderOptions, label_table: Optional[LabelTable] = None):
+    """`loader` itself, or wrapped if its batches must look otherwise (outputs.ShapedLoader)."""
+    if options.output == "tuple" and options.target_transform is None and label_table is None:
+        return loader
+    return ShapedLoader(loader, label_table=label_table, target_transform=options.target_transform,
+                        as_dict=options.output == "dict")
 
 
 def sampler_for(source) -> Callable:
@@ -87,13 +114,15 @@ def batch_finisher(layout: str, dtype: Optional[torch.dtype]) -> Callable[[torch
     return finish
 
 
-def serialized_gpu_graph(source, transform, batch_size: int = 4, python_fallback: bool = False) -> bytes:
-    """The GPU variant of a loader's graph, serialized without a GPU: DALI checks every
-    operator and argument against its schemas for the GPU backend while doing so."""
+def serialized_gpu_graph(source, transform, batch_size: int = 4, python_fallback: bool = False,
+                         variant: str = "gpu") -> bytes:
+    """A GPU variant ("gpu" or "cpu-decode") of a loader's graph, serialized without a GPU:
+    DALI checks every operator and argument against its schemas for the GPU backend while
+    doing so."""
     from nvidia.dali import pipeline_def
 
     recipe = transforms.plan(transform, python_fallback)
-    pipe = pipeline_def(graph, enable_conditionals=transforms.needs_conditionals(recipe, "gpu"))(
-        source, np.arange(min(len(source), batch_size)), batch_size, recipe, "CHW", "gpu",
+    pipe = pipeline_def(graph, enable_conditionals=transforms.needs_conditionals(recipe, variant))(
+        source, np.arange(min(len(source), batch_size)), batch_size, recipe, "CHW", variant,
         batch_size=batch_size, num_threads=1, device_id=None, seed=1)
     return pipe.serialize()

@@ -6,8 +6,9 @@ from torch.utils.data import DataLoader, Dataset
 
 from .. import transforms
 from ..transforms.mixing import batch_mixer
-from .build import output_layout, sampler_for
+from .build import check_labels, output_layout, sampler_for, shaped
 from .checks import check_count
+from .options import check_options, resolve_device
 
 
 class TorchLoader(DataLoader):
@@ -45,9 +46,15 @@ class SourceDataset(Dataset):
 
 def torch_loader(dataset: Dataset, *, train: bool, batch_size: int, num_workers: int, seed=None,
                  drop_last: bool = False, rank=None, world_size=None, local_rank=None,
-                 memory_format=torch.contiguous_format, batch_transform=None) -> TorchLoader:
+                 memory_format=torch.contiguous_format, batch_transform=None, device=None, dali_cpu=None,
+                 output="tuple", target_transform=None, label_table=None):
     """A DataLoader over `dataset` (a SourceDataset, or torchvision's own dataset class) with
-    the DALI loader's sample order, output layout and batch_transform."""
+    the DALI loader's sample order, output layout and batch_transform; `device`, `dali_cpu`,
+    `output`, `target_transform` and `label_table` as dali_loader's (the twin's outputs stay on the CPU whatever the device)."""
+    options = check_options(device, dali_cpu, output, target_transform)
+    check_labels(options, label_table, batch_transform)
+    if options.device is not None:
+        resolve_device(options.device, None)   # the same error as the DALI loader's
     check_count("batch_size", batch_size, 1)
     check_count("num_threads", num_workers, 0, " (DataLoader workers)")
     layout = output_layout(memory_format)
@@ -59,7 +66,7 @@ def torch_loader(dataset: Dataset, *, train: bool, batch_size: int, num_workers:
     loader = loader_class(dataset, batch_size=batch_size, sampler=sampler, num_workers=num_workers,
                           drop_last=drop_last, persistent_workers=num_workers > 0, collate_fn=collate)
     loader.batch_transform = mixer
-    return loader
+    return shaped(loader, options, label_table)
 
 
 class BatchTransformedTorchLoader(TorchLoader):

@@ -59,8 +59,13 @@ def _read_label_file(root: str, label_file: str):
             parts = line.strip().rsplit(maxsplit=1)
             if len(parts) != 2 or not parts[1].isdigit():
                 raise ValueError(f"{label_file}:{number}: expected `relative/path label` with an "
-                                 f"integer label >= 0, got {line.strip()!r}")
+                                 f"integer label >= 0, got {line.strip()!r} (text labels: "
+                                 f"get_files_iter_dali(label_file=..., alphabet=...))")
             path = os.path.normpath(os.path.join(root, parts[0]))
+            first = os.path.join(root, line.split()[0])
+            if not os.path.isfile(path) and os.path.isfile(first):
+                raise ValueError(f"{label_file}:{number}: {line.split()[0]!r} has several labels; one integer "
+                                 f"per image here (sequences: get_files_iter_dali(label_file=...))")
             if not os.path.isfile(path):
                 raise FileNotFoundError(f"{label_file}:{number}: image {path!r} does not exist")
             if path in line_of:   # it would be read twice per epoch

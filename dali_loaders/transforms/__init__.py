@@ -21,8 +21,10 @@ from ._core import (
                     register,
                     supported_names,
 )
+from .dali_function import DaliFunction
 from .python_fallback import as_tensor, call_step, call_steps, run_in_python, warn_slow
 
-__all__ = ["TRANSLATORS", "Images", "Plan", "Untranslatable", "apply", "as_tensor", "call_step", "call_steps", "check",
+__all__ = ["DaliFunction", "TRANSLATORS", "Images", "Plan", "Untranslatable", "apply", "as_tensor", "call_step",
+           "call_steps", "check",
            "describe", "flatten", "needs_conditionals", "plan", "register", "run_in_python", "supported_names",
            "warn_slow"]

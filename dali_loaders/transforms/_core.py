@@ -100,15 +100,19 @@ class Images:
         from nvidia.dali import fn
 
         if self.encoded:
-            self.data, self.encoded = fn.decoders.image(self.data, **self.decode_args), False
+            self.data, self.encoded = self.on_device(fn.decoders.image(self.data, **self.decode_args)), False
 
     def decode_random_crop(self, area: List[float], ratio: List[float]) -> None:
         """RandomResizedCrop's window, drawn by DALI, and only that window decoded."""
         from nvidia.dali import fn
 
-        self.data = fn.decoders.image_random_crop(self.data, random_area=area, random_aspect_ratio=ratio,
-                                                  num_attempts=CROP_ATTEMPTS, **self.decode_args)
+        self.data = self.on_device(fn.decoders.image_random_crop(
+            self.data, random_area=area, random_aspect_ratio=ratio, num_attempts=CROP_ATTEMPTS, **self.decode_args))
         self.encoded = False
+
+    def on_device(self, decoded):
+        """Decoded pixels where the steps run: a CPU decode for GPU steps ("cpu-decode") moves them."""
+        return decoded.gpu() if self.device == "gpu" and self.decode_args.get("device") == "cpu" else decoded
 
     @property
     def is_float(self) -> bool:
@@ -251,6 +255,10 @@ def flatten(transform) -> List[Any]:
 def plan(transform, python_fallback: bool) -> Plan:
     """Splits the steps at the first one with no translation; raises for it unless python_fallback."""
     steps = flatten(transform)
+    closing = [k for k, step in enumerate(steps) if getattr(TRANSLATORS.get(type(step)), "last", False)]
+    if closing and closing[0] != len(steps) - 1:
+        raise ValueError(f"{describe(steps[closing[0]])} must be the recipe's last step (its output is the batch); "
+                         f"move {describe(steps[closing[0] + 1])} before it or into it")
     for k, step in enumerate(steps):
         reason = check(step)
         if reason:
@@ -336,13 +344,14 @@ def fuses(first: str, second: str):
 CROP_ATTEMPTS = 10  # torchvision's tries before it falls back to a centre crop
 
 
-def needs_conditionals(recipe: Plan, device: str = "gpu") -> bool:
-    """Whether the graph has per-sample `if`s: DALI then needs enable_conditionals. On the
-    CPU, the steps DaliLoadersAugment runs have none (see fused.py); the plugin is only built
-    when the recipe has such a step."""
+def needs_conditionals(recipe: Plan, variant: str = "gpu") -> bool:
+    """Whether the graph has per-sample `if`s: DALI then needs enable_conditionals. In the
+    "cpu" variant, the steps DaliLoadersAugment runs have none (see fused.py); the plugin is
+    only built when the recipe has such a step."""
     from ..ops import augment as op
 
-    device = "cpu" if recipe.python else device   # the translated steps run where the pixels are read
+    # the translated steps run where the pixels are read: the CPU for Python steps
+    device = "cpu" if recipe.python or variant == "cpu" else "gpu"
     branching = [TRANSLATORS[type(step)] for step in recipe.translated]
     branching = [t for t in branching if getattr(t, "branches", False)]
     fused = any(getattr(t, "augments", False) for t in branching) and op.usable(device)

@@ -21,6 +21,7 @@ from ..loader.build import dali_loader
 from ..loader.checks import check_count
 from ..loader.torch_loader import torch_loader
 from ..sources.files import FileSource, require_file, require_folder  # noqa: F401  the datasets' checks
+from ..sources.screening import PIL_RULE, kept_subset, screen_source
 
 # The names every factory shares with dali_loader / torch_loader.
 LOADER_ARGS = ("batch_size", "seed", "drop_last", "rank", "world_size", "local_rank", "memory_format",
@@ -66,6 +67,8 @@ def build_dali(source, transform, train: bool, args: dict, explain: Optional[Cal
     """The DALI loader over `source` with a factory's arguments (`args`: its locals()).
     `explain`: DaliLoader's explain_failure hook; for files, one that names a bad image."""
     check_count("num_threads", args["num_threads"], 1, " (DALI worker threads)")
+    if isinstance(source, FileSource):
+        screen_source(source, *screening_args(args))
     if explain is None and isinstance(source, FileSource):
         from ..sources.image_files import name_the_file  # a bad image file is named, as in image folders
 
@@ -75,8 +78,19 @@ def build_dali(source, transform, train: bool, args: dict, explain: Optional[Cal
                        explain_failure=explain, **{k: args[k] for k in LOADER_ARGS})
 
 
-def build_torch(dataset, train: bool, args: dict):
-    """The twin: a DataLoader over `dataset` with the DALI loader's order and layout."""
+def screening_args(args: dict):
+    """(max_image_pixels, on_error) of a factory's arguments (sources/screening.py)."""
+    return args.get("max_image_pixels", PIL_RULE), args.get("on_error", "raise")
+
+
+def build_torch(dataset, train: bool, args: dict, files: Optional[FileSource] = None):
+    """The twin: a DataLoader over `dataset` with the DALI loader's order and layout.
+    `files`: the FileSource a torchvision dataset class reads, in its order, screened as the
+    DALI loader's is (a SourceDataset over a FileSource is screened itself)."""
+    if files is not None:
+        dataset = kept_subset(dataset, files.files, *screening_args(args))
+    elif isinstance(getattr(dataset, "source", None), FileSource):
+        screen_source(dataset.source, *screening_args(args))
     return torch_loader(dataset, train=train, num_workers=args["num_threads"],
                         **{k: args[k] for k in LOADER_ARGS})
 

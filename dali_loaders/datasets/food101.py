@@ -60,7 +60,8 @@ def _split(type) -> str:
 
 def get_food101_iter_dali(type, root, batch_size, num_threads=4, *, seed=None, drop_last=False, rank=None,
                           world_size=None, local_rank=None, device_id=None, transform=None,
-                          python_fallback=False, batch_transform=None, memory_format=torch.contiguous_format, fallback=True):
+                          python_fallback=False, batch_transform=None, memory_format=torch.contiguous_format, fallback=True,
+                          max_image_pixels=_common.PIL_RULE, on_error="raise"):
     """A DataLoader-like Food-101 iterator on DALI: `for images, labels in loader`.
 
     `root` holds food-101/; type is 'train' or 'test' ('val' is accepted for it). The
@@ -75,7 +76,8 @@ def get_food101_iter_dali(type, root, batch_size, num_threads=4, *, seed=None, d
 
 def get_food101_iter_torch(type, root, batch_size, num_threads=4, *, seed=None, drop_last=False, rank=None,
                            world_size=None, local_rank=None, device_id=None, transform=None,
-                           python_fallback=False, batch_transform=None, memory_format=torch.contiguous_format):
+                           python_fallback=False, batch_transform=None, memory_format=torch.contiguous_format,
+                           max_image_pixels=_common.PIL_RULE, on_error="raise"):
     """The twin of get_food101_iter_dali: torchvision's Food101 (download=False), its loader
     the library's (PIL convert("RGB"), an undecodable file raising ImageDecodeError)."""
     from torchvision.datasets import Food101
@@ -83,7 +85,7 @@ def get_food101_iter_torch(type, root, batch_size, num_threads=4, *, seed=None, 
     from ..sources.image_files import load_rgb
 
     split = _split(type)
-    food_source(root, split)   # the same checks and named errors as the DALI loader's
+    files = food_source(root, split)   # the same checks and named errors as the DALI loader's
     dataset = Food101(os.path.dirname(_folder(root)), split, download=False, loader=load_rgb,
                       transform=_common.TwinTransform(transform or recipes.imagenet(split == "train")))
-    return _common.build_torch(dataset, split == "train", locals())
+    return _common.build_torch(dataset, split == "train", locals(), files=files)

@@ -61,7 +61,8 @@ def _split(type) -> str:
 
 def get_oxford_pet_iter_dali(type, root, batch_size, num_threads=4, *, seed=None, drop_last=False, rank=None,
                              world_size=None, local_rank=None, device_id=None, transform=None,
-                             python_fallback=False, batch_transform=None, memory_format=torch.contiguous_format, fallback=True):
+                             python_fallback=False, batch_transform=None, memory_format=torch.contiguous_format, fallback=True,
+                             max_image_pixels=_common.PIL_RULE, on_error="raise"):
     """A DataLoader-like Oxford-IIIT Pet iterator on DALI (the 37 breeds as labels).
 
     `root` holds oxford-iiit-pet/; type is 'trainval' ('train' is accepted for it) or
@@ -77,14 +78,15 @@ def get_oxford_pet_iter_dali(type, root, batch_size, num_threads=4, *, seed=None
 
 def get_oxford_pet_iter_torch(type, root, batch_size, num_threads=4, *, seed=None, drop_last=False, rank=None,
                               world_size=None, local_rank=None, device_id=None, transform=None,
-                              python_fallback=False, batch_transform=None, memory_format=torch.contiguous_format):
+                              python_fallback=False, batch_transform=None, memory_format=torch.contiguous_format,
+                              max_image_pixels=_common.PIL_RULE, on_error="raise"):
     """The twin of get_oxford_pet_iter_dali: torchvision's OxfordIIITPet (download=False,
     target_types="category")."""
     from torchvision.datasets import OxfordIIITPet
 
     split = _split(type)
     train = split == "trainval"
-    pet_source(root, split)   # the same checks and named errors as the DALI loader's
+    files = pet_source(root, split)   # the same checks and named errors as the DALI loader's
     dataset = OxfordIIITPet(os.path.dirname(_folder(root)), split, target_types="category", download=False,
                             transform=_common.TwinTransform(transform or recipes.imagenet(train)))
-    return _common.build_torch(dataset, train, locals())
+    return _common.build_torch(dataset, train, locals(), files=files)

@@ -8,6 +8,7 @@ from .. import transforms
 from ..transforms.mixing import batch_mixer
 from .build import output_layout, sampler_for
 from .checks import check_count
+from .skips import skipped_files, warn_skipped
 
 
 class TorchLoader(DataLoader):
@@ -16,6 +17,15 @@ class TorchLoader(DataLoader):
 
     def set_epoch(self, epoch: int) -> None:
         self.sampler.set_epoch(epoch)
+
+    @property
+    def skipped(self):
+        """{path: why} of the files left out with on_error="skip", as DaliLoader's."""
+        return skipped_files(self.dataset)
+
+    def __iter__(self):
+        warn_skipped(self.dataset, getattr(self.sampler, "next_epoch", 0))
+        return super().__iter__()
 
 
 # -- the torchvision twin ------------------------------------------------------------------
@@ -41,6 +51,10 @@ class SourceDataset(Dataset):
     @property
     def classes(self):
         return getattr(self.source, "classes", None)
+
+    @property
+    def skipped(self):
+        return skipped_files(self.source)
 
 
 def torch_loader(dataset: Dataset, *, train: bool, batch_size: int, num_workers: int, seed=None,

@@ -2,16 +2,20 @@
 are refused before decoding, broken files are refused by name or skipped and listed, and a
 fuzz corpus of broken and unusual files goes through both backends."""
 import builtins
+import json
 import os
 import pickle
 import subprocess
+import sys
 
 import numpy as np
 import pytest
+from PIL import Image
 from torchvision.transforms import v2
 
 from dali_loaders import get_cifar_iter_dali, get_cifar_iter_torch
 from dali_loaders.testing.synthetic import write_cifar
+from dali_loaders.testing.untrusted import bomb_images, broken_images, write_corpus
 
 # -- 1. pickles that would run code ------------------------------------------------------
 
@@ -73,3 +77,66 @@ def test_a_pickle_that_encodes_with_another_codec_is_refused(tmp_path):
     batch.write_bytes(batch.read_bytes().replace(b"X\x06\x00\x00\x00latin1", b"X\x06\x00\x00\x00rot_13", 1))
     with pytest.raises(ValueError, match="test_batch.*not a CIFAR python pickle"):
         get_cifar_iter_dali("val", root, 4, 1)
+
+
+# -- 2. the fuzz corpus, one file at a time, both backends --------------------------------
+
+POLICY_REFUSED = {"png16.png": "16-bit", "animated_gif_named.png": "GIF"}   # PIL decodes them; DALI differs
+TESTS = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(TESTS)
+
+
+@pytest.fixture(autouse=True)
+def own_cache(tmp_path, monkeypatch):
+    """The screening cache (under ~/.cache) in this test's own folder."""
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    return write_corpus(str(tmp_path_factory.mktemp("corpus")))
+
+
+def pil_decodes(path) -> bool:
+    try:
+        with Image.open(path) as image:
+            image.convert("RGB")
+        return True
+    except Exception:  # the reference's own verdict, whatever PIL raises
+        return False
+
+
+def expected_refused(corpus) -> set:
+    """The files the loaders must not serve: those PIL itself cannot decode (bombs included:
+    PIL refuses them too), and the two whose decodes differ between the backends."""
+    return {name for name, path in corpus.items() if name in POLICY_REFUSED or not pil_decodes(path)}
+
+
+def test_the_corpus_is_what_it_claims(corpus):
+    refused = expected_refused(corpus)
+    assert set(broken_images(0)) | set(bomb_images()) | set(POLICY_REFUSED) == refused
+    with pytest.raises(Image.DecompressionBombError):
+        Image.open(corpus["bomb_20000x20000.png"])
+    assert Image.open(corpus["png16.png"]).mode == "I;16" and Image.open(corpus["animated.webp"]).n_frames == 3
+    assert {Image.open(corpus[n]).mode for n in ("palette_transparency.png", "grey_alpha.png", "cmyk.jpg")} == \
+        {"P", "LA", "CMYK"}
+
+
+def test_fuzz_each_file_is_decoded_as_pil_does_or_refused_by_name(corpus, tmp_path):
+    out = tmp_path / "results.json"
+    env = dict(os.environ, HOME=str(tmp_path / "home"), PYTHONPATH=os.pathsep.join([REPO, TESTS]))
+    folder = os.path.dirname(next(iter(corpus.values())))
+    done = subprocess.run([sys.executable, os.path.join(TESTS, "untrusted_worker.py"), folder, str(out)],
+                          env=env, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]   # no crash (a segfault's code is negative)
+    results = json.loads(out.read_text())
+    assert set(results) == set(corpus)
+    refused = expected_refused(corpus)
+    for name, by_backend in results.items():
+        for backend, (kind, detail) in by_backend.items():
+            if name in refused:
+                assert kind == "refused" and name in detail, (name, backend, kind, detail)
+            else:   # served: equal to PIL's decode (exactly, up to one grey level)
+                assert kind == "decoded" and 0 <= detail <= 1, (name, backend, kind, detail)
+    assert "max_image_pixels" in results["bomb_20000x20000.png"]["dali"][1]
+    assert "400000000 pixels" in results["bomb_20000x20000.png"]["torch"][1]

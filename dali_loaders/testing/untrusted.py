@@ -104,7 +104,7 @@ def unusual_images(seed: int) -> Dict[str, bytes]:
         "palette_transparency.png": encoded(palette, "PNG", transparency=3),
         "grey_alpha.png": encoded(grey_alpha, "PNG"),
         "cmyk.jpg": encoded(rgb.convert("CMYK"), "JPEG", quality=92),
-        "animated.gif": animated("GIF", seed),
+        "animated_gif_named.png": animated("GIF", seed),   # ImageFolder lists no .gif
         "animated.webp": animated("WEBP", seed),
         "picture.tiff": encoded(rgb, "TIFF"),
     }

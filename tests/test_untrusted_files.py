@@ -5,17 +5,29 @@ import builtins
 import json
 import os
 import pickle
+import shutil
 import subprocess
 import sys
+import warnings
 
 import numpy as np
 import pytest
+import torch
+from image_data import image_id, write_solid_folder
 from PIL import Image
 from torchvision.transforms import v2
 
-from dali_loaders import get_cifar_iter_dali, get_cifar_iter_torch
+from dali_loaders import (
+    ImageDecodeError,
+    get_cifar_iter_dali,
+    get_cifar_iter_torch,
+    get_imagefolder_iter_dali,
+    get_imagefolder_iter_torch,
+)
 from dali_loaders.testing.synthetic import write_cifar
 from dali_loaders.testing.untrusted import bomb_images, broken_images, write_corpus
+
+pytestmark = pytest.mark.filterwarnings("ignore:epoch .* left out:UserWarning")
 
 # -- 1. pickles that would run code ------------------------------------------------------
 
@@ -140,3 +152,178 @@ def test_fuzz_each_file_is_decoded_as_pil_does_or_refused_by_name(corpus, tmp_pa
                 assert kind == "decoded" and 0 <= detail <= 1, (name, backend, kind, detail)
     assert "max_image_pixels" in results["bomb_20000x20000.png"]["dali"][1]
     assert "400000000 pixels" in results["bomb_20000x20000.png"]["torch"][1]
+
+
+# -- 3. on_error="skip": the good images exactly once, the broken ones named --------------
+
+SOLID = {"a": 9, "b": 8}   # image ids 0..16, each a flat colour that names it (image_data.solid_colour)
+CORPUS_CLASS = "zz_corpus"
+SMALL = v2.Compose([v2.Resize((24, 24)), v2.PILToTensor()])
+BACKENDS = {"dali": get_imagefolder_iter_dali, "torch": get_imagefolder_iter_torch}
+
+
+@pytest.fixture(scope="module")
+def mixed_folder(tmp_path_factory, corpus):
+    """Good solid-colour images in two classes, and the whole corpus as a third."""
+    root = tmp_path_factory.mktemp("mixed")
+    write_solid_folder(str(root), SOLID)
+    os.makedirs(root / CORPUS_CLASS)
+    for name, path in corpus.items():
+        shutil.copy(path, root / CORPUS_CLASS / name)
+    return str(root)
+
+
+def epoch_ids(loader):
+    """(solid image ids in the order served, number of corpus images served), with labels checked."""
+    ids, others = [], 0
+    for images, labels in loader:
+        for image, label in zip(images, labels.tolist()):
+            if label == 2:
+                others += 1
+                continue
+            ids.append(image_id(image.float().mean(dim=(1, 2)).tolist()))
+            assert label == (0 if ids[-1] < SOLID["a"] else 1)
+    return ids, others
+
+
+@pytest.mark.parametrize("backend", list(BACKENDS))
+@pytest.mark.parametrize("train", [True, False])
+def test_skip_serves_each_good_image_once_and_names_the_broken(mixed_folder, corpus, backend, train):
+    refused = expected_refused(corpus)
+    loader = BACKENDS[backend](mixed_folder, 5, train, 2 if backend == "dali" else 0, seed=7, transform=SMALL,
+                               on_error="skip")
+    assert set(loader.skipped) == {os.path.join(mixed_folder, CORPUS_CLASS, name) for name in refused}
+    assert all(loader.skipped.values())
+    kept_corpus = len(corpus) - len(refused)
+    assert len(loader.dataset) == sum(SOLID.values()) + kept_corpus
+    orders = []
+    for epoch in range(2):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            ids, others = epoch_ids(loader)
+        said = [str(w.message) for w in caught if "left out" in str(w.message)]
+        assert len(said) == 1 and said[0].startswith(f"epoch {epoch}: {len(refused)} ")
+        assert sorted(ids) == list(range(sum(SOLID.values()))) and others == kept_corpus
+        orders.append(ids)
+    assert (orders[0] != orders[1]) == train
+
+
+def test_both_backends_skip_the_same_files_and_serve_the_same_order(mixed_folder):
+    dali, twin = (factory(mixed_folder, 4, True, 1, seed=3, transform=SMALL, on_error="skip")
+                  for factory in BACKENDS.values())
+    assert dali.skipped == twin.skipped and dali.dataset.files == twin.dataset.source.files
+    assert epoch_ids(dali) == epoch_ids(twin)
+
+
+def test_every_rank_skips_the_same_files_and_the_shards_stay_disjoint(mixed_folder):
+    loaders = [get_imagefolder_iter_dali(mixed_folder, 3, True, 1, seed=2, rank=r, world_size=2, transform=SMALL,
+                                         on_error="skip") for r in range(2)]
+    assert loaders[0].skipped == loaders[1].skipped and len(loaders[0]) == len(loaders[1])
+    served = [epoch_ids(loader)[0] for loader in loaders]
+    assert not set(served[0]) & set(served[1])
+    assert set(served[0]) | set(served[1]) == set(range(sum(SOLID.values())))
+
+
+def test_resume_with_skipped_files_is_bit_identical(mixed_folder):
+    recipe = v2.Compose([v2.RandomResizedCrop(24), v2.RandomHorizontalFlip(), v2.PILToTensor()])
+
+    def loader():
+        return get_imagefolder_iter_dali(mixed_folder, 4, True, 2, seed=11, transform=recipe, on_error="skip")
+
+    whole = [(x.clone(), y.clone()) for x, y in loader()]
+    first = loader()
+    batches = iter(first)
+    for _ in range(2):
+        next(batches)
+    state = first.state_dict()
+    resumed = loader()
+    resumed.load_state_dict(state)
+    rest = list(resumed)
+    assert len(rest) == len(whole) - 2
+    for (x, y), (x_whole, y_whole) in zip(rest, whole[2:]):
+        assert torch.equal(x, x_whole) and torch.equal(y, y_whole)
+
+
+def test_raise_stays_the_default_and_names_the_first_broken_file(mixed_folder):
+    """Broken data past a sound header is met by the decoder, as before; a bomb is refused at once."""
+    with pytest.raises(ImageDecodeError, match="animated_gif_named.png.*a GIF.*on_error='skip'") as e:
+        get_imagefolder_iter_dali(mixed_folder, 4, False, 1)
+    assert e.value.path.endswith("animated_gif_named.png")   # the first refused in ImageFolder's order
+    with pytest.raises(ValueError, match="on_error must be 'raise'.*or 'skip'"):
+        get_imagefolder_iter_torch(mixed_folder, 4, False, 0, on_error="ignore")
+
+
+# -- 4. decompression bombs and max_image_pixels ------------------------------------------
+
+PEAK_RSS = """
+import resource, sys
+from dali_loaders import ImageDecodeError, get_imagefolder_iter_dali, get_imagefolder_iter_torch
+backend, *runs = sys.argv[1:]
+factory = {"dali": get_imagefolder_iter_dali, "torch": get_imagefolder_iter_torch}[backend]
+for run in runs:
+    root, on_error = run.split("|")
+    try:
+        served = sum(len(y) for _, y in factory(root, 4, True, 1 if backend == "dali" else 0, on_error=on_error))
+        said = f"served {served}"
+    except ImageDecodeError as e:
+        said = f"refused {e}"
+    print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, said)   # KiB on Linux
+"""
+
+
+def peak_rss(backend, runs, home):
+    """[(peak RSS in MiB so far, what the epoch did)] after each (root, on_error) epoch of
+    `runs`, one after the other in one fresh process (a peak only grows)."""
+    env = dict(os.environ, HOME=str(home), PYTHONPATH=REPO)
+    done = subprocess.run([sys.executable, "-c", PEAK_RSS, backend, *(f"{r}|{e}" for r, e in runs)], env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = done.stdout.strip().splitlines()[-len(runs):]
+    return [(int(line.split(" ", 1)[0]) / 1024, line.split(" ", 1)[1]) for line in lines]
+
+
+@pytest.mark.parametrize("backend", list(BACKENDS))
+def test_the_bomb_is_refused_undecoded_within_an_ordinary_epochs_memory(tmp_path, backend):
+    """Decoded, the 20000 x 20000 bomb alone would take 1.2 GB as RGB."""
+    plain, bombed = tmp_path / "plain", tmp_path / "bombed"
+    write_solid_folder(str(plain), {"a": 8})
+    shutil.copytree(plain, bombed)
+    (bombed / "a" / "zz_bomb.png").write_bytes(bomb_images()["bomb_20000x20000.png"])
+    (ordinary, said), (after_raise, refused), (after_skip, skipped) = peak_rss(
+        backend, [(plain, "raise"), (bombed, "raise"), (bombed, "skip")], tmp_path / "home")
+    assert said == "served 8" and skipped == "served 8"
+    assert refused.startswith("refused") and "zz_bomb.png" in refused and "400000000 pixels" in refused
+    assert after_skip < ordinary + 300, (ordinary, after_raise, after_skip)
+
+
+@pytest.fixture
+def big_images(tmp_path):
+    """A folder of a 3000 x 2000 (6M pixels) and a 3000 x 3000 (9M pixels) PNG."""
+    root = tmp_path / "big"
+    os.makedirs(root / "a")
+    for (w, h) in ((3000, 2000), (3000, 3000)):
+        Image.new("RGB", (w, h), (40, 90, 200)).save(root / "a" / f"{w}x{h}.png")
+    return str(root)
+
+
+def served_sizes(factory, root, **kwargs):
+    return sorted(tuple(x.shape[-2:]) for x, _ in factory(root, 1, False, 1 if factory is BACKENDS["dali"] else 0,
+                                                            transform=v2.PILToTensor(), **kwargs))
+
+
+@pytest.mark.parametrize("backend", list(BACKENDS))
+def test_max_image_pixels_is_honoured_the_same_by_both_backends(big_images, backend, monkeypatch):
+    factory = BACKENDS[backend]
+    with pytest.raises(ImageDecodeError, match=r"3000x2000.png.*6000000 pixels, above max_image_pixels=5000000"):
+        factory(big_images, 1, False, 1, max_image_pixels=5_000_000)
+    assert served_sizes(factory, big_images, max_image_pixels=7_000_000, on_error="skip") == [(2000, 3000)]
+    # above PIL's own limit (twice MAX_IMAGE_PIXELS), chosen by the user: served, PIL's check lifted
+    monkeypatch.setattr(Image, "MAX_IMAGE_PIXELS", 4_000_000)
+    assert served_sizes(factory, big_images, max_image_pixels=10_000_000) == [(2000, 3000), (3000, 3000)]
+    assert served_sizes(factory, big_images, max_image_pixels=None) == [(2000, 3000), (3000, 3000)]
+    assert Image.MAX_IMAGE_PIXELS == 4_000_000
+    # the default, PIL's rule: 6M (above 4M) is served with a warning, 9M (above 8M) refused
+    with pytest.warns(UserWarning, match="1 image.* more than 4000000 pixels"):
+        loader = factory(big_images, 1, False, 1, on_error="skip")
+    assert list(loader.skipped) == [os.path.join(big_images, "a", "3000x3000.png")]
+    assert [tuple(x.shape[-2:]) for x, _ in loader] == [(224, 224)]

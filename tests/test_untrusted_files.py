@@ -2,18 +2,20 @@
 are refused before decoding, broken files are refused by name or skipped and listed, and a
 fuzz corpus of broken and unusual files goes through both backends."""
 import builtins
+import io
 import json
 import os
 import pickle
 import shutil
 import subprocess
 import sys
+import tarfile
 import warnings
 
 import numpy as np
 import pytest
 import torch
-from image_data import image_id, write_solid_folder
+from image_data import image_id, solid_colour, write_solid_folder
 from PIL import Image
 from torchvision.transforms import v2
 
@@ -23,6 +25,8 @@ from dali_loaders import (
     get_cifar_iter_torch,
     get_imagefolder_iter_dali,
     get_imagefolder_iter_torch,
+    get_webdataset_iter_dali,
+    get_webdataset_iter_torch,
 )
 from dali_loaders.testing.synthetic import write_cifar
 from dali_loaders.testing.untrusted import bomb_images, broken_images, write_corpus
@@ -327,3 +331,61 @@ def test_max_image_pixels_is_honoured_the_same_by_both_backends(big_images, back
         loader = factory(big_images, 1, False, 1, on_error="skip")
     assert list(loader.skipped) == [os.path.join(big_images, "a", "3000x3000.png")]
     assert [tuple(x.shape[-2:]) for x, _ in loader] == [(224, 224)]
+
+
+# -- 5. WebDataset: the same, for tar members ---------------------------------------------
+
+WDS_KEYS = ("jpg", "jpeg", "png", "webp", "tiff")
+
+
+def write_tar(path, members):
+    with tarfile.open(path, "w") as tar:
+        for name, data in members:
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def mixed_shards(tmp_path_factory, corpus):
+    """Two shards: solid-colour images 0..16 (class 0 or 1) and the corpus (class 2), interleaved."""
+    folder = tmp_path_factory.mktemp("wds")
+    solid = []
+    for i in range(sum(SOLID.values())):
+        image = io.BytesIO()
+        Image.new("RGB", (40 + i, 30), solid_colour(i)).save(image, "PNG")
+        solid.append((f"solid{i:03d}", "png", image.getvalue(), 0 if i < SOLID["a"] else 1))
+    odd = [(name.split(".")[0], name.split(".", 1)[1], open(path, "rb").read(), 2) for name, path in corpus.items()]
+    samples = [s for pair in zip(solid, odd) for s in pair] + solid[len(odd):] + odd[len(solid):]
+    half = len(samples) // 2
+    return [write_tar(folder / f"shard-{k}.tar", [m for stem, key, data, label in part for m in
+                                                   ((f"{stem}.{key}", data), (f"{stem}.cls", str(label).encode()))])
+            for k, part in enumerate((samples[:half], samples[half:]))]
+
+
+@pytest.mark.parametrize("backend", ["dali", "torch"])
+@pytest.mark.parametrize("train", [True, False])
+def test_webdataset_skip_serves_each_good_sample_once_and_names_the_broken(mixed_shards, corpus, backend, train):
+    factory = get_webdataset_iter_dali if backend == "dali" else get_webdataset_iter_torch
+    loader = factory(mixed_shards, 5, 2 if backend == "dali" else 0, train=train, seed=5, transform=SMALL,
+                     image_keys=WDS_KEYS, on_error="skip")
+    refused = expected_refused(corpus)
+    assert {name.rsplit(":", 1)[1] for name in loader.skipped} == refused
+    assert all(name.rsplit(":", 1)[0] in mixed_shards for name in loader.skipped)
+    for _ in range(2):
+        ids, others = epoch_ids(loader)
+        assert sorted(ids) == list(range(sum(SOLID.values()))) and others == len(corpus) - len(refused)
+
+
+def test_webdataset_raise_names_the_first_refused_member(mixed_shards):
+    with pytest.raises(ImageDecodeError, match=r"shard-0.tar:png16.png.*mode I;16"):
+        get_webdataset_iter_dali(mixed_shards, 5, 1, train=False, image_keys=WDS_KEYS)
+
+
+def test_a_webdataset_label_member_of_any_size_is_not_read_whole(tmp_path):
+    image = io.BytesIO()
+    Image.new("RGB", (8, 8)).save(image, "PNG")
+    path = write_tar(tmp_path / "big_label.tar", [("a.png", image.getvalue()), ("a.cls", b"1" * 100_000)])
+    with pytest.raises(ValueError, match="label 'a.cls' of shard .*big_label.tar.* 100000 bytes"):
+        get_webdataset_iter_torch(path, 4, 0, train=False)

@@ -10,13 +10,14 @@ reads the same list. What was found is cached per file (path, size, mtime), so t
 construction reads nothing but the cache.
 """
 import hashlib
+import io
 import json
 import os
 import tempfile
 import threading
 import warnings
 from concurrent.futures import ThreadPoolExecutor
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 ON_ERROR = ("raise", "skip")
 CACHE_VERSION = 1
@@ -61,32 +62,40 @@ def pixel_limits(max_image_pixels) -> Tuple[Optional[int], Optional[int]]:
 # -- what one file is -------------------------------------------------------------------
 
 
-def read_header(path: str) -> dict:
-    """{"width", "height", "format", "mode"} from the file's header, or {"unreadable": why}.
-    PIL's own bomb check is kept out of the way (the limit is the loader's to apply)."""
+def pil_open(image):
+    """PIL's lazy open of a path or of encoded bytes."""
+    from PIL import Image
+
+    return Image.open(io.BytesIO(image) if isinstance(image, bytes) else image)
+
+
+def read_header(image) -> dict:
+    """{"width", "height", "format", "mode"} from the header of `image` (a path or bytes), or
+    {"unreadable": why}. PIL's own bomb check is kept out of the way (the limit is the
+    loader's to apply)."""
     from PIL import Image
 
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", Image.DecompressionBombWarning)
             try:
-                image = Image.open(path)
+                image = pil_open(image)
             except Image.DecompressionBombError:   # above twice PIL's limit: read it without the check
-                image = open_unchecked(path)
+                image = open_unchecked(image)
         with image:
             return {"width": image.width, "height": image.height, "format": image.format, "mode": image.mode}
     except Exception as e:  # PIL raises UnidentifiedImageError, OSError, SyntaxError, ... on bad headers
         return {"unreadable": f"{type(e).__name__}: {e}"}
 
 
-def decode_failure(path: str) -> Optional[str]:
-    """Why PIL cannot decode the file to RGB, or None."""
+def decode_failure(image) -> Optional[str]:
+    """Why PIL cannot decode `image` (a path or bytes) to RGB, or None."""
     from PIL import Image
 
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", Image.DecompressionBombWarning)
-            with Image.open(path) as image:
+            with pil_open(image) as image:
                 image.convert("RGB")
     except Exception as e:  # as read_header
         return f"{type(e).__name__}: {e}"
@@ -158,30 +167,40 @@ def screen(files: Sequence[str], max_image_pixels=PIL_RULE, on_error: str = "rai
     by its header raises ImageDecodeError naming it (broken data past the header is left to
     the decoder, which names the file when it meets it); with "skip", refused and
     undecodable files are returned in `skipped`."""
+    return screen_items(files, [_stamp(p) for p in files], lambda path, whole: path, cache_path(files),
+                        max_image_pixels, on_error, num_threads)
+
+
+def screen_items(names: Sequence[str], stamps: Sequence[list], read: Callable, cache_file: str,
+                 max_image_pixels=PIL_RULE, on_error: str = "raise", num_threads: int = 4) -> Screened:
+    """screen() for any images: `names` (unique), a `stamp` each that changes when the image
+    does, `read(name, whole)` giving what PIL opens (a path, or bytes: with whole=False, at
+    least the header), and where the cache lives."""
     check_options(max_image_pixels, on_error)
     warn_above, refuse_above = pixel_limits(max_image_pixels)
-    where = cache_path(files)
-    cached, entries, changed = load_cache(where), {}, False
-    for path in files:
-        entry = cached.get(path)
-        stamp = _stamp(path)
+    cached, entries, changed = load_cache(cache_file), {}, False
+    for name, stamp in zip(names, stamps):
+        entry = cached.get(name)
         if entry is None or entry["stamp"] != stamp:
-            entry, changed = {"stamp": stamp, "header": read_header(path)}, True
-        entries[path] = entry
+            header = read_header(read(name, False))
+            if "unreadable" in header:   # perhaps the header lies past the bytes read: all of them
+                header = read_header(read(name, True))
+            entry, changed = {"stamp": stamp, "header": header}, True
+        entries[name] = entry
     if on_error == "skip":
-        changed |= _verify_decodes(entries, refuse_above, num_threads)
+        changed |= _verify_decodes(entries, refuse_above, read, num_threads)
     if changed:
-        save_cache(where, {**cached, **entries})
-    return _verdict(files, entries, warn_above, refuse_above, on_error)
+        save_cache(cache_file, {**cached, **entries})
+    return _verdict(names, entries, warn_above, refuse_above, on_error)
 
 
-def _verify_decodes(entries: dict, refuse_above: Optional[int], num_threads: int) -> bool:
-    """Decodes (with PIL, in threads: it lets go of the GIL) the files whose headers pass and
+def _verify_decodes(entries: dict, refuse_above: Optional[int], read: Callable, num_threads: int) -> bool:
+    """Decodes (with PIL, in threads: it lets go of the GIL) the images whose headers pass and
     that were not decoded before; notes the outcome in their entries."""
     todo = [p for p, e in entries.items() if "decode" not in e and refusal(e["header"], refuse_above) is None]
     with ThreadPoolExecutor(max(1, num_threads)) as pool:
-        for path, failure in zip(todo, pool.map(decode_failure, todo)):
-            entries[path]["decode"] = failure
+        for name, failure in zip(todo, pool.map(lambda name: decode_failure(read(name, True)), todo)):
+            entries[name]["decode"] = failure
     return bool(todo)
 
 
@@ -193,7 +212,7 @@ def _verdict(files, entries, warn_above, refuse_above, on_error) -> Screened:
         entry = entries[path]
         reason = refusal(entry["header"], refuse_above)
         if reason and on_error == "raise" and "unreadable" not in entry["header"]:
-            raise ImageDecodeError(f"image file {path!r} is refused: {reason}. Or pass on_error='skip' to "
+            raise ImageDecodeError(f"image {path!r} is refused: {reason}. Or pass on_error='skip' to "
                                    f"leave such files out", path=path)
         reason = reason or (entry.get("decode") and f"cannot be decoded ({entry['decode']})")
         if reason and on_error == "skip":
@@ -242,14 +261,39 @@ def kept_subset(dataset, files: Sequence[str], max_image_pixels=PIL_RULE, on_err
     return subset
 
 
-def open_unchecked(path: str):
-    """PIL's Image.open without PIL's own bomb check, for a file screening let through under
-    a limit the caller chose (above PIL's, or none)."""
+def open_unchecked(image):
+    """PIL's lazy open of a path or bytes without PIL's own bomb check, for an image screening
+    let through under a limit the caller chose (above PIL's, or none)."""
     from PIL import Image
 
     with _pil_limit_lock:
         saved, Image.MAX_IMAGE_PIXELS = Image.MAX_IMAGE_PIXELS, None
         try:
-            return Image.open(path)
+            return pil_open(image)
         finally:
             Image.MAX_IMAGE_PIXELS = saved
+
+
+HEADER_BYTES = 1 << 16   # read of each tar member for its header (more only if PIL needs more)
+
+
+def screen_webdataset(source, max_image_pixels=PIL_RULE, on_error: str = "raise"):
+    """screen_source for a WebDatasetSource: its samples' images, named `shard:member`, left
+    out of the source (shard_of, members, labels) before any epoch is read."""
+    import numpy as np
+
+    names = [source.describe(i) for i in range(len(source))]
+    number = {name: i for i, name in enumerate(names)}
+    shard_stamps = [_stamp(s) for s in source.shards]
+    stamps = [shard_stamps[source.shard_of[i]] + list(source.members[i][1:3]) for i in range(len(source))]
+
+    def read(name: str, whole: bool) -> bytes:
+        return source.image_bytes(number[name], None if whole else HEADER_BYTES)
+
+    found = screen_items(names, stamps, read, cache_path(source.shards), max_image_pixels, on_error)
+    if found.skipped:
+        keep = np.asarray(found.kept, dtype=np.int64)
+        source.shard_of, source.labels = source.shard_of[keep], source.labels[keep]
+        source.members = [source.members[i] for i in keep]
+    source.skipped, source.max_image_pixels = found.skipped, max_image_pixels
+    return source

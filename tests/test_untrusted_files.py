@@ -2,6 +2,7 @@
 are refused before decoding, broken files are refused by name or skipped and listed, and a
 fuzz corpus of broken and unusual files goes through both backends."""
 import builtins
+import gzip
 import io
 import json
 import os
@@ -10,6 +11,7 @@ import shutil
 import subprocess
 import sys
 import tarfile
+import tracemalloc
 import warnings
 
 import numpy as np
@@ -389,3 +391,47 @@ def test_a_webdataset_label_member_of_any_size_is_not_read_whole(tmp_path):
     path = write_tar(tmp_path / "big_label.tar", [("a.png", image.getvalue()), ("a.cls", b"1" * 100_000)])
     with pytest.raises(ValueError, match="label 'a.cls' of shard .*big_label.tar.* 100000 bytes"):
         get_webdataset_iter_torch(path, 4, 0, train=False)
+
+
+# -- 6. the other format readers: claims larger than the file ----------------------------
+
+
+def idx_header(shape):
+    return bytes([0, 0, 8, len(shape)]) + np.array(shape, dtype=">u4").tobytes()
+
+
+@pytest.mark.parametrize("gzipped", [False, True])
+def test_an_idx_header_claiming_huge_dimensions_is_refused_before_reading(tmp_path, gzipped):
+    from dali_loaders.datasets.mnist import read_idx
+
+    path = str(tmp_path / ("huge-idx3-ubyte" + (".gz" if gzipped else "")))
+    data = idx_header((4_000_000_000, 28, 28)) + bytes(784 * 3)
+    with (gzip.open if gzipped else open)(path, "wb") as f:
+        f.write(data)
+    with pytest.raises(ValueError, match=r"huge-idx3-ubyte.*holds 2352 bytes of data but its header promises "
+                                         r"3136000000000"):
+        read_idx(path, 3)
+
+
+def test_a_gzip_idx_bomb_is_not_decompressed_past_its_header(tmp_path):
+    """1 GB of zeros behind a header promising 3 images, its trailer forged to match: the
+    reader stops one byte past the promise."""
+    from dali_loaders.datasets.mnist import read_idx
+
+    path = tmp_path / "bomb-idx3-ubyte.gz"
+    with gzip.open(path, "wb", compresslevel=1) as f:
+        f.write(idx_header((3, 28, 28)))
+        zeros = bytes(1 << 24)
+        for _ in range(64):
+            f.write(zeros)
+    data = bytearray(path.read_bytes())
+    data[-4:] = (16 + 3 * 784).to_bytes(4, "little")
+    path.write_bytes(bytes(data))
+    tracemalloc.start()
+    try:
+        with pytest.raises(ValueError, match="bomb-idx3-ubyte.gz.*holds more bytes of data.*promises 2352"):
+            read_idx(str(path), 3)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 10 << 20   # bytes: far below the 1 GB the file would decompress to

@@ -435,3 +435,35 @@ def test_a_gzip_idx_bomb_is_not_decompressed_past_its_header(tmp_path):
     finally:
         tracemalloc.stop()
     assert peak < 10 << 20   # bytes: far below the 1 GB the file would decompress to
+
+
+def test_a_compressed_mat_bomb_is_refused_before_it_is_inflated(tmp_path):
+    from scipy.io import savemat
+
+    from dali_loaders.sources.formats import read_mat
+
+    path = str(tmp_path / "test_32x32.mat")
+    savemat(path, {"X": np.zeros((32, 32, 3, 100_000), np.uint8), "y": np.zeros((100_000, 1))},
+            do_compression=True)
+    assert os.path.getsize(path) < 1 << 20
+    tracemalloc.start()
+    try:
+        with pytest.raises(ValueError, match=r"test_32x32.mat.*declares 308000000 bytes .*decompression bomb"):
+            read_mat(path, ("X", "y"))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 10 << 20
+
+
+def test_a_mat_header_claiming_huge_dimensions_is_refused(tmp_path):
+    from scipy.io import savemat
+
+    from dali_loaders.sources.formats import read_mat
+
+    path = tmp_path / "setid.mat"
+    savemat(str(path), {"trnid": np.arange(24, dtype=np.uint8).reshape(2, 3, 4)})
+    data = path.read_bytes()
+    path.write_bytes(data.replace(np.array([2, 3, 4], "<i4").tobytes(), np.array([50000] * 3, "<i4").tobytes()))
+    with pytest.raises(ValueError, match="setid.mat.*declares 125000000000000 bytes"):
+        read_mat(str(path), ["trnid"])

@@ -467,3 +467,27 @@ def test_a_mat_header_claiming_huge_dimensions_is_refused(tmp_path):
     path.write_bytes(data.replace(np.array([2, 3, 4], "<i4").tobytes(), np.array([50000] * 3, "<i4").tobytes()))
     with pytest.raises(ValueError, match="setid.mat.*declares 125000000000000 bytes"):
         read_mat(str(path), ["trnid"])
+
+
+# -- 7. the screening cache ---------------------------------------------------------------
+
+
+def test_screening_is_cached_per_file_and_redone_when_a_file_changes(tmp_path, monkeypatch):
+    from dali_loaders.sources import screening
+
+    paths = write_solid_folder(str(tmp_path / "data"), {"a": 5})
+    root = str(tmp_path / "data")
+    assert not get_imagefolder_iter_dali(root, 2, False, 1, on_error="skip").skipped
+
+    def must_not_run(*args):
+        raise AssertionError("read again although the cache holds it")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(screening, "read_header", must_not_run)
+        patched.setattr(screening, "decode_failure", must_not_run)
+        assert len(get_imagefolder_iter_torch(root, 2, False, 0, on_error="skip").dataset) == 5
+    with open(paths[3], "r+b") as f:   # same size, a later mtime: cut off in the middle, as by a crash
+        f.seek(os.path.getsize(paths[3]) // 2)
+        f.write(bytes(os.path.getsize(paths[3]) - f.tell()))
+    os.utime(paths[3], ns=(os.stat(paths[3]).st_atime_ns, os.stat(paths[3]).st_mtime_ns + 10 ** 9))
+    assert list(get_imagefolder_iter_dali(root, 2, False, 1, on_error="skip").skipped) == [paths[3]]

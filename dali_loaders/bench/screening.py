@@ -34,8 +34,8 @@ def measure(root: str, threads: int) -> list:
     try:
         rows = [("list the files (before screening)", timed(lambda: listing(root)))]
         for on_error, what in (("raise", "header scan"), ("skip", "header scan + PIL decode check")):
-            rows.append((f"{what}, cache cold", timed(lambda: ImageFiles(root, on_error=on_error))))
-            rows.append((f"{what}, cache warm", timed(lambda: ImageFiles(root, on_error=on_error))))
+            rows.append((f"{what}, cache cold", timed(lambda on_error=on_error: ImageFiles(root, on_error=on_error))))
+            rows.append((f"{what}, cache warm", timed(lambda on_error=on_error: ImageFiles(root, on_error=on_error))))
             shutil.rmtree(os.path.join(home, ".cache"), ignore_errors=True)
         loader = get_imagefolder_iter_dali(root, 64, False, threads)
         rows.append((f"one val epoch, DALI, {threads} threads (for scale)", timed(lambda: [x for x in loader])))

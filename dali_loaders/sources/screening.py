@@ -9,18 +9,18 @@ the list itself: every rank keeps the same files, `len` is exact, and a resumed 
 reads the same list. What was found is cached per file (path, size, mtime), so the next
 construction reads nothing but the cache.
 """
-import hashlib
 import io
-import json
 import os
-import tempfile
 import threading
 import warnings
 from concurrent.futures import ThreadPoolExecutor
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
+import numpy as np
+
+from .screen_cache import STAMP_WIDTH, UNCHECKED, Table, cache_path
+
 ON_ERROR = ("raise", "skip")
-CACHE_VERSION = 1
 # The default of max_image_pixels: PIL's own rule, read from PIL.Image.MAX_IMAGE_PIXELS when
 # the loader is built (warn above it, refuse above twice it).
 PIL_RULE = "pil"
@@ -69,9 +69,9 @@ def pil_open(image):
     return Image.open(io.BytesIO(image) if isinstance(image, bytes) else image)
 
 
-def read_header(image) -> dict:
-    """{"width", "height", "format", "mode"} from the header of `image` (a path or bytes), or
-    {"unreadable": why}. PIL's own bomb check is kept out of the way (the limit is the
+def read_header(encoded) -> dict:
+    """{"width", "height", "format", "mode"} from the header of `encoded` (a path or bytes),
+    or {"unreadable": why}. PIL's own bomb check is kept out of the way (the limit is the
     loader's to apply)."""
     from PIL import Image
 
@@ -79,23 +79,23 @@ def read_header(image) -> dict:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", Image.DecompressionBombWarning)
             try:
-                image = pil_open(image)
+                image = pil_open(encoded)
             except Image.DecompressionBombError:   # above twice PIL's limit: read it without the check
-                image = open_unchecked(image)
+                image = open_unchecked(encoded)
         with image:
             return {"width": image.width, "height": image.height, "format": image.format, "mode": image.mode}
     except Exception as e:  # PIL raises UnidentifiedImageError, OSError, SyntaxError, ... on bad headers
         return {"unreadable": f"{type(e).__name__}: {e}"}
 
 
-def decode_failure(image) -> Optional[str]:
-    """Why PIL cannot decode `image` (a path or bytes) to RGB, or None."""
+def decode_failure(encoded) -> Optional[str]:
+    """Why PIL cannot decode `encoded` (a path or bytes) to RGB, or None."""
     from PIL import Image
 
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", Image.DecompressionBombWarning)
-            with pil_open(image) as image:
+            with pil_open(encoded) as image:
                 image.convert("RGB")
     except Exception as e:  # as read_header
         return f"{type(e).__name__}: {e}"
@@ -118,47 +118,16 @@ def refusal(facts: dict, refuse_above: Optional[int]) -> Optional[str]:
     return None
 
 
-# -- the cache --------------------------------------------------------------------------
-
-
-def cache_dir() -> str:
-    return os.path.join(os.path.expanduser("~"), ".cache", "dali_loaders", "screening")
-
-
-def cache_path(files: Sequence[str]) -> str:
-    """One cache file per folder the files share (a dataset split)."""
-    common = os.path.commonpath([os.path.abspath(f) for f in files]) if files else ""
-    digest = hashlib.sha1(common.encode()).hexdigest()[:16]
-    return os.path.join(cache_dir(), f"{os.path.basename(common) or 'root'}-{digest}.json")
-
-
-def _stamp(path: str) -> list:
-    stat = os.stat(path)
-    return [stat.st_size, stat.st_mtime_ns]
-
-
-def load_cache(path: str) -> dict:
-    try:
-        with open(path) as f:
-            content = json.load(f)
-        return content["files"] if content.get("version") == CACHE_VERSION else {}
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):   # missing or damaged: start afresh
-        return {}
-
-
-def save_cache(path: str, entries: dict) -> None:
-    """Atomically (ranks may write it at once); a folder we cannot write only costs the cache."""
-    try:
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        fd, partial = tempfile.mkstemp(dir=os.path.dirname(path), suffix=".partial")
-        with os.fdopen(fd, "w") as f:
-            json.dump({"version": CACHE_VERSION, "files": entries}, f)
-        os.replace(partial, path)
-    except OSError:
-        pass
-
-
 # -- screening a list -------------------------------------------------------------------
+
+
+def file_stamps(files: Sequence[str]) -> np.ndarray:
+    """(size, mtime_ns, 0, 0) of each file: what changes when a file does."""
+    stamps = np.zeros((len(files), STAMP_WIDTH), dtype=np.int64)
+    for i, path in enumerate(files):
+        stat = os.stat(path)
+        stamps[i, :2] = stat.st_size, stat.st_mtime_ns
+    return stamps
 
 
 def screen(files: Sequence[str], max_image_pixels=PIL_RULE, on_error: str = "raise",
@@ -167,70 +136,86 @@ def screen(files: Sequence[str], max_image_pixels=PIL_RULE, on_error: str = "rai
     by its header raises ImageDecodeError naming it (broken data past the header is left to
     the decoder, which names the file when it meets it); with "skip", refused and
     undecodable files are returned in `skipped`."""
-    return screen_items(files, [_stamp(p) for p in files], lambda path, whole: path, cache_path(files),
+    return screen_items(files, file_stamps(files), lambda path, whole: path, cache_path(files),
                         max_image_pixels, on_error, num_threads)
 
 
-def screen_items(names: Sequence[str], stamps: Sequence[list], read: Callable, cache_file: str,
+def screen_items(names: Sequence[str], stamps: np.ndarray, read: Callable, cache_file: str,
                  max_image_pixels=PIL_RULE, on_error: str = "raise", num_threads: int = 4) -> Screened:
-    """screen() for any images: `names` (unique), a `stamp` each that changes when the image
-    does, `read(name, whole)` giving what PIL opens (a path, or bytes: with whole=False, at
-    least the header), and where the cache lives."""
+    """screen() for any images: `names` (unique), their stamps ((n, 4): what changes when an
+    image does), `read(name, whole)` giving what PIL opens (a path, or bytes: with
+    whole=False, at least the header), and where the cache lives."""
     check_options(max_image_pixels, on_error)
     warn_above, refuse_above = pixel_limits(max_image_pixels)
-    cached, entries, changed = load_cache(cache_file), {}, False
-    for name, stamp in zip(names, stamps):
-        entry = cached.get(name)
-        if entry is None or entry["stamp"] != stamp:
-            header = read_header(read(name, False))
-            if "unreadable" in header:   # perhaps the header lies past the bytes read: all of them
-                header = read_header(read(name, True))
-            entry, changed = {"stamp": stamp, "header": header}, True
-        entries[name] = entry
+    table = Table(names, stamps)
+    table.adopt(cache_file)
+    todo = np.flatnonzero(~table.known).tolist()
+    for i in todo:
+        header = read_header(read(names[i], False))
+        if "unreadable" in header:   # perhaps the header lies past the bytes read: all of them
+            header = read_header(read(names[i], True))
+        table.set_header(i, header)
+    refused = _refused_rows(table, refuse_above)
     if on_error == "skip":
-        changed |= _verify_decodes(entries, refuse_above, read, num_threads)
-    if changed:
-        save_cache(cache_file, {**cached, **entries})
-    return _verdict(names, entries, warn_above, refuse_above, on_error)
+        todo += _verify_decodes(table, set(refused), read, num_threads)
+    if todo:
+        table.save(cache_file)
+    return _verdict(table, refused, warn_above, refuse_above, on_error)
 
 
-def _verify_decodes(entries: dict, refuse_above: Optional[int], read: Callable, num_threads: int) -> bool:
-    """Decodes (with PIL, in threads: it lets go of the GIL) the images whose headers pass and
-    that were not decoded before; notes the outcome in their entries."""
-    todo = [p for p, e in entries.items() if "decode" not in e and refusal(e["header"], refuse_above) is None]
+def _refused_rows(table: Table, refuse_above: Optional[int]) -> Dict[int, str]:
+    """{row: why} of the images refused by their headers, in order."""
+    pixels = table.width * table.height
+    suspect = np.array([bool(u) or m in CLIPPED_MODES or f == "GIF"
+                        for u, m, f in zip(table.unreadable, table.mode, table.format)], dtype=bool)
+    if refuse_above is not None:
+        suspect |= pixels > refuse_above
+    rows = {}
+    for i in np.flatnonzero(suspect).tolist():
+        facts = ({"unreadable": table.unreadable[i]} if table.unreadable[i] else
+                 {"width": int(table.width[i]), "height": int(table.height[i]), "format": table.format[i],
+                  "mode": table.mode[i]})
+        rows[i] = refusal(facts, refuse_above)
+    return rows
+
+
+def _verify_decodes(table: Table, refused: set, read: Callable, num_threads: int) -> List[int]:
+    """Decodes (with PIL, in threads: it lets go of the GIL) the images not refused and not
+    decoded before; notes the outcome in the table; returns their rows."""
+    todo = [i for i, state in enumerate(table.decode) if state == UNCHECKED and i not in refused]
     with ThreadPoolExecutor(max(1, num_threads)) as pool:
-        for name, failure in zip(todo, pool.map(lambda name: decode_failure(read(name, True)), todo)):
-            entries[name]["decode"] = failure
-    return bool(todo)
+        for i, failure in zip(todo, pool.map(lambda i: decode_failure(read(table.names[i], True)), todo)):
+            table.decode[i] = failure or ""
+    return todo
 
 
-def _verdict(files, entries, warn_above, refuse_above, on_error) -> Screened:
+def _verdict(table: Table, refused: Dict[int, str], warn_above, refuse_above, on_error) -> Screened:
     from .image_files import ImageDecodeError
 
-    kept, skipped, large = [], {}, []
-    for i, path in enumerate(files):
-        entry = entries[path]
-        reason = refusal(entry["header"], refuse_above)
-        if reason and on_error == "raise" and "unreadable" not in entry["header"]:
-            raise ImageDecodeError(f"image {path!r} is refused: {reason}. Or pass on_error='skip' to "
-                                   f"leave such files out", path=path)
-        reason = reason or (entry.get("decode") and f"cannot be decoded ({entry['decode']})")
-        if reason and on_error == "skip":
-            skipped[path] = reason
-            continue
-        kept.append(i)
-        header = entry["header"]
-        if warn_above is not None and "width" in header and header["width"] * header["height"] > warn_above:
-            large.append(path)
-    if files and not kept:
+    names, left_out = table.names, {}
+    if on_error == "raise":
+        first = next((i for i in refused if not table.unreadable[i]), None)
+        if first is not None:
+            raise ImageDecodeError(f"image {names[first]!r} is refused: {refused[first]}. Or pass "
+                                   f"on_error='skip' to leave such files out", path=names[first])
+    else:
+        failed = {i: f"cannot be decoded ({state})" for i, state in enumerate(table.decode)
+                  if state not in ("", UNCHECKED)}
+        left_out = dict(sorted({**failed, **refused}.items()))
+    skipped = {names[i]: reason for i, reason in left_out.items()}
+    keep = np.ones(len(names), dtype=bool)
+    keep[list(left_out)] = False
+    if len(names) and not keep.any():
         first = next(iter(skipped))
-        raise ValueError(f"all {len(files)} image files were left out (on_error='skip'), the first {first!r}: "
+        raise ValueError(f"all {len(names)} image files were left out (on_error='skip'), the first {first!r}: "
                          f"{skipped[first]}")
+    large = [] if warn_above is None else [names[i] for i in np.flatnonzero(
+        keep & (table.width * table.height > warn_above)).tolist()]
     if large:
         warnings.warn(f"{len(large)} image(s) hold more than {warn_above} pixels (PIL's MAX_IMAGE_PIXELS), the "
                       f"first {large[0]!r}; they are served, but a bomb would be refused above {refuse_above}",
                       stacklevel=3)
-    return Screened(kept, skipped, large)
+    return Screened(np.flatnonzero(keep).tolist(), skipped, large)
 
 
 # -- sources and datasets ---------------------------------------------------------------
@@ -280,12 +265,10 @@ HEADER_BYTES = 1 << 16   # read of each tar member for its header (more only if 
 def screen_webdataset(source, max_image_pixels=PIL_RULE, on_error: str = "raise"):
     """screen_source for a WebDatasetSource: its samples' images, named `shard:member`, left
     out of the source (shard_of, members, labels) before any epoch is read."""
-    import numpy as np
-
     names = [source.describe(i) for i in range(len(source))]
     number = {name: i for i, name in enumerate(names)}
-    shard_stamps = [_stamp(s) for s in source.shards]
-    stamps = [shard_stamps[source.shard_of[i]] + list(source.members[i][1:3]) for i in range(len(source))]
+    stamps = file_stamps(source.shards)[source.shard_of]
+    stamps[:, 2:] = [member[1:3] for member in source.members]   # (offset, size) in the shard
 
     def read(name: str, whole: bool) -> bytes:
         return source.image_bytes(number[name], None if whole else HEADER_BYTES)

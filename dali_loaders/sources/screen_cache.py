@@ -72,8 +72,12 @@ class Table:
                 same = (rows >= 0) & np.all(cache["stamps"][np.maximum(rows, 0)] == self.stamps, axis=1)
                 mine, theirs = np.flatnonzero(same), rows[same]
                 self.width[mine], self.height[mine] = cache["width"][theirs], cache["height"][theirs]
+                whole = len(mine) == len(self.names) == n and np.array_equal(theirs, mine)
                 for column in TEXT_COLUMNS:
                     cached, own = _split(cache[column], n), getattr(self, column)
+                    if whole:   # the usual case: nothing changed, the lists are the cache's
+                        setattr(self, column, cached)
+                        continue
                     for i, j in zip(mine.tolist(), theirs.tolist()):
                         own[i] = cached[j]
                 self.known[mine] = True

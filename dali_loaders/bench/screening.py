@@ -2,11 +2,14 @@
 
 On one ImageNet-like folder, side by side in one run: listing the files, the header scan
 (on_error="raise"), the decode check (on_error="skip"), each with the cache cold and warm,
-and one validation epoch of the DALI loader for scale.
+and one validation epoch of the DALI loader for scale. `--bomb`: the peak RSS of one epoch
+of 8 images, in a fresh process each, without and with a 20000 x 20000 PNG among them.
 """
 import argparse
 import os
 import shutil
+import subprocess
+import sys
 import tempfile
 import time
 
@@ -48,12 +51,53 @@ def measure(root: str, threads: int) -> list:
     return rows
 
 
+PEAK = """
+import resource, sys
+from dali_loaders import ImageDecodeError, get_imagefolder_iter_dali
+root, limit, on_error = sys.argv[1:]
+try:
+    served = sum(len(y) for _, y in get_imagefolder_iter_dali(root, 4, True, 1, on_error=on_error,
+                                                             max_image_pixels=None if limit == "none" else "pil"))
+    said = f"served {served}"
+except ImageDecodeError as e:
+    said = "refused the bomb, by name" if "zz_bomb.png" in str(e) else f"refused: {e}"
+print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024, said)
+"""
+
+
+def bomb_peaks() -> None:
+    import numpy as np
+    from PIL import Image
+
+    from ..testing.synthetic import smooth_images
+    from ..testing.untrusted import huge_png
+
+    with tempfile.TemporaryDirectory() as folder:
+        plain, bombed = os.path.join(folder, "plain"), os.path.join(folder, "bombed")
+        os.makedirs(os.path.join(plain, "a"))
+        for i, pixels in enumerate(smooth_images(8, np.random.default_rng(0), 256)):
+            Image.fromarray(pixels).save(os.path.join(plain, "a", f"{i}.jpg"))
+        shutil.copytree(plain, bombed)
+        with open(os.path.join(bombed, "a", "zz_bomb.png"), "wb") as f:
+            f.write(huge_png(20000, 20000))
+        for root, limit, on_error in ((plain, "pil", "raise"), (bombed, "pil", "raise"), (bombed, "pil", "skip"),
+                                      (bombed, "none", "raise")):
+            done = subprocess.run([sys.executable, "-c", PEAK, root, limit, on_error], capture_output=True,
+                                  text=True, env=dict(os.environ, HOME=folder))
+            peak, said = done.stdout.strip().splitlines()[-1].split(" ", 1)
+            print(f"  {os.path.basename(root):7s} max_image_pixels={'None' if limit == 'none' else 'PIL rule':8s} "
+                  f"on_error={on_error!r:7s} peak RSS {int(peak):6d} MiB  ({said})")
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--images", type=int, default=1300)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--cache-dir", default=default_cache_dir())
+    parser.add_argument("--bomb", action="store_true", help="the peak RSS with a decompression bomb instead")
     args = parser.parse_args(argv)
+    if args.bomb:
+        return bomb_peaks()
     root = os.path.join(make_image_folder(args.cache_dir, args.images, 10), "train")
     rows = measure(root, args.threads)
     print(f"{args.images} JPEGs (short side 300-500) in {root}")

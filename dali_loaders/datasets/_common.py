@@ -30,6 +30,7 @@ from ..loader.checks import check_count
 from ..loader.fallback import dali_available, fall_back
 from ..loader.torch_loader import SourceDataset, torch_loader
 from ..sources.files import FileSource, require_file, require_folder  # noqa: F401  the datasets' checks
+from ..sources.screening import PIL_RULE, kept_subset, screen_source
 
 
 @dataclass(frozen=True)
@@ -44,6 +45,7 @@ class Argument:
     backends: Tuple[str, ...] = ("dali", "torch")
     to_loader: bool = False
     check: Optional[Callable[[Any], Any]] = None
+    to_source: bool = True   # False: consumed here (the screening of image files), not by source/twin
 
 
 # Every standard factory's arguments, in signature order; a spec's `own` keywords come
@@ -71,7 +73,10 @@ ARGUMENTS = (
 )
 LOADER_ARGS = tuple(a.name for a in ARGUMENTS if a.to_loader)
 # The own keywords of every dataset read from image files, after any of a dataset's own.
-IMAGE_FILE_ARGUMENTS: Tuple[Argument, ...] = ()
+IMAGE_FILE_ARGUMENTS: Tuple[Argument, ...] = (
+    Argument("max_image_pixels", '"pil"', to_source=False),   # sources/screening.py: PIL's rule by default
+    Argument("on_error", '"raise"', to_source=False),          # "skip": broken files left out, loader.skipped
+)
 
 
 @dataclass(frozen=True)
@@ -109,7 +114,7 @@ class DatasetSpec:
     def own_values(self, args: dict, to_loader: bool = False) -> dict:
         """The spec's own arguments, checked: those for the loaders, or those for `source`/`twin`."""
         return {a.name: (a.check(args[a.name]) if a.check else args[a.name])
-                for a in self.own if a.to_loader == to_loader}
+                for a in self.own if a.to_loader == to_loader and (to_loader or a.to_source)}
 
 
 def open_dali(spec: DatasetSpec, torch_factory: Callable, args: dict):
@@ -130,11 +135,14 @@ def open_torch(spec: DatasetSpec, args: dict):
     train = split in spec.train_splits
     transform = args["transform"] or spec.recipe(train)
     own = spec.own_values(args)
+    files = None
     if spec.twin is None:
         dataset = SourceDataset(spec.source(args["root"], split, **own), transform)
-    else:
+    else:   # torchvision's own class: screened through the files it reads, in its order
         dataset = spec.twin(args["root"], split, transform, **own)
-    return build_torch(dataset, train, args, extra=spec.own_values(args, to_loader=True))
+        source = spec.source(args["root"], split, **own)
+        files = source if isinstance(source, FileSource) else None
+    return build_torch(dataset, train, args, extra=spec.own_values(args, to_loader=True), files=files)
 
 
 def pick_split(type, splits: Sequence[str], aliases: Optional[Dict[str, str]] = None) -> str:
@@ -173,6 +181,8 @@ def build_dali(source, transform, train: bool, args: dict, explain: Optional[Cal
     a spec's own ones for the loader). `explain`: DaliLoader's explain_failure hook; for
     files, one that names a bad image."""
     check_count("num_threads", args["num_threads"], 1, " (DALI worker threads)")
+    if isinstance(source, FileSource):
+        screen_source(source, *screening_args(args))
     if explain is None and isinstance(source, FileSource):
         from ..sources.image_files import name_the_file  # a bad image file is named, as in image folders
 
@@ -182,8 +192,21 @@ def build_dali(source, transform, train: bool, args: dict, explain: Optional[Cal
                        explain_failure=explain, **{k: args[k] for k in LOADER_ARGS}, **(extra or {}))
 
 
-def build_torch(dataset, train: bool, args: dict, extra: Optional[dict] = None):
-    """The twin: a DataLoader over `dataset` with the DALI loader's order and layout."""
+def screening_args(args: dict):
+    """(max_image_pixels, on_error) of a factory's arguments (sources/screening.py)."""
+    return args.get("max_image_pixels", PIL_RULE), args.get("on_error", "raise")
+
+
+def build_torch(dataset, train: bool, args: dict, extra: Optional[dict] = None,
+                files: Optional[FileSource] = None):
+    """The twin: a DataLoader over `dataset` with the DALI loader's order and layout.
+    `extra`: a spec's own arguments for the loader. `files`: the FileSource a torchvision
+    dataset class reads, in its order, screened as the DALI loader's is (a SourceDataset over
+    a FileSource is screened itself)."""
+    if files is not None:
+        dataset = kept_subset(dataset, files.files, *screening_args(args))
+    elif isinstance(getattr(dataset, "source", None), FileSource):
+        screen_source(dataset.source, *screening_args(args))
     return torch_loader(dataset, train=train, num_workers=args["num_threads"],
                         **{k: args[k] for k in LOADER_ARGS}, **(extra or {}))
 

@@ -6,7 +6,6 @@ encoding="latin1") of a dict whose "data" is an N x 3072 uint8 array, every row 
 under "labels" (CIFAR-10) or "fine_labels" and "coarse_labels" (CIFAR-100).
 """
 import os
-import pickle
 
 import numpy as np
 import torch
@@ -17,6 +16,7 @@ from ..loader.checks import check_count
 from ..loader.fallback import dali_available, fall_back
 from ..loader.torch_loader import SourceDataset, torch_loader
 from ..sources.arrays import ArraySource
+from ..sources.formats import load_array_pickle
 
 # dataset -> (folder, train files, test files)
 LAYOUT = {
@@ -43,11 +43,7 @@ def _read_batch(path: str, label_key: str):
     if not os.path.isfile(path):
         raise FileNotFoundError(f"CIFAR batch file {path!r} is missing; download and extract the "
                                 f"python version of the dataset")
-    try:
-        with open(path, "rb") as f:
-            entry = pickle.load(f, encoding="latin1")
-    except Exception as e:
-        raise ValueError(f"{path!r} is not a CIFAR python pickle ({type(e).__name__}: {e})") from None
+    entry = load_array_pickle(path, "a CIFAR python pickle")   # builds data and arrays, runs nothing
     data = entry.get("data") if isinstance(entry, dict) else None
     labels = entry.get(label_key) if isinstance(entry, dict) else None
     if not isinstance(data, np.ndarray) or data.dtype != np.uint8 or data.ndim != 2 or data.shape[1] != 3072:

@@ -80,31 +80,35 @@ SPECS = (FOOD101,)
 # -- generated from the specs above by `python -m dali_loaders.datasets.generate`; do not edit below
 
 
-def get_food101_iter_dali(type, root, batch_size, num_threads=4, *, seed=None, drop_last=False, rank=None,
-                          world_size=None, local_rank=None, device_id=None, transform=None,
-                          python_fallback=False, batch_transform=None, memory_format=torch.contiguous_format,
-                          device=None, dali_cpu=None, output="tuple", target_transform=None, fallback=True):
+def get_food101_iter_dali(type, root, batch_size, num_threads=4, *, max_image_pixels="pil", on_error="raise",
+                          seed=None, drop_last=False, rank=None, world_size=None, local_rank=None,
+                          device_id=None, transform=None, python_fallback=False, batch_transform=None,
+                          memory_format=torch.contiguous_format, device=None, dali_cpu=None, output="tuple",
+                          target_transform=None, fallback=True):
     """A DataLoader-like Food-101 iterator on DALI: `for images, labels in loader`.
 
     `root` holds food-101/; type is 'train' or 'test' ('val' is accepted for it). The
     transform and the rest as get_flowers102_iter_dali."""
-    args = dict(type=type, root=root, batch_size=batch_size, num_threads=num_threads, seed=seed,
-                drop_last=drop_last, rank=rank, world_size=world_size, local_rank=local_rank,
-                device_id=device_id, transform=transform, python_fallback=python_fallback,
-                batch_transform=batch_transform, memory_format=memory_format, device=device,
-                dali_cpu=dali_cpu, output=output, target_transform=target_transform, fallback=fallback)
+    args = dict(type=type, root=root, batch_size=batch_size, num_threads=num_threads,
+                max_image_pixels=max_image_pixels, on_error=on_error, seed=seed, drop_last=drop_last,
+                rank=rank, world_size=world_size, local_rank=local_rank, device_id=device_id,
+                transform=transform, python_fallback=python_fallback, batch_transform=batch_transform,
+                memory_format=memory_format, device=device, dali_cpu=dali_cpu, output=output,
+                target_transform=target_transform, fallback=fallback)
     return _common.open_dali(FOOD101, get_food101_iter_torch, args)
 
 
-def get_food101_iter_torch(type, root, batch_size, num_threads=4, *, seed=None, drop_last=False, rank=None,
-                           world_size=None, local_rank=None, device_id=None, transform=None,
-                           python_fallback=False, batch_transform=None, memory_format=torch.contiguous_format,
-                           device=None, dali_cpu=None, output="tuple", target_transform=None):
+def get_food101_iter_torch(type, root, batch_size, num_threads=4, *, max_image_pixels="pil", on_error="raise",
+                           seed=None, drop_last=False, rank=None, world_size=None, local_rank=None,
+                           device_id=None, transform=None, python_fallback=False, batch_transform=None,
+                           memory_format=torch.contiguous_format, device=None, dali_cpu=None, output="tuple",
+                           target_transform=None):
     """The twin of get_food101_iter_dali: torchvision's Food101 (download=False), its loader
     the library's (PIL convert("RGB"), an undecodable file raising ImageDecodeError)."""
-    args = dict(type=type, root=root, batch_size=batch_size, num_threads=num_threads, seed=seed,
-                drop_last=drop_last, rank=rank, world_size=world_size, local_rank=local_rank,
-                device_id=device_id, transform=transform, python_fallback=python_fallback,
-                batch_transform=batch_transform, memory_format=memory_format, device=device,
-                dali_cpu=dali_cpu, output=output, target_transform=target_transform)
+    args = dict(type=type, root=root, batch_size=batch_size, num_threads=num_threads,
+                max_image_pixels=max_image_pixels, on_error=on_error, seed=seed, drop_last=drop_last,
+                rank=rank, world_size=world_size, local_rank=local_rank, device_id=device_id,
+                transform=transform, python_fallback=python_fallback, batch_transform=batch_transform,
+                memory_format=memory_format, device=device, dali_cpu=dali_cpu, output=output,
+                target_transform=target_transform)
     return _common.open_torch(FOOD101, args)

@@ -12,6 +12,7 @@ from ..loader.torch_loader import SourceDataset, torch_loader
 
 # A decode error surfaces while DALI may already be working on the next batches (prefetch).
 from ..sources.image_files import ImageFiles, name_the_file
+from ..sources.screening import PIL_RULE
 
 # -- the factories ------------------------------------------------------------------------
 
@@ -57,7 +58,8 @@ def get_imagefolder_iter_dali(root, batch_size, train, num_threads=4, device_id=
                               local_rank=None, *, label_file=None, seed=None, drop_last=False, rank=None,
                               fallback=True, classes=None, transform=None, python_fallback=False,
                               memory_format=torch.contiguous_format, batch_transform=None,
-                              device=None, dali_cpu=None, output="tuple", target_transform=None):
+                              device=None, dali_cpu=None, output="tuple", target_transform=None,
+                              max_image_pixels=PIL_RULE, on_error="raise"):
     """A DataLoader-like iterator over a class-per-folder dataset on DALI.
 
     `root/<class>/<image>` as torchvision's ImageFolder reads it (same classes, same labels),
@@ -68,7 +70,10 @@ def get_imagefolder_iter_dali(root, batch_size, train, num_threads=4, device_id=
     float32 (B, 3, crop, crop) by default; labels: int64 (B,); on the GPU if CUDA is
     available, else on the CPU. `rank`/`world_size` default to torch.distributed's or
     torchrun's. `classes` names a label file's labels (default "0", "1", ...). A file that
-    cannot be decoded stops the epoch with an ImageDecodeError naming it. `batch_transform`: torchvision
+    cannot be decoded stops the epoch with an ImageDecodeError naming it; with `on_error="skip"`
+    broken files are left out instead, listed in `loader.skipped`. `max_image_pixels`: images
+    whose header claims more pixels are refused (or skipped) undecoded; default PIL's rule
+    (warn above PIL.Image.MAX_IMAGE_PIXELS, refuse above twice it), None: no limit. `batch_transform`: torchvision
     v2 MixUp(alpha, num_classes), CutMix(...) or RandomChoice([MixUp(...), CutMix(...)]) on each batch;
     labels then float (B, num_classes).
     """
@@ -76,7 +81,7 @@ def get_imagefolder_iter_dali(root, batch_size, train, num_threads=4, device_id=
         return fall_back(fallback, get_imagefolder_iter_torch, locals())
     _check_args(batch_size, num_threads, crop, val_size)
     train = _check_train(train)
-    index = ImageFiles(root, label_file, classes)
+    index = ImageFiles(root, label_file, classes, max_image_pixels, on_error)
     return dali_loader(index, transform or recipes.imagenet(train, crop, val_size), train=train,
                        batch_size=batch_size, num_threads=num_threads, seed=seed, drop_last=drop_last,
                        rank=rank, world_size=world_size, local_rank=local_rank, device_id=device_id,
@@ -90,7 +95,8 @@ def get_imagenet_iter_dali(type, image_dir, batch_size, num_threads=4, device_id
                            local_rank=None, *, label_file=None, seed=None, drop_last=False, rank=None,
                            fallback=True, transform=None, python_fallback=False,
                            memory_format=torch.contiguous_format, batch_transform=None,
-                           device=None, dali_cpu=None, output="tuple", target_transform=None):
+                           device=None, dali_cpu=None, output="tuple", target_transform=None,
+                           max_image_pixels=PIL_RULE, on_error="raise"):
     """A DataLoader-like ImageNet iterator on DALI: `for images, labels in loader`.
 
     `image_dir` holds train/<class>/... and val/<class>/... (or a flat val/ with
@@ -108,8 +114,9 @@ def get_imagenet_iter_dali(type, image_dir, batch_size, num_threads=4, device_id
                                      drop_last=drop_last, rank=rank, fallback=fallback,
                                      classes=_train_classes(split, label_file), transform=transform,
                                      python_fallback=python_fallback, memory_format=memory_format,
-                                     batch_transform=batch_transform,
-                                     device=device, dali_cpu=dali_cpu, output=output, target_transform=target_transform)
+                                     batch_transform=batch_transform, device=device, dali_cpu=dali_cpu,
+                                     output=output, target_transform=target_transform,
+                                     max_image_pixels=max_image_pixels, on_error=on_error)
 
 
 def get_imagefolder_iter_torch(root, batch_size, train, num_threads=4, device_id=None,
@@ -117,12 +124,13 @@ def get_imagefolder_iter_torch(root, batch_size, train, num_threads=4, device_id
                                local_rank=None, *, label_file=None, seed=None, drop_last=False, rank=None,
                                classes=None, transform=None, python_fallback=False,
                                memory_format=torch.contiguous_format, batch_transform=None,
-                               device=None, dali_cpu=None, output="tuple", target_transform=None):
+                               device=None, dali_cpu=None, output="tuple", target_transform=None,
+                               max_image_pixels=PIL_RULE, on_error="raise"):
     """The torchvision twin of get_imagefolder_iter_dali: same arguments, same recipe, same
     sample order; `num_threads` is the number of DataLoader workers. Outputs stay on the CPU."""
     _check_args(batch_size, num_threads, crop, val_size)
     train = _check_train(train)
-    index = ImageFiles(root, label_file, classes)
+    index = ImageFiles(root, label_file, classes, max_image_pixels, on_error)
     dataset = SourceDataset(index, transform or recipes.imagenet(train, crop, val_size))
     return torch_loader(dataset, train=train, batch_size=batch_size, num_workers=num_threads, seed=seed,
                         drop_last=drop_last, rank=rank, world_size=world_size, local_rank=local_rank,
@@ -134,8 +142,8 @@ def get_imagenet_iter_torch(type, image_dir, batch_size, num_threads=4, device_i
                             crop=recipes.IMAGENET_CROP, val_size=recipes.IMAGENET_VAL_SIZE, world_size=None,
                             local_rank=None, *, label_file=None, seed=None, drop_last=False, rank=None,
                             transform=None, python_fallback=False, memory_format=torch.contiguous_format,
-                            batch_transform=None,
-                            device=None, dali_cpu=None, output="tuple", target_transform=None):
+                            batch_transform=None, device=None, dali_cpu=None, output="tuple",
+                            target_transform=None, max_image_pixels=PIL_RULE, on_error="raise"):
     """The torchvision twin of get_imagenet_iter_dali (same arguments, same order)."""
     _check_args(batch_size, num_threads, crop, val_size)
     split = _imagenet_split(type, image_dir)
@@ -144,5 +152,6 @@ def get_imagenet_iter_torch(type, image_dir, batch_size, num_threads=4, device_i
                                       drop_last=drop_last, rank=rank,
                                       classes=_train_classes(split, label_file), transform=transform,
                                       python_fallback=python_fallback, memory_format=memory_format,
-                                      batch_transform=batch_transform,
-                                      device=device, dali_cpu=dali_cpu, output=output, target_transform=target_transform)
+                                      batch_transform=batch_transform, device=device, dali_cpu=dali_cpu,
+                                      output=output, target_transform=target_transform,
+                                      max_image_pixels=max_image_pixels, on_error=on_error)

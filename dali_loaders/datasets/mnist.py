@@ -57,23 +57,48 @@ def idx_path(folder: str, stem: str) -> str:
 
 def read_idx(path: str, dims: int) -> np.ndarray:
     """An idx file of uint8 data with `dims` dimensions, as an array; ValueError naming the
-    file if it is not one, or is cut short."""
+    file if it is not one, or is cut short. Nothing past what the header promises is read,
+    and the promise is checked against the file's size first (a gzip file's: its trailer),
+    so a file cannot make the reader take more memory than the data it holds."""
+    gzipped, header = path.endswith(".gz"), 4 + 4 * dims
     try:
-        with (gzip.open if path.endswith(".gz") else open)(path, "rb") as f:
-            data = f.read()
+        with (gzip.open if gzipped else open)(path, "rb") as f:
+            head = f.read(header)
+            expected = _idx_size(path, head, dims)
+            stored = _gzip_size(path) if gzipped else os.path.getsize(path)
+            if stored != (header + expected) % (1 << 32 if gzipped else 1 << 64):
+                raise ValueError(f"{path!r} holds {stored - header} bytes of data but its header promises "
+                                 f"{expected}: the file is truncated or damaged; re-download it")
+            data = f.read(expected + 1)
     except (OSError, EOFError) as e:
-        raise ValueError(f"{path!r} cannot be read as {'gzip' if path.endswith('.gz') else 'a file'} "
+        raise ValueError(f"{path!r} cannot be read as {'gzip' if gzipped else 'a file'} "
                          f"({type(e).__name__}: {e}); re-download it") from None
-    header = 4 + 4 * dims
-    if len(data) < header or data[:2] != b"\0\0" or data[2] != UINT8 or data[3] != dims:
+    if len(data) != expected:
+        raise ValueError(f"{path!r} holds {'more' if len(data) > expected else len(data)} bytes of data but its "
+                         f"header promises {expected}: the file is truncated or damaged; re-download it")
+    return np.frombuffer(data, dtype=np.uint8).reshape(_idx_shape(head, dims))
+
+
+def _idx_shape(head: bytes, dims: int) -> tuple:
+    return tuple(int(s) for s in np.frombuffer(head[4:4 + 4 * dims], dtype=">u4"))
+
+
+def _idx_size(path: str, head: bytes, dims: int) -> int:
+    """The data bytes an idx header promises; ValueError if it is not an idx header."""
+    if len(head) < 4 + 4 * dims or head[:2] != b"\0\0" or head[2] != UINT8 or head[3] != dims:
         raise ValueError(f"{path!r} is not an idx file of uint8 with {dims} dimension(s) (its header is "
-                         f"{data[:4].hex() or 'empty'}, expected 0000{UINT8:02x}{dims:02x}); re-download it")
-    shape = tuple(int(s) for s in np.frombuffer(data[4:header], dtype=">u4"))
-    expected = int(np.prod(shape))
-    if len(data) - header != expected:
-        raise ValueError(f"{path!r} holds {len(data) - header} bytes of data but its header promises "
-                         f"{expected} for shape {shape}: the file is truncated or damaged; re-download it")
-    return np.frombuffer(data, dtype=np.uint8, offset=header).reshape(shape)
+                         f"{head[:4].hex() or 'empty'}, expected 0000{UINT8:02x}{dims:02x}); re-download it")
+    size = 1
+    for side in _idx_shape(head, dims):
+        size *= side   # Python ints: a crafted header cannot overflow this
+    return size
+
+
+def _gzip_size(path: str) -> int:
+    """The uncompressed size a gzip file's trailer states (modulo 2**32)."""
+    with open(path, "rb") as f:
+        f.seek(-4, os.SEEK_END)
+        return int.from_bytes(f.read(4), "little")
 
 
 def idx_source(root: str, dataset: str, split: str, emnist_split: str = "balanced") -> ArraySource:

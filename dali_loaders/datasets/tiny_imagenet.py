@@ -93,11 +93,11 @@ SPECS = (TINY_IMAGENET,)
 # -- generated from the specs above by `python -m dali_loaders.datasets.generate`; do not edit below
 
 
-def get_tiny_imagenet_iter_dali(type, root, batch_size, num_threads=4, *, seed=None, drop_last=False,
-                                rank=None, world_size=None, local_rank=None, device_id=None, transform=None,
-                                python_fallback=False, batch_transform=None,
-                                memory_format=torch.contiguous_format, device=None, dali_cpu=None,
-                                output="tuple", target_transform=None, fallback=True):
+def get_tiny_imagenet_iter_dali(type, root, batch_size, num_threads=4, *, max_image_pixels="pil",
+                                on_error="raise", seed=None, drop_last=False, rank=None, world_size=None,
+                                local_rank=None, device_id=None, transform=None, python_fallback=False,
+                                batch_transform=None, memory_format=torch.contiguous_format, device=None,
+                                dali_cpu=None, output="tuple", target_transform=None, fallback=True):
     """A DataLoader-like Tiny-ImageNet iterator on DALI: `for images, labels in loader`.
 
     `root` holds tiny-imagenet-200/; type is 'train' or 'val' ('test' is accepted for
@@ -105,24 +105,26 @@ def get_tiny_imagenet_iter_dali(type, root, batch_size, num_threads=4, *, seed=N
     RGB; default recipes.normalized: float32 (B, 3, 64, 64). An image that cannot be decoded
     stops the epoch with an ImageDecodeError naming it. The other arguments as
     get_cifar_iter_dali's."""
-    args = dict(type=type, root=root, batch_size=batch_size, num_threads=num_threads, seed=seed,
-                drop_last=drop_last, rank=rank, world_size=world_size, local_rank=local_rank,
-                device_id=device_id, transform=transform, python_fallback=python_fallback,
-                batch_transform=batch_transform, memory_format=memory_format, device=device,
-                dali_cpu=dali_cpu, output=output, target_transform=target_transform, fallback=fallback)
+    args = dict(type=type, root=root, batch_size=batch_size, num_threads=num_threads,
+                max_image_pixels=max_image_pixels, on_error=on_error, seed=seed, drop_last=drop_last,
+                rank=rank, world_size=world_size, local_rank=local_rank, device_id=device_id,
+                transform=transform, python_fallback=python_fallback, batch_transform=batch_transform,
+                memory_format=memory_format, device=device, dali_cpu=dali_cpu, output=output,
+                target_transform=target_transform, fallback=fallback)
     return _common.open_dali(TINY_IMAGENET, get_tiny_imagenet_iter_torch, args)
 
 
-def get_tiny_imagenet_iter_torch(type, root, batch_size, num_threads=4, *, seed=None, drop_last=False,
-                                 rank=None, world_size=None, local_rank=None, device_id=None, transform=None,
-                                 python_fallback=False, batch_transform=None,
-                                 memory_format=torch.contiguous_format, device=None, dali_cpu=None,
-                                 output="tuple", target_transform=None):
+def get_tiny_imagenet_iter_torch(type, root, batch_size, num_threads=4, *, max_image_pixels="pil",
+                                 on_error="raise", seed=None, drop_last=False, rank=None, world_size=None,
+                                 local_rank=None, device_id=None, transform=None, python_fallback=False,
+                                 batch_transform=None, memory_format=torch.contiguous_format, device=None,
+                                 dali_cpu=None, output="tuple", target_transform=None):
     """The twin of get_tiny_imagenet_iter_dali (no torchvision class exists: SourceDataset
     over the same index, images loaded as ImageFolder loads them)."""
-    args = dict(type=type, root=root, batch_size=batch_size, num_threads=num_threads, seed=seed,
-                drop_last=drop_last, rank=rank, world_size=world_size, local_rank=local_rank,
-                device_id=device_id, transform=transform, python_fallback=python_fallback,
-                batch_transform=batch_transform, memory_format=memory_format, device=device,
-                dali_cpu=dali_cpu, output=output, target_transform=target_transform)
+    args = dict(type=type, root=root, batch_size=batch_size, num_threads=num_threads,
+                max_image_pixels=max_image_pixels, on_error=on_error, seed=seed, drop_last=drop_last,
+                rank=rank, world_size=world_size, local_rank=local_rank, device_id=device_id,
+                transform=transform, python_fallback=python_fallback, batch_transform=batch_transform,
+                memory_format=memory_format, device=device, dali_cpu=dali_cpu, output=output,
+                target_transform=target_transform)
     return _common.open_torch(TINY_IMAGENET, args)

@@ -15,6 +15,7 @@ from torch.utils.data import BatchSampler
 from ..seeds import derived_seed
 from ._dali import epoch_iterator, release_freed_memory
 from .distributed import EpochSampler
+from .skips import skipped_files, warn_skipped
 
 STATE_VERSION = 1
 STATE_KEYS = ("version", "dataset", "batch_size", "drop_last", "rank", "world_size", "seed",
@@ -77,6 +78,11 @@ class DaliLoader:
     def set_epoch(self, epoch: int) -> None:
         self.sampler.set_epoch(epoch)
 
+    @property
+    def skipped(self):
+        """{path: why} of the files left out with on_error="skip" (iterating it gives the paths)."""
+        return skipped_files(self.dataset)
+
     def _epoch_order(self, epoch: int) -> np.ndarray:
         order = self.sampler.indices(epoch)
         return order[:self._num_batches(len(order)) * self.batch_size]
@@ -99,6 +105,7 @@ class DaliLoader:
 
     def _epoch(self):
         live = self._start_epoch()
+        warn_skipped(self.dataset, live.epoch)
         order = self._epoch_order(live.epoch)
         batches = self._num_batches(len(order))
         if live.done < batches:

@@ -9,6 +9,7 @@ from ..transforms.mixing import batch_mixer
 from .build import check_labels, output_layout, sampler_for, shaped
 from .checks import check_count
 from .options import check_options, resolve_device
+from .skips import skipped_files, warn_skipped
 
 
 class TorchLoader(DataLoader):
@@ -17,6 +18,15 @@ class TorchLoader(DataLoader):
 
     def set_epoch(self, epoch: int) -> None:
         self.sampler.set_epoch(epoch)
+
+    @property
+    def skipped(self):
+        """{path: why} of the files left out with on_error="skip", as DaliLoader's."""
+        return skipped_files(self.dataset)
+
+    def __iter__(self):
+        warn_skipped(self.dataset, getattr(self.sampler, "next_epoch", 0))
+        return super().__iter__()
 
 
 # -- the torchvision twin ------------------------------------------------------------------
@@ -42,6 +52,10 @@ class SourceDataset(Dataset):
     @property
     def classes(self):
         return getattr(self.source, "classes", None)
+
+    @property
+    def skipped(self):
+        return skipped_files(self.source)
 
 
 def torch_loader(dataset: Dataset, *, train: bool, batch_size: int, num_workers: int, seed=None,

@@ -25,8 +25,9 @@ class FileSource:
 
     def pil_image(self, i: int):
         from .image_files import load_rgb
+        from .screening import PIL_RULE
 
-        return load_rgb(self.files[i])
+        return load_rgb(self.files[i], pil_bomb_check=getattr(self, "max_image_pixels", PIL_RULE) == PIL_RULE)
 
     def read(self, order: np.ndarray, batch_size: int, device: str):
         from nvidia.dali import fn

@@ -10,6 +10,7 @@ import numpy as np
 
 from ..recipes import IMG_EXTENSIONS
 from .files import FileSource
+from .screening import PIL_RULE, screen
 
 # A decode error surfaces while DALI may already be working on the next batches (prefetch).
 
@@ -84,7 +85,7 @@ class ImageFiles(FileSource):
     `class_to_idx`, `samples` ((path, label) pairs), as ImageFolder names them."""
 
     def __init__(self, root: str, label_file: Optional[str] = None,
-                 classes: Optional[Sequence[str]] = None):
+                 classes: Optional[Sequence[str]] = None, max_image_pixels=PIL_RULE, on_error: str = "raise"):
         if not os.path.isdir(root):
             raise FileNotFoundError(f"image folder {root!r} does not exist")
         self.root = root
@@ -98,7 +99,11 @@ class ImageFiles(FileSource):
             if max(labels) >= len(self.classes):
                 raise ValueError(f"label file {label_file!r} has label {max(labels)} but there are "
                                  f"only {len(self.classes)} classes")
+        # screened before it becomes a FileSource: len, sharding and resume count only the kept files
+        found = screen(self.files, max_image_pixels, on_error)
+        self.files, labels = [self.files[i] for i in found.kept], [labels[i] for i in found.kept]
         super().__init__(self.files, labels, os.path.basename(os.path.normpath(root)), self.classes)
+        self.skipped, self.max_image_pixels = found.skipped, max_image_pixels
 
     def _scan_class_folders(self):
         files, labels, empty = [], [], []
@@ -218,11 +223,17 @@ def name_the_file(index: ImageFiles, batch_size: int):
 # -- the torchvision twin ----------------------------------------------------------------
 
 
-def load_rgb(path: str):
-    """The image at `path` as a PIL RGB image, as ImageFolder's loader reads it."""
+def load_rgb(path: str, pil_bomb_check: bool = True):
+    """The image at `path` as a PIL RGB image, as ImageFolder's loader reads it.
+    `pil_bomb_check=False`: the file passed a pixel limit the user chose instead of PIL's."""
     from PIL import Image
 
     try:
+        if not pil_bomb_check:
+            from .screening import open_unchecked
+
+            with open_unchecked(path) as image:
+                return image.convert("RGB")
         with open(path, "rb") as f:
             return Image.open(f).convert("RGB")
     except Exception as e:  # PIL raises OSError, SyntaxError, ValueError, ... for bad files

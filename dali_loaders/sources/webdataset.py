@@ -48,6 +48,7 @@ from .image_files import SUSPECT_BATCHES, ImageDecodeError, dali_reason
 IMAGE_KEYS = ("jpg", "jpeg", "png")
 LABEL_KEY = "cls"
 INDEX_VERSION = "v1.2"
+MAX_LABEL_BYTES = 64    # a class number in ASCII digits, with room for whitespace
 SHARD_ORDER_STREAM = 1   # a third seed word: the shard order's random stream is not the permutation's
 
 
@@ -245,17 +246,22 @@ class WebDatasetSource:
     def describe(self, i: int) -> str:
         return f"{self.shards[self.shard_of[i]]}:{self.members[i][3]}"
 
-    def image_bytes(self, i: int) -> bytes:
+    def image_bytes(self, i: int, limit: Optional[int] = None) -> bytes:
+        """Sample i's encoded image (its first `limit` bytes, if given)."""
         _, offset, size, _ = self.members[i]
         with open(self.shards[self.shard_of[i]], "rb") as f:
             f.seek(offset)
-            return f.read(size)
+            return f.read(size if limit is None else min(size, limit))
 
     def pil_image(self, i: int):
         """Sample i decoded to RGB by PIL, as ImageFolder's loader decodes a file."""
         from PIL import Image
 
+        from .screening import PIL_RULE, open_unchecked
+
         try:
+            if getattr(self, "max_image_pixels", PIL_RULE) != PIL_RULE:   # a limit the user chose, applied
+                return open_unchecked(self.image_bytes(i)).convert("RGB")
             return Image.open(io.BytesIO(self.image_bytes(i))).convert("RGB")
         except Exception as e:  # PIL raises OSError, SyntaxError, ValueError, ... for bad data
             raise ImageDecodeError(f"cannot decode image {self.describe(i)!r} ({type(e).__name__}: {e}); "
@@ -310,6 +316,9 @@ def _read_label(f, shard: str, members) -> int:
     if not members:
         return -1
     _, offset, size, name = members[0]
+    if size > MAX_LABEL_BYTES:   # read whole, a crafted member could take any amount of memory
+        raise ValueError(f"label {name!r} of shard {shard!r} is {size} bytes, not a class number (ASCII digits); "
+                         f"fix the shard or pass label_key=None")
     f.seek(offset)
     text = f.read(size).strip()
     try:

@@ -160,3 +160,20 @@ def test_resnet50_recipe_runs_torchvisions_reference(kind, tmp_path):
         images, labels = next(iter(contenders.make_loader(spec, 0)))
         assert images.shape == (4, 3, size, size) and images.dtype == torch.float32
         assert labels.shape == ((4, 2) if split == "train" else (4,))
+
+
+def test_cifar_stages_table_has_every_stage_and_the_contenders(tmp_path):
+    from cifar_data import write_cifar
+
+    from dali_loaders.bench.cifar_stages import STAGES
+
+    root = write_cifar(str(tmp_path), "cifar10", 600, 10)
+    done = subprocess.run([sys.executable, "-m", "dali_loaders.bench.cifar_stages", "--cifar-dir", root,
+                           "--threads", "1", "--rounds", "1"], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "600 images" in done.stdout
+    rows = {line[:58].strip(): line[58:].split() for line in done.stdout.splitlines() if len(line) > 58}
+    for row in [s.strip() for s in STAGES] + ["the DALI loader (graph + DaliLoader's per-batch work)",
+                                              "38d94aa's loader, rebuilt (bench/arrays.py)",
+                                              "torch v2 on whole uint8 batches"]:
+        assert float(rows[row][0].replace(",", "")) > 0, row

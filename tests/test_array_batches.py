@@ -95,3 +95,20 @@ def test_cifar_train_graph_leaves_no_per_sample_draw_or_crop_to_dali():
     # after another step the crop is DALI's again, and so are its draws
     later = _graph_ops(v2.Compose([v2.RandomGrayscale(0.5), v2.RandomCrop(32, padding=4)]), source)
     assert b"Slice" in later and b"random__Uniform" in later
+
+
+def test_a_second_random_crop_is_dalis_and_both_are_applied():
+    from dali_loaders.loader.build import dali_loader
+
+    rows, cols = np.meshgrid(np.arange(32), np.arange(32), indexing="ij")
+    image = np.stack([rows * 8, cols * 8, np.full_like(rows, 255)], axis=-1).astype(np.uint8)
+    source = ArraySource(np.repeat(image[None], 64, axis=0), np.zeros(64, np.int64), "coords")
+    transform = v2.Compose([v2.RandomCrop(32, padding=4), v2.RandomCrop(24), v2.PILToTensor()])
+    loader = dali_loader(source, transform, train=True, batch_size=64, num_threads=1, seed=3)
+    images, _ = next(iter(loader))
+    assert images.shape == (64, 3, 24, 24)
+    pixels = images.permute(0, 2, 3, 1).numpy().astype(np.int64)
+    inside = pixels[..., 2] == 255                                    # not the first crop's padding
+    tops = np.array([(p[..., 0][m] // 8 - np.nonzero(m)[0]).min() for p, m in zip(pixels, inside)])
+    # offset = (0 .. 8 of the padded crop) - 4 + (0 .. 8 of the second): beyond 4 only if both cropped
+    assert tops.min() >= -4 and tops.max() <= 12 and tops.min() < 0 and tops.max() > 4

@@ -85,9 +85,13 @@ class _SourceSteps:
     def __init__(self, feeder: _ArrayFeeder):
         self.feeder = feeder
 
-    def crop(self, ltrb, fill, height: int, width: int) -> None:
-        """Every image padded by ltrb pixels of `fill`, then a random height x width window of it."""
+    def crop(self, ltrb, fill, height: int, width: int) -> bool:
+        """Every image padded by ltrb pixels of `fill`, then a random height x width window of it;
+        False if the source crops already (a second crop is DALI's)."""
+        if self.feeder.steps.crop is not None:
+            return False
         self.feeder.steps.add_crop(ltrb, fill, height, width)
+        return True
 
     def coin(self, p: float):
         """Per sample, 1 with probability p, drawn by the feeder for the whole batch."""

@@ -102,9 +102,8 @@ class Images:
         """Has the source pad the images and cut a random window of each, a batch at a time in
         numpy, if the data is still the source's own with nothing pending; else False."""
         untouched = self.data is self.source_data and self.mirror is None
-        if self.at_source is None or not untouched:
+        if self.at_source is None or not untouched or not self.at_source.crop(ltrb, fill, height, width):
             return False
-        self.at_source.crop(ltrb, fill, height, width)
         self.height, self.width = height, width
         return True
 

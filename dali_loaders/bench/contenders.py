@@ -9,8 +9,6 @@ Imports stay inside the makers so that a worker loads only what its loader needs
 """
 import os
 
-import numpy as np
-
 from .catalog import batch_options, options_for, transform_for
 
 KINDS = ("dali", "torchvision", "tensor", "reference", "limit")
@@ -41,10 +39,12 @@ def preload(spec: dict) -> None:
 
 
 def make_loader(spec: dict, workers: int):
-    """The loader `spec` names; `workers` is the torchvision twin's num_workers."""
+    """The loader `spec` names; `workers`: the DataLoaders' num_workers (the torch threads of the
+    tensor contender on datasets in memory)."""
     makers = {("cifar10", "dali"): _cifar_dali, ("cifar10", "torchvision"): _cifar_torch,
               ("cifar10", "limit"): _array_limit, ("cifar10", "tensor"): _array_batched,
-              ("cifar10", "reference"): _cifar_reference, ("mnist", "tensor"): _array_batched, ("imagenet", "dali"): _imagenet_dali,
+              ("cifar10", "reference"): _cifar_reference, ("mnist", "tensor"): _array_batched,
+              ("imagenet", "dali"): _imagenet_dali,
               ("imagenet", "torchvision"): _imagenet_torch, ("imagenet", "tensor"): _imagenet_tensor,
               ("imagenet", "limit"): _decode_only,
               ("mnist", "dali"): _standard_dali, ("mnist", "torchvision"): _standard_torch,

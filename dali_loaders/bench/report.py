@@ -74,7 +74,8 @@ def _row(result: dict, kind: str) -> List[str]:
     of_limit = {"dali": f"{100 * result['of_limit']:.0f}%", "limit": "100%"}.get(kind, "")
     return [f"{result['workload']} ({result['batch_size']})", _loader_label(result, kind),
             f"{loader['images_per_s']:,.0f}", _ratio(result, "vs_torchvision", kind, "torchvision"),
-            _ratio(result, "vs_tensor", kind, "tensor"), _ratio(result, "vs_reference", kind, "reference"), of_limit, f"{loader['first_batch_s']:.2f}",
+            _ratio(result, "vs_tensor", kind, "tensor"), _ratio(result, "vs_reference", kind, "reference"), of_limit,
+            f"{loader['first_batch_s']:.2f}",
             _rss(loader)]
 
 

@@ -26,7 +26,10 @@ from .datasets.mnist import (
 from .datasets.oxford_pet import get_oxford_pet_iter_dali, get_oxford_pet_iter_torch
 from .datasets.stl10 import get_stl10_iter_dali, get_stl10_iter_torch
 from .datasets.svhn import get_svhn_iter_dali, get_svhn_iter_torch
-from .datasets.tiny_imagenet import get_tiny_imagenet_iter_dali, get_tiny_imagenet_iter_torch
+from .datasets.tiny_imagenet import (
+                                get_tiny_imagenet_iter_dali,
+                                get_tiny_imagenet_iter_torch,
+)
 from .datasets.webdataset import get_webdataset_iter_dali, get_webdataset_iter_torch
 from .loader.dali_loader import DaliLoader
 from .loader.torch_loader import TorchLoader

@@ -10,10 +10,12 @@ import sys
 import pytest
 
 LOADER_FIELDS = ("images_per_s", "runs_images_per_s", "first_batch_s", "peak_rss_mb")
-# workload -> its contenders: the tensor backend is timed on the ImageNet-style folder
+# workload -> its contenders: the tensor backend on the image folder and the datasets in
+# memory; 38d94aa's loader (the reference) on CIFAR-10 train
 THREE = ("dali", "torchvision", "limit")
-WORKLOADS = {"cifar10/train": THREE, "cifar10/val": THREE, "imagenet/train": ("dali", "torchvision", "tensor", "limit"),
-             "imagenet/val": ("dali", "torchvision", "tensor", "limit"), "mnist/train": THREE, "mnist/val": THREE,
+FOUR = ("dali", "torchvision", "tensor", "limit")
+WORKLOADS = {"cifar10/train": ("dali", "torchvision", "tensor", "reference", "limit"), "cifar10/val": FOUR,
+             "imagenet/train": FOUR, "imagenet/val": FOUR, "mnist/train": FOUR, "mnist/val": FOUR,
              "flowers102/train": THREE, "flowers102/val": THREE}
 # the other recipes (tv176, albumentations) run in the full bench; their loaders are tested elsewhere
 RECIPES = ("default",)
@@ -46,7 +48,7 @@ def test_every_workload_reports_every_loader(tiny_run):
             assert loader["images_per_s"] > 0 and loader["peak_rss_mb"] > 0
             assert len(loader["runs_images_per_s"]) == 1  # --tiny: one round
         for kind in {"torchvision", "tensor"} & set(result["loaders"]):
-            assert result["loaders"][kind]["num_workers"] in (0, 1)  # 0 .. --threads
+            assert result["loaders"][kind]["num_workers"] in (0, 1)  # 0 .. --threads (torch threads in memory)
         assert result["loaders"]["dali"]["num_threads"] == 1                # 1 .. --threads
         assert set(result["loaders"]["dali"]["sweep_images_per_s"]) == {"1"}
         assert result["vs_torchvision"] > 0 and result["of_limit"] > 0
@@ -56,7 +58,8 @@ def test_ratios_are_medians_of_side_by_side_runs(tiny_run):
     report, _, _ = tiny_run
     for result in report["results"]:
         dali = result["loaders"]["dali"]["runs_images_per_s"]
-        for field, kind in (("vs_torchvision", "torchvision"), ("vs_tensor", "tensor"), ("of_limit", "limit")):
+        for field, kind in (("vs_torchvision", "torchvision"), ("vs_tensor", "tensor"), ("vs_reference", "reference"),
+                            ("of_limit", "limit")):
             if kind not in result["loaders"]:
                 assert field not in result
                 continue
@@ -69,7 +72,8 @@ def test_new_workloads_time_the_standard_factories_against_their_twins(tiny_run)
     by_name = {r["workload"]: r for r in report["results"]}
     assert by_name["mnist/train"]["batch_size"] == 256 and by_name["flowers102/train"]["batch_size"] == 16
     assert by_name["mnist/val"]["images"] == 512 and by_name["flowers102/val"]["images"] == 16
-    assert "limit: gather + float NCHW" in stdout and "limit: DALI decode only" in stdout
+    assert "limit: memory bandwidth, uint8 read + float32 written" in stdout and "limit: DALI decode only" in stdout
+    assert "torch v2 on whole batches" in stdout and "38d94aa's loader" in stdout
 
 
 def test_machine_targets_and_command_are_recorded(tiny_run):
@@ -77,7 +81,8 @@ def test_machine_targets_and_command_are_recorded(tiny_run):
     assert {"cpu", "cores", "memory_gb", "torch", "dali"} <= set(report["machine"])
     assert report["command"].startswith("dali-loaders bench --tiny")
     assert {t["workload"] for t in report["targets"]} == {"cifar10/train", "imagenet/train", "imagenet/val"}
-    assert {"ImageNet-style train vs torchvision tensors", "ImageNet-style val vs torchvision tensors"} <= \
+    assert {"ImageNet-style train vs torchvision tensors", "ImageNet-style val vs torchvision tensors",
+            "CIFAR-10 train vs 38d94aa's loader", "CIFAR-10 train vs torch on whole batches"} <= \
         {t["target"] for t in report["targets"]}
     assert all(isinstance(t["met"], bool) for t in report["targets"])
 
@@ -155,3 +160,20 @@ def test_resnet50_recipe_runs_torchvisions_reference(kind, tmp_path):
         images, labels = next(iter(contenders.make_loader(spec, 0)))
         assert images.shape == (4, 3, size, size) and images.dtype == torch.float32
         assert labels.shape == ((4, 2) if split == "train" else (4,))
+
+
+def test_cifar_stages_table_has_every_stage_and_the_contenders(tmp_path):
+    from cifar_data import write_cifar
+
+    from dali_loaders.bench.cifar_stages import STAGES
+
+    root = write_cifar(str(tmp_path), "cifar10", 600, 10)
+    done = subprocess.run([sys.executable, "-m", "dali_loaders.bench.cifar_stages", "--cifar-dir", root,
+                           "--threads", "1", "--rounds", "1"], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "600 images" in done.stdout
+    rows = {line[:58].strip(): line[58:].split() for line in done.stdout.splitlines() if len(line) > 58}
+    for row in [s.strip() for s in STAGES] + ["the DALI loader (graph + DaliLoader's per-batch work)",
+                                              "38d94aa's loader, rebuilt (bench/arrays.py)",
+                                              "torch v2 on whole uint8 batches"]:
+        assert float(rows[row][0].replace(",", "")) > 0, row

@@ -41,6 +41,22 @@ def _albumentations_val(train: bool):
     return A.Compose([A.SmallestMaxSize(256), A.CenterCrop(224, 224), A.Normalize(), ToTensorV2()])
 
 
+def _cifar_mixing(num_classes: int):
+    from torchvision.transforms import v2
+
+    return v2.RandomChoice([v2.MixUp(alpha=1.0, num_classes=num_classes),
+                            v2.CutMix(alpha=1.0, num_classes=num_classes)])
+
+
+def _cifar_autoaugment(train: bool):
+    """The AutoAugment paper's CIFAR-10 recipe: pad-crop, flip, the CIFAR10 policy."""
+    from torchvision.transforms import v2
+
+    steps = [v2.RandomCrop(32, padding=recipes.CIFAR_PADDING), v2.RandomHorizontalFlip(),
+             v2.AutoAugment(v2.AutoAugmentPolicy.CIFAR10)]
+    return v2.Compose(steps + recipes.to_float(recipes.CIFAR_MEAN["cifar10"], recipes.CIFAR_STD["cifar10"]))
+
+
 RECIPES = {
     "imagenet": {
         "default": BenchRecipe(lambda train: recipes.imagenet(train)),
@@ -55,7 +71,13 @@ RECIPES = {
                                       about="SmallestMaxSize(256), CenterCrop(224), Normalize, ToTensorV2: "
                                             "python_fallback=True"),
     },
-    "cifar10": {"default": BenchRecipe(lambda train: recipes.cifar(train))},
+    "cifar10": {
+        "default": BenchRecipe(lambda train: recipes.cifar(train)),
+        "mixing": BenchRecipe(lambda train: recipes.cifar(train), splits=("train",), mixing=_cifar_mixing,
+                              about="the default recipe, then MixUp(1.0)/CutMix(1.0) on each batch"),
+        "autoaugment": BenchRecipe(_cifar_autoaugment, splits=("train",),
+                                   about="RandomCrop(32, padding=4), flip, AutoAugment(CIFAR10), normalized"),
+    },
     "mnist": {"default": BenchRecipe(lambda train: None)},          # None: the factory's own recipe
     "flowers102": {"default": BenchRecipe(lambda train: None)},
 }
@@ -75,11 +97,13 @@ def options_for(spec: dict) -> dict:
 
 def batch_options(spec: dict) -> dict:
     """batch_transform= for every contender of a train workload whose recipe mixes batches
-    (one class per folder of the image folder's train/)."""
+    (CIFAR-10: 10 classes; the image folder: one class per folder of its train/)."""
     import os
 
     mixing = bench_recipe(spec["dataset"], spec.get("recipe", "default")).mixing
     if mixing is None or spec["split"] != "train":
         return {}
+    if spec["dataset"] == "cifar10":
+        return {"batch_transform": mixing(10)}
     classes = sum(entry.is_dir() for entry in os.scandir(os.path.join(spec["data"], "train")))
     return {"batch_transform": mixing(classes)}

@@ -1,6 +1,7 @@
 """What a benchmark worker can time: the DALI loader, its torchvision twin (PIL), the
-torchvision tensor backend (decode_image + transforms.v2 on uint8 tensors), and the limit.
-Every loader runs the workload's recipe (bench/recipes.py).
+torchvision tensor backend (decode_image + transforms.v2 on uint8 tensors; for datasets in
+memory, v2 on whole uint8 batches), 38d94aa's CIFAR loader (the reference) and the limit.
+Every loader runs the workload's recipe (bench/catalog.py).
 
 Each maker returns an iterable of (images, labels) batches, one pass per `iter()`.
 Imports stay inside the makers so that a worker loads only what its loader needs
@@ -8,17 +9,20 @@ Imports stay inside the makers so that a worker loads only what its loader needs
 """
 import os
 
-import numpy as np
-
 from .catalog import batch_options, options_for, transform_for
 
-KINDS = ("dali", "torchvision", "tensor", "limit")
-WORKER_KINDS = ("torchvision", "tensor")   # DataLoaders: their num_workers is swept
+KINDS = ("dali", "torchvision", "tensor", "reference", "limit")
+# Swept over num_workers 0 .. threads; on datasets in memory the tensor contender has no
+# workers, and the number swept is its torch threads instead (0 and 1: one thread).
+WORKER_KINDS = ("torchvision", "tensor")
+ARRAY_DATASETS = ("cifar10", "mnist")
 
 
 def kinds(dataset: str):
-    """The contenders of a dataset: the tensor backend is timed on the ImageNet-style folder."""
-    return KINDS if dataset == "imagenet" else tuple(k for k in KINDS if k != "tensor")
+    """The contenders of a dataset: the tensor backend on the image folder and the datasets
+    in memory, the reference (38d94aa's loader) on CIFAR-10."""
+    found = {"imagenet": ("tensor",), "cifar10": ("tensor", "reference"), "mnist": ("tensor",)}.get(dataset, ())
+    return tuple(k for k in KINDS if k not in ("tensor", "reference") or k in found)
 
 
 def preload(spec: dict) -> None:
@@ -27,7 +31,7 @@ def preload(spec: dict) -> None:
 
     import dali_loaders  # noqa: F401
 
-    if spec["kind"] in WORKER_KINDS:
+    if spec["kind"] in ("torchvision", "tensor"):
         import torchvision.transforms.v2  # noqa: F401
     elif spec["kind"] == "dali" or spec["dataset"] in ("imagenet", "flowers102"):
         import nvidia.dali.fn  # noqa: F401
@@ -35,13 +39,16 @@ def preload(spec: dict) -> None:
 
 
 def make_loader(spec: dict, workers: int):
-    """The loader `spec` names; `workers` is the torchvision twin's num_workers."""
+    """The loader `spec` names; `workers`: the DataLoaders' num_workers (the torch threads of the
+    tensor contender on datasets in memory)."""
     makers = {("cifar10", "dali"): _cifar_dali, ("cifar10", "torchvision"): _cifar_torch,
-              ("cifar10", "limit"): _cifar_limit, ("imagenet", "dali"): _imagenet_dali,
+              ("cifar10", "limit"): _array_limit, ("cifar10", "tensor"): _array_batched,
+              ("cifar10", "reference"): _cifar_reference, ("mnist", "tensor"): _array_batched,
+              ("imagenet", "dali"): _imagenet_dali,
               ("imagenet", "torchvision"): _imagenet_torch, ("imagenet", "tensor"): _imagenet_tensor,
               ("imagenet", "limit"): _decode_only,
               ("mnist", "dali"): _standard_dali, ("mnist", "torchvision"): _standard_torch,
-              ("mnist", "limit"): _mnist_limit, ("flowers102", "dali"): _standard_dali,
+              ("mnist", "limit"): _array_limit, ("flowers102", "dali"): _standard_dali,
               ("flowers102", "torchvision"): _standard_torch, ("flowers102", "limit"): _flowers_decode_only}
     return makers[spec["dataset"], spec["kind"]](spec, workers)
 
@@ -50,14 +57,14 @@ def _cifar_dali(spec, workers):
     from .. import get_cifar_iter_dali
 
     return get_cifar_iter_dali(spec["split"], spec["data"], spec["batch_size"], spec["threads"], seed=0,
-                               transform=transform_for(spec), **options_for(spec))
+                               transform=transform_for(spec), **options_for(spec), **batch_options(spec))
 
 
 def _cifar_torch(spec, workers):
     from .. import get_cifar_iter_torch
 
     return get_cifar_iter_torch(spec["split"], spec["data"], spec["batch_size"], workers, seed=0,
-                                transform=transform_for(spec))
+                                transform=transform_for(spec), **batch_options(spec))
 
 
 def _imagenet_dali(spec, workers):
@@ -115,40 +122,41 @@ def _standard_torch(spec, workers):
     return factory(spec["split"], spec["data"], spec["batch_size"], workers, seed=0)
 
 
-class ArrayLimit:
-    """The memory-bound floor of an in-memory dataset's batch: gather the batch's images by
-    index and convert them to float32 NCHW, vectorized over the whole batch, nothing else."""
+def _array_source(spec):
+    if spec["dataset"] == "cifar10":
+        from ..datasets.cifar import cifar_source
 
-    def __init__(self, spec, arrays):
-        import torch
-
-        self.images, self.labels = torch.from_numpy(arrays.images), torch.from_numpy(arrays.labels)
-        self.batch_size, self.shuffle, self.epoch = spec["batch_size"], spec["split"] == "train", 0
-
-    def __iter__(self):
-        import torch
-
-        n = len(self.labels)
-        order = np.random.default_rng(self.epoch).permutation(n) if self.shuffle else np.arange(n)
-        self.epoch += 1
-        for start in range(0, n, self.batch_size):
-            index = torch.from_numpy(order[start:start + self.batch_size])
-            images = torch.empty((len(index), *self.images.shape[3:], *self.images.shape[1:3]),
-                                 dtype=torch.float32)
-            images.copy_(self.images[index].permute(0, 3, 1, 2))  # gather, transpose, convert: one pass
-            yield images, self.labels[index]
-
-
-def _cifar_limit(spec, workers):
-    from ..datasets.cifar import cifar_source
-
-    return ArrayLimit(spec, cifar_source(spec["data"], spec["split"] == "train"))
-
-
-def _mnist_limit(spec, workers):
+        return cifar_source(spec["data"], spec["split"] == "train")
     from ..datasets.mnist import idx_source
 
-    return ArrayLimit(spec, idx_source(spec["data"], "mnist", "train" if spec["split"] == "train" else "test"))
+    return idx_source(spec["data"], "mnist", "train" if spec["split"] == "train" else "test")
+
+
+def _array_batched(spec, workers):
+    """`workers` is the torch threads (intra-op) here: no DataLoader, no workers."""
+    import torch
+
+    from .. import recipes
+    from .arrays import TorchBatched
+
+    torch.set_num_threads(max(workers, 1))
+    transform = transform_for(spec) or recipes.normalized(spec["dataset"])   # None: the factory's default
+    return TorchBatched(_array_source(spec), transform, spec["batch_size"], spec["split"] == "train",
+                        **batch_options(spec))
+
+
+def _cifar_reference(spec, workers):
+    from .. import recipes
+    from .arrays import CifarReference
+
+    return CifarReference(_array_source(spec), spec["batch_size"], spec["threads"], recipes.CIFAR_MEAN["cifar10"],
+                          recipes.CIFAR_STD["cifar10"])
+
+
+def _array_limit(spec, workers):
+    from .arrays import Bandwidth
+
+    return Bandwidth(_array_source(spec), spec["batch_size"])
 
 
 def exact_runs(pipeline, runs: int):

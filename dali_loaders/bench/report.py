@@ -1,13 +1,19 @@
 """The results as a table, a list of targets met or missed, and a chart."""
 from typing import List
 
-LIMIT_MEANING = {"cifar10": "gather + float NCHW", "imagenet": "DALI decode only",
-                 "mnist": "gather + float NCHW", "flowers102": "DALI decode only"}
+from .contenders import ARRAY_DATASETS
+
+LIMIT_MEANING = {"cifar10": "memory bandwidth, uint8 read + float32 written", "imagenet": "DALI decode only",
+                 "mnist": "memory bandwidth, uint8 read + float32 written", "flowers102": "DALI decode only"}
 
 # (what, workload, field, at least / at most, bound, format): the targets for this machine,
 # set against the strongest CPU peer, torchvision's tensor backend (issue 13).
 TARGETS = [
     ("CIFAR-10 train vs torchvision", "cifar10/train", "vs_torchvision", ">=", 12.0, "{:.2f}x"),
+    # issue 20: the train default recipe against 38d94aa's loader (the regression check) and
+    # against torch on whole uint8 batches, side by side in the same run
+    ("CIFAR-10 train vs 38d94aa's loader", "cifar10/train", "vs_reference", ">=", 2.0, "{:.2f}x"),
+    ("CIFAR-10 train vs torch on whole batches", "cifar10/train", "vs_tensor", ">=", 1.5, "{:.2f}x"),
     ("ImageNet-style train vs torchvision tensors", "imagenet/train", "vs_tensor", ">=", 1.3, "{:.2f}x"),
     ("ImageNet-style val vs torchvision tensors", "imagenet/val", "vs_tensor", ">=", 1.3, "{:.2f}x"),
     ("ImageNet-style train vs DALI decode only", "imagenet/train", "of_limit", ">=", 0.70, "{:.0%}"),
@@ -35,6 +41,11 @@ def check_targets(results: List[dict]) -> List[dict]:
 
 def _loader_label(result: dict, kind: str, sep: str = " ") -> str:
     loader = result["loaders"][kind]
+    if kind == "tensor" and result["dataset"] in ARRAY_DATASETS:   # its sweep was over torch threads
+        threads = max(loader["num_workers"], 1)
+        return f"torch v2 on whole batches{sep}({threads} thread{'' if threads == 1 else 's'})"
+    if kind == "reference":
+        return f"38d94aa's loader{sep}(DALI, {loader.get('num_threads', '?')} threads)"
     if kind in ("torchvision", "tensor"):
         workers = loader["num_workers"]
         name = "torchvision" if kind == "torchvision" else "torchvision tensors"
@@ -47,7 +58,7 @@ def _loader_label(result: dict, kind: str, sep: str = " ") -> str:
 
 def _rss(loader: dict) -> str:
     text = f"{loader['peak_rss_mb']:,.0f}"
-    if loader.get("num_workers"):
+    if loader.get("num_workers") and loader.get("children_peak_rss_mb"):
         text += f" (+{loader['children_peak_rss_mb']:,.0f}/worker)"
     return text
 
@@ -63,14 +74,16 @@ def _row(result: dict, kind: str) -> List[str]:
     of_limit = {"dali": f"{100 * result['of_limit']:.0f}%", "limit": "100%"}.get(kind, "")
     return [f"{result['workload']} ({result['batch_size']})", _loader_label(result, kind),
             f"{loader['images_per_s']:,.0f}", _ratio(result, "vs_torchvision", kind, "torchvision"),
-            _ratio(result, "vs_tensor", kind, "tensor"), of_limit, f"{loader['first_batch_s']:.2f}",
+            _ratio(result, "vs_tensor", kind, "tensor"), _ratio(result, "vs_reference", kind, "reference"), of_limit,
+            f"{loader['first_batch_s']:.2f}",
             _rss(loader)]
 
 
 HEADER = ["workload (batch)", "loader", "images/s", "vs torchvision (PIL)", "vs torchvision tensors",
-          "of limit", "first batch (s)", "peak RSS (MB)"]
-ORDER = ("dali", "torchvision", "tensor", "limit")
-COLORS = {"dali": "#76b900", "torchvision": "#ee4c2c", "tensor": "#f4a582", "limit": "#9e9e9e"}
+          "vs 38d94aa", "of limit", "first batch (s)", "peak RSS (MB)"]
+ORDER = ("dali", "torchvision", "tensor", "reference", "limit")
+COLORS = {"dali": "#76b900", "torchvision": "#ee4c2c", "tensor": "#f4a582", "reference": "#4c72b0",
+          "limit": "#9e9e9e"}
 
 
 def markdown_table(results: List[dict]) -> str:
@@ -114,6 +127,8 @@ def plot(results: List[dict], path: str, title: str) -> None:
         ratios = [f"{result['vs_torchvision']:.1f}x PIL twin"]
         if "vs_tensor" in result:
             ratios.append(f"{result['vs_tensor']:.2f}x tensors")
+        if "vs_reference" in result:
+            ratios.append(f"{result['vs_reference']:.2f}x 38d94aa")
         ratios.append(f"{100 * result['of_limit']:.0f}% of limit")
         ax.text(0.5, -0.36, "DALI: " + ", ".join(ratios), transform=ax.transAxes, ha="center", fontsize=8)
         ax.tick_params(axis="x", labelsize=7)

@@ -21,6 +21,7 @@ from tqdm import tqdm
 
 from . import data, report
 from .catalog import RECIPES
+from .contenders import ARRAY_DATASETS  # in memory: the larger batch
 from .session import Schedule, Workload, commands_per_workload, time_workload
 
 # mode -> CIFAR train/test images, JPEGs train/val, batch sizes, plan
@@ -37,7 +38,6 @@ MODES = {
 }
 SWEEP_IMAGES = {"cifar10": 12800, "imagenet": 384, "mnist": 12800, "flowers102": 384}  # per num_workers pass
 DATASETS = ("cifar10", "imagenet", "mnist", "flowers102")
-ARRAY_DATASETS = ("cifar10", "mnist")   # in memory: the larger batch
 # Where --data-dir DIR holds each dataset, and the file that says it is there.
 DATA_DIR_LAYOUT = {"cifar10": ("", "cifar-10-batches-py"), "imagenet": ("imagenet", "train"),
                    "mnist": ("", os.path.join("MNIST", "raw")), "flowers102": ("", "flowers-102")}

@@ -7,10 +7,10 @@ same threads and batch; the rows ending in ", fn.resize" resize with DALI's own 
 (as with DALI_LOADERS_NO_PLUGIN=1), the others with the dali_loaders plugin where it
 applies. Then it times one resize, 330x330 to 224x224 antialiased, four ways on one
 thread: DALI's fn.resize, PIL (what torchvision runs), torch's uint8 kernel and the plugin.
-Last, the per-image cost of the CIFAR train graph's one operator, crop_mirror_normalize,
-on 256 zero-padded 40x40 images: without arguments, and with per-image crop and flip
-arguments as the loader gives it. The difference between consecutive rows is the cost
-of what was added.
+Last, the per-image cost of crop_mirror_normalize on 256 zero-padded 40x40 CIFAR images:
+without arguments, and with per-image crop and flip arguments as 38d94aa's loader gave it
+(the loader's own CIFAR stages: bench/cifar_stages.py). The difference between
+consecutive rows is the cost of what was added.
 """
 import argparse
 import os

@@ -184,7 +184,9 @@ def build_dali(source, transform, train: bool, args: dict, explain: Optional[Cal
     if isinstance(source, FileSource):
         screen_source(source, *screening_args(args))
     if explain is None and isinstance(source, FileSource):
-        from ..sources.image_files import name_the_file  # a bad image file is named, as in image folders
+        from ..sources.image_files import (
+            name_the_file,  # a bad image file is named, as in image folders
+        )
 
         explain = name_the_file(source, args["batch_size"])
     return dali_loader(source, transform, train=train, num_threads=args["num_threads"],

@@ -6,7 +6,13 @@ from .. import recipes
 from ..loader.checks import check_count
 from ..loader.fallback import dali_available, fall_back
 from ..sources.screening import screen_webdataset
-from ..sources.webdataset import IMAGE_KEYS, LABEL_KEY, WebDatasetSource, WebDatasetTwin, name_the_sample
+from ..sources.webdataset import (
+    IMAGE_KEYS,
+    LABEL_KEY,
+    WebDatasetSource,
+    WebDatasetTwin,
+    name_the_sample,
+)
 from . import _common
 
 

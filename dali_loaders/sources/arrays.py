@@ -4,6 +4,7 @@ import zlib
 import numpy as np
 
 from .. import transforms
+from .array_batches import BatchSteps
 
 
 class ArraySource:
@@ -32,38 +33,69 @@ class ArraySource:
         """The graph's first step: batch after batch of `order`, as (Images, labels)."""
         from nvidia.dali import fn, types
 
-        feeder = _ArrayFeeder(self, order, batch_size)
+        feeder = _ArrayFeeder(self, order, batch_size, _pipeline_seed())
         images, labels = fn.external_source(source=feeder, num_outputs=2, batch=True, batch_info=True,
                                             layout=["HWC", ""], dtype=[types.UINT8, types.INT64])
         fed = images.gpu() if device == "gpu" else images
         _, height, width, channels = self.images.shape
-        return transforms.Images(fed, height, width, channels, device, pad_source=feeder.pad, source_data=fed), labels
+        return transforms.Images(fed, height, width, channels, device, at_source=_SourceSteps(feeder),
+                                 source_data=fed), labels
+
+
+def _pipeline_seed() -> int:
+    """The seed of the pipeline being defined (DALI's own pick if it was given none)."""
+    from nvidia.dali.pipeline import Pipeline
+
+    pipeline = Pipeline.current()
+    seed = pipeline.seed if pipeline is not None else -1
+    return int(seed) if seed is not None and seed >= 0 else int(np.random.SeedSequence().entropy % 2 ** 31)
 
 
 class _ArrayFeeder:
-    """external_source callback: batch `info.iteration` of `order`, padded if the transform
-    asked for it (transforms.Images.pad_at_source). A pure function of the iteration, so a
-    pipeline restored from a DALI checkpoint resumes where it stopped."""
+    """external_source callback: batch `info.iteration` of `order`, with the batch steps the
+    translator handed to the source (array_batches.BatchSteps). A pure function of the
+    batch's position, so a pipeline restored from a DALI checkpoint resumes where it stopped."""
 
-    def __init__(self, source: ArraySource, order: np.ndarray, batch_size: int):
-        self.source, self.order, self.batch_size = source, order, batch_size
-        self.padding, self.fill = (0, 0, 0, 0), None
+    def __init__(self, source: ArraySource, order: np.ndarray, batch_size: int, seed: int):
+        self.source, self.order, self.batch_size, self.seed = source, order, batch_size, seed
+        self.steps = BatchSteps(source.images.shape[1:])
 
-    def pad(self, ltrb, fill) -> None:
-        """Every image fed from now on padded by (left, top, right, bottom) pixels of `fill`."""
-        self.padding, self.fill = tuple(int(p) for p in ltrb), np.asarray(fill, dtype=np.float64)
-
-    def __call__(self, info):
+    def indices(self, info) -> np.ndarray:
         indices = self.order[info.iteration * self.batch_size:(info.iteration + 1) * self.batch_size]
         if len(indices) == 0:
             raise StopIteration
-        images = self.source.images[indices]
-        return (self._padded(images) if any(self.padding) else images), self.source.labels[indices]
+        return indices
 
-    def _padded(self, images: np.ndarray) -> np.ndarray:
-        left, top, right, bottom = self.padding
-        n, height, width, channels = images.shape
-        padded = np.empty((n, height + top + bottom, width + left + right, channels), np.uint8)
-        padded[...] = np.clip(np.round(self.fill), 0, 255).astype(np.uint8)
-        padded[:, top:top + height, left:left + width] = images
-        return padded
+    def __call__(self, info):
+        indices = self.indices(info)
+        images = self.steps.images(self.source.images[indices], self.seed, info.epoch_idx, info.iteration)
+        return images, self.source.labels[indices]
+
+    def coins(self, k: int):
+        """external_source callback for coin stream k: one int32 per sample of the batch."""
+        def draw(info):
+            n = len(self.indices(info))
+            return self.steps.coin(k, n, self.seed, info.epoch_idx, info.iteration)
+        return draw
+
+
+class _SourceSteps:
+    """What transforms.Images may ask of an ArraySource (see Images.at_source)."""
+
+    def __init__(self, feeder: _ArrayFeeder):
+        self.feeder = feeder
+
+    def crop(self, ltrb, fill, height: int, width: int) -> bool:
+        """Every image padded by ltrb pixels of `fill`, then a random height x width window of it;
+        False if the source crops already (a second crop is DALI's)."""
+        if self.feeder.steps.crop is not None:
+            return False
+        self.feeder.steps.add_crop(ltrb, fill, height, width)
+        return True
+
+    def coin(self, p: float):
+        """Per sample, 1 with probability p, drawn by the feeder for the whole batch."""
+        from nvidia.dali import fn, types
+
+        k = self.feeder.steps.add_coin(p)
+        return fn.external_source(source=self.feeder.coins(k), batch=True, batch_info=True, dtype=types.INT32)

@@ -70,11 +70,11 @@ class Images:
     `data` is HWC (or the output layout once `materialized`); `height` and `width` are
     ints or CPU DataNodes (int), so the same arithmetic serves fixed-size arrays and
     decoded files on both devices. `kind` is "pil" or "tensor": the twin's image type,
-    which decides torchvision's antialias semantics. Pending: `crop` (a window, cut first),
-    `mirror` (a horizontal flip per sample), `scale`/`offset` (out = x * scale + offset, per
-    channel) and `dtype`: crop_mirror_normalize does them all in one pass at the end.
-    `pad_source`: while `data` is still `source_data`, the source can pad the images it feeds
-    (numpy, a batch at a time) instead of an operator padding each image (see ArraySource).
+    which decides torchvision's antialias semantics. Pending: `mirror` (a horizontal flip per
+    sample), `scale`/`offset` (out = x * scale + offset, per channel) and `dtype`:
+    crop_mirror_normalize does them all in one pass at the end.
+    `at_source`: what the source can do to whole batches before DALI sees them (ArraySource:
+    pad and crop while `data` is still `source_data`, and draw coins); None for other sources.
     """
     data: Any
     height: Any
@@ -90,8 +90,7 @@ class Images:
     materialized: bool = False     # data is already converted to `dtype` in `layout`
     encoded: bool = False          # data is still the encoded files (see decode)
     decode_args: dict = field(default_factory=dict)
-    crop: Any = None               # (height, width, relative y, relative x), cut by crop_mirror_normalize
-    pad_source: Optional[Callable] = None
+    at_source: Any = None
     source_data: Any = None
     augment: Optional[PendingAugment] = None   # slots for one DaliLoadersAugment call, run by flush_augment
 
@@ -118,13 +117,13 @@ class Images:
     def is_float(self) -> bool:
         return self.dtype in FLOAT_TYPES
 
-    def pad_at_source(self, ltrb: Tuple[int, int, int, int], fill: List[float]) -> bool:
-        """Has the source pad the images, if the data is still the source's own; else False."""
-        if self.pad_source is None or self.data is not self.source_data or self.crop is not None:
+    def crop_at_source(self, ltrb: Tuple[int, int, int, int], fill: List[float], height: int, width: int) -> bool:
+        """Has the source pad the images and cut a random window of each, a batch at a time in
+        numpy, if the data is still the source's own with nothing pending; else False."""
+        untouched = self.data is self.source_data and self.mirror is None
+        if self.at_source is None or not untouched or not self.at_source.crop(ltrb, fill, height, width):
             return False
-        left, top, right, bottom = ltrb
-        self.pad_source(ltrb, fill)
-        self.height, self.width = self.height + top + bottom, self.width + left + right
+        self.height, self.width = height, width
         return True
 
     def pending_augment(self, kernels: str, fill: Optional[List[float]], warps: bool,
@@ -133,8 +132,9 @@ class Images:
         erasing, a pending horizontal flip becomes a slot (colour steps commute with it: it
         stays for crop_mirror_normalize). A new call when the arithmetic, the warps' fill or
         the erased value differs."""
-        from ..ops import augment as op
         from nvidia.dali import fn, types
+
+        from ..ops import augment as op
 
         pending = self.augment
         if pending and (pending.kernels != kernels or (warps and pending.warps and pending.fill != fill)
@@ -156,29 +156,20 @@ class Images:
 
     def flush_augment(self) -> None:
         """Runs the pending slots, in one call."""
-        from ..ops import augment as op
         from nvidia.dali import fn
+
+        from ..ops import augment as op
 
         pending, self.augment = self.augment, None
         if pending and pending.ops:
             self.data = op.call(self.data, fn.stack(*pending.ops), fn.stack(*pending.params), pending.kernels,
                                 pending.fill, pending.erase_value)
 
-    def flush_crop(self) -> None:
-        """Cuts a pending crop window: before any step that must see the cropped pixels."""
-        from nvidia.dali import fn
-
-        if self.crop is not None:
-            height, width, pos_y, pos_x = self.crop
-            self.data = fn.crop(self.data, crop=(height, width), crop_pos_y=pos_y, crop_pos_x=pos_x)
-            self.crop = None
-
     def flush_mirror(self) -> None:
-        """Applies the pending geometry (crop, then flip) and augmentation slots: before any step
-        that a flip does not commute with."""
+        """Applies the pending augmentation slots and the pending flip: before any step that a
+        flip does not commute with."""
         from nvidia.dali import fn
 
-        self.flush_crop()
         self.flush_augment()
         if self.mirror is not None:
             self.data = fn.flip(self.data, horizontal=self.mirror)
@@ -195,24 +186,18 @@ class Images:
         channels = self.channels
         scale = self.scale or [1.0] * channels
         offset = self.offset or [0.0] * channels
-        crop = {}
-        if self.crop is not None:
-            height, width, pos_y, pos_x = self.crop
-            crop = dict(crop=(height, width), crop_pos_y=pos_y, crop_pos_x=pos_x)
         self.data = fn.crop_mirror_normalize(
             self.data, mirror=0 if self.mirror is None else self.mirror, dtype=dali_dtype(self.dtype),
             output_layout=self.layout, mean=[-o / s for o, s in zip(offset, scale)],
-            std=[1.0 / s for s in scale], **crop)
-        self.crop, self.mirror, self.scale, self.offset, self.materialized = None, None, [], [], True
+            std=[1.0 / s for s in scale])
+        self.mirror, self.scale, self.offset, self.materialized = None, [], [], True
 
     def uint8_pixels(self, step) -> None:
         """Pixel steps run on HWC uint8, as the twin's PIL image or uint8 tensor: refuse them
-        after the conversion to float, which would change their arithmetic. They see the
-        pixels of a pending crop window."""
+        after the conversion to float, which would change their arithmetic."""
         if self.is_float or self.materialized:
             raise Untranslatable(f"{describe(step)} comes after the conversion to float (ToTensor, ToDtype, "
                                  f"Normalize); move it before the conversion, or pass python_fallback=True")
-        self.flush_crop()
 
 
 def dali_dtype(dtype: torch.dtype):

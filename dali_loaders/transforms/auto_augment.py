@@ -19,8 +19,8 @@ from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 
-from ._args import fill_values, interp_type, random_offset
 from . import fused
+from ._args import fill_values, interp_type, random_offset
 from ._core import Images, augments, branches, describe, refuses, translates
 from .affine import warp_refusal
 from .color import luma

@@ -1,9 +1,16 @@
 """Colour: ColorJitter, Grayscale, GaussianBlur, and the blends they are made of, in each twin's rounding."""
 
-from ._args import coin, uniform
 from . import fused
+from ._args import coin, uniform
 from ._core import Images, augments, branches, is_v1, refuses, translates
-from ._hsv import mask, pil_hsv_to_rgb, pil_hue_levels, pil_rgb_to_hsv, tensor_hsv_to_rgb, tensor_rgb_to_hsv
+from ._hsv import (
+    mask,
+    pil_hsv_to_rgb,
+    pil_hue_levels,
+    pil_rgb_to_hsv,
+    tensor_hsv_to_rgb,
+    tensor_rgb_to_hsv,
+)
 
 # -- colour ---------------------------------------------------------------------------------
 

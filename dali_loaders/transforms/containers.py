@@ -1,7 +1,16 @@
 """RandomApply and the composition of steps."""
 
 from ._args import coin
-from ._core import Images, apply, branches, check, describe, flatten, refuses, translates
+from ._core import (
+    Images,
+    apply,
+    branches,
+    check,
+    describe,
+    flatten,
+    refuses,
+    translates,
+)
 
 # -- composition -----------------------------------------------------------------------------
 
@@ -31,7 +40,7 @@ def random_apply(step, images: Images) -> None:
     images.flush_mirror()
     data = images.data
     if coin(step.p):
-        inner = replace(images, data=data)
+        inner = replace(images, data=data, at_source=None)   # nothing of the source inside a branch
         apply(flatten(list(step.transforms)), inner)
         inner.flush_mirror()
         data = inner.data

@@ -3,7 +3,16 @@ from typing import List, Optional
 
 import torch
 
-from ._core import FLOAT_TYPES, Images, Untranslatable, dali_dtype, describe, dtype_after, refuses, translates
+from ._core import (
+    FLOAT_TYPES,
+    Images,
+    Untranslatable,
+    dali_dtype,
+    describe,
+    dtype_after,
+    refuses,
+    translates,
+)
 
 # -- conversion and normalization ----------------------------------------------------------
 

@@ -108,7 +108,8 @@ def lookup(index, column: np.ndarray, integer: bool = False):
 
 def truncated(x):
     """int(x) per sample (toward zero), as float."""
-    from nvidia.dali import fn, math as dmath, types
+    from nvidia.dali import fn, types
+    from nvidia.dali import math as dmath
 
     return fn.cast(x >= 0, dtype=types.FLOAT) * dmath.floor(x) + fn.cast(x < 0, dtype=types.FLOAT) * dmath.ceil(x)
 

@@ -187,11 +187,11 @@ def random_crop_padding(step) -> Tuple[int, int, int, int]:
 @refuses(random_crop_refusal)
 def random_crop(step, images: Images) -> None:
     """Pad (padding, then pad_if_needed), then a uniform window: one slice, padded with `fill`;
-    or, first on fixed-size arrays, padded by the source and cut by crop_mirror_normalize."""
+    or, first on fixed-size arrays, padded and cut by the source, a batch at a time."""
     images.decode()
     crop_h, crop_w = pair(step.size)
     left, top, right, bottom = random_crop_padding(step)
-    if _crop_at_the_end(step, images, (left, top, right, bottom), crop_h, crop_w):
+    if _crop_at_source(step, images, (left, top, right, bottom), crop_h, crop_w):
         return
     height, width = images.height + top + bottom, images.width + left + right
     if step.pad_if_needed:   # torchvision pads both sides of a short axis by the whole shortfall
@@ -202,27 +202,19 @@ def random_crop(step, images: Images) -> None:
                 crop_h, crop_w, fill_values(step, images.channels))
 
 
-def _crop_at_the_end(step, images: Images, ltrb, crop_h: int, crop_w: int) -> bool:
-    """CIFAR's pad-and-crop at the cost of a crop: the source pads the batch in numpy, and the
-    window, drawn per sample from the span's whole offsets, is left to crop_mirror_normalize.
-    Only for fixed sizes that fit, where the window's offsets are exact in relative terms."""
-    fixed = all(isinstance(v, numbers.Number) for v in (images.height, images.width))
+def _crop_at_source(step, images: Images, ltrb, crop_h: int, crop_w: int) -> bool:
+    """CIFAR's pad-and-crop at the cost of one gather per batch (see sources/array_batches.py):
+    for fixed sizes, where the padding pad_if_needed adds is known now."""
+    if not all(isinstance(v, numbers.Number) for v in (images.height, images.width)):
+        return False
     left, top, right, bottom = ltrb
-    if not fixed or step.pad_if_needed or images.mirror is not None:
-        return False
-    span_y, span_x = images.height + top + bottom - crop_h, images.width + left + right - crop_w
-    if span_y < 0 or span_x < 0 or not images.pad_at_source(ltrb, fill_values(step, images.channels)):
-        return False
-    images.crop = (crop_h, crop_w, relative_offset(span_y), relative_offset(span_x))
-    images.height, images.width = crop_h, crop_w
-    return True
-
-
-def relative_offset(span: int):
-    """Per sample, k / span for k uniform in 0 .. span: a whole offset as a crop position."""
-    from nvidia.dali import fn
-
-    return fn.random.uniform(values=[k / span for k in range(span + 1)]) if span else 0.0
+    if step.pad_if_needed:
+        grow_h = max(crop_h - (images.height + top + bottom), 0)
+        grow_w = max(crop_w - (images.width + left + right), 0)
+        left, top, right, bottom = left + grow_w, top + grow_h, right + grow_w, bottom + grow_h
+    fits = images.height + top + bottom >= crop_h and images.width + left + right >= crop_w
+    return fits and images.crop_at_source((left, top, right, bottom), fill_values(step, images.channels),
+                                          crop_h, crop_w)
 
 
 @translates("Pad")
@@ -244,8 +236,8 @@ def horizontal_flip(step, images: Images) -> None:
         from nvidia.dali import fn
 
         images.data = fn.flip(images.data, horizontal=coin(step.p))
-    else:
-        images.mirror = coin(step.p)
+    else:   # on arrays the source draws the coins, a batch at a time
+        images.mirror = images.at_source.coin(step.p) if images.at_source is not None else coin(step.p)
 
 
 @translates("RandomVerticalFlip")
@@ -253,5 +245,4 @@ def vertical_flip(step, images: Images) -> None:
     from nvidia.dali import fn
 
     images.decode()
-    images.flush_crop()
     images.data = fn.flip(images.data, vertical=coin(step.p), horizontal=0)

@@ -1,0 +1,116 @@
+"""`python -m dali_loaders.bench.cifar_stages`: where the CIFAR-10 train loader's time goes.
+
+The loader's graph for the default recipe (RandomCrop(32, padding=4), flip, normalize),
+built one stage at a time from the array source, then the whole loader (the graph plus
+DaliLoader's per-batch work: the copy into a torch tensor, the labels), beside 38d94aa's
+loader (bench/arrays.py) and torch's v2 ops on whole batches. Every row runs whole passes
+over the split, the rows taking turns round after round (A, B, C, A, B, C, ...), with the
+same threads and batch; the median of the rounds is printed. The difference between
+consecutive rows is the cost of what was added.
+"""
+import argparse
+import statistics
+import time
+
+import numpy as np
+
+from .. import recipes
+from . import data
+from .contenders import exact_runs
+from .run import cores
+
+BATCH = 256
+
+STAGES = ("external_source: the batch gathered by index", "  + the source's pad and random crop (numpy)",
+          "  + the flips' coins (numpy)", "  + crop_mirror_normalize (= the loader's graph)")
+
+
+def _graph_stage(source, stage: int):
+    """The loader's train graph up to stage `stage` (see STAGES)."""
+    from .. import transforms
+    from ..loader import build
+
+    steps = transforms.flatten(recipes.cifar(True))   # RandomCrop, flip, ToImage, ToDtype, Normalize
+    order = np.random.default_rng(0).permutation(len(source))
+    if stage == len(STAGES) - 1:
+        return build.graph(source, order, BATCH, transforms.plan(recipes.cifar(True), False), "CHW", "cpu")
+    images, labels = source.read(order, BATCH, "cpu")
+    transforms.apply(steps[:stage], images)
+    outputs = (images.data, labels)
+    return outputs + (images.mirror,) if images.mirror is not None else outputs
+
+
+def _pipelines(source, threads: int) -> dict:
+    from nvidia.dali import pipeline_def
+
+    def made(stage):
+        def make():
+            pipeline = pipeline_def(_graph_stage, batch_size=BATCH, num_threads=threads, device_id=None,
+                                    seed=0)(source, stage)
+            pipeline.build()
+            return exact_runs(pipeline, -(-len(source) // BATCH))
+        return make
+    return {name: made(stage) for stage, name in enumerate(STAGES)}
+
+
+def _loaders(root: str, source, threads: int) -> dict:
+    from .. import get_cifar_iter_dali
+    from .arrays import CifarReference, TorchBatched
+
+    loader = get_cifar_iter_dali("train", root, BATCH, threads, seed=0)
+    reference = CifarReference(source, BATCH, threads, recipes.CIFAR_MEAN["cifar10"], recipes.CIFAR_STD["cifar10"])
+    batched = TorchBatched(source, recipes.cifar(True), BATCH, shuffle=True)
+    return {"the DALI loader (graph + DaliLoader's per-batch work)": lambda: iter(loader),
+            "38d94aa's loader, rebuilt (bench/arrays.py)": lambda: iter(reference),
+            "torch v2 on whole uint8 batches": lambda: iter(batched)}
+
+
+def _rate(make_pass, images: int) -> float:
+    passes = make_pass()   # built before the clock starts
+    start = time.perf_counter()
+    for _ in passes:
+        pass
+    return images / (time.perf_counter() - start)
+
+
+def time_rows(root: str, threads: int, rounds: int) -> dict:
+    """{row: median images/s}, every row one whole pass per round, the rows taking turns."""
+    from ..datasets.cifar import cifar_source
+
+    source = cifar_source(root, True)
+    rows = {**_pipelines(source, threads), **_loaders(root, source, threads)}
+    for make_pass in rows.values():   # warm-up
+        _rate(make_pass, len(source))
+    rates = {name: [] for name in rows}
+    for _ in range(rounds):
+        for name, make_pass in rows.items():
+            rates[name].append(_rate(make_pass, len(source)))
+    return {name: statistics.median(r) for name, r in rates.items()}
+
+
+def print_table(rates: dict, threads: int, images: int) -> None:
+    print(f"\nCIFAR-10 train, {images:,} images, batch {BATCH}, {threads} DALI thread(s), median of the rounds:")
+    print(f"{'row':58s} {'img/s':>10s} {'us/batch':>9s}")
+    for name, rate in rates.items():
+        print(f"{name:58s} {rate:10,.0f} {BATCH / rate * 1e6:9.0f}")
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m dali_loaders.bench.cifar_stages",
+                                     description=__doc__.splitlines()[0])
+    parser.add_argument("--cifar-dir", metavar="DIR", help="a CIFAR-10 root (default: the bench's made-up "
+                        "50,000 + 10,000 images, made if missing)")
+    parser.add_argument("--threads", type=int, default=cores(), help="DALI threads (default: %(default)s)")
+    parser.add_argument("--rounds", type=int, default=3, help="passes per row (default: %(default)s)")
+    parser.add_argument("--cache-dir", default=data.default_cache_dir(), metavar="DIR")
+    args = parser.parse_args(argv)
+    root = args.cifar_dir or data.make_cifar(args.cache_dir, 50000, 10000)
+    rates = time_rows(root, args.threads, args.rounds)
+    from ..datasets.cifar import cifar_source
+
+    print_table(rates, args.threads, len(cifar_source(root, True)))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,94 @@
+"""What ArraySource's feeder does to a whole batch in numpy, before DALI sees it.
+
+On 32x32 images a DALI CPU operator costs about as much per sample whatever it does, and
+every per-sample argument (a crop position, a flip) adds to it: for CIFAR the random crop's
+two positions cost more than the crop itself. So the leading random crop of a recipe on
+fixed-size arrays is cut here, for the whole batch in one vectorized gather, and the coins
+of the flips are drawn here too, a batch at a time; DALI gets plain images of the final
+size and one integer per sample for each flip.
+
+Every draw comes from a generator seeded by (pipeline seed, epoch, batch, stream), so a
+batch is a pure function of where it stands: a pipeline restored from a DALI checkpoint
+draws what the original would have.
+"""
+from typing import List, Optional, Sequence, Tuple
+
+import numpy as np
+from numpy.lib.stride_tricks import as_strided
+
+
+def batch_rng(seed: int, epoch: int, iteration: int, stream: int) -> np.random.Generator:
+    """The generator of one batch's draws of one kind (stream 0: crops, 1, 2, ...: coins)."""
+    return np.random.default_rng([seed, epoch, iteration, stream])
+
+
+class BatchCrop:
+    """Pad every image by (left, top, right, bottom) pixels of `fill`, then cut a
+    height x width window at an offset drawn uniformly over the padded image, as
+    torchvision's RandomCrop does, for a whole batch at once."""
+
+    def __init__(self, image_shape: Tuple[int, int, int], ltrb: Sequence[int], fill: Sequence[float],
+                 height: int, width: int):
+        self.image_shape, self.ltrb, self.size = tuple(image_shape), tuple(int(p) for p in ltrb), (height, width)
+        self.fill = np.clip(np.round(np.asarray(fill, dtype=np.float64)), 0, 255).astype(np.uint8)
+        in_h, in_w, _ = self.image_shape
+        left, top, right, bottom = self.ltrb
+        self.span = (in_h + top + bottom - height, in_w + left + right - width)
+        if min(self.span) < 0:
+            raise ValueError(f"a {height}x{width} crop does not fit in {in_h}x{in_w} images padded by {self.ltrb}")
+        self._padded: Optional[np.ndarray] = None   # kept between batches: its border never changes
+
+    def __call__(self, images: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        n = len(images)
+        offsets_y = rng.integers(0, self.span[0] + 1, n)
+        offsets_x = rng.integers(0, self.span[1] + 1, n)
+        padded = self._padded_batch(images)
+        windows = self._windows(padded)
+        return windows[np.arange(n), offsets_y, offsets_x]   # one gather: a new array, (n, h, w, c)
+
+    def _padded_batch(self, images: np.ndarray) -> np.ndarray:
+        """The images inside their border, in a buffer reused while batches are no larger."""
+        left, top, right, bottom = self.ltrb
+        n, in_h, in_w, channels = images.shape
+        if self._padded is None or len(self._padded) < n:
+            self._padded = np.empty((n, in_h + top + bottom, in_w + left + right, channels), np.uint8)
+            self._padded[...] = self.fill
+        padded = self._padded[:n]
+        padded[:, top:top + in_h, left:left + in_w] = images
+        return padded
+
+    def _windows(self, padded: np.ndarray) -> np.ndarray:
+        """A read-only view (n, offsets_y, offsets_x, h, w, c) of every window of every image."""
+        n, _, _, channels = padded.shape
+        s_n, s_y, s_x, s_c = padded.strides
+        return as_strided(padded, (n, self.span[0] + 1, self.span[1] + 1, *self.size, channels),
+                          (s_n, s_y, s_x, s_y, s_x, s_c), writeable=False)
+
+
+class BatchSteps:
+    """The numpy steps a feeder runs on each batch, and the coins it draws, as the
+    translator asked for them while it built the graph."""
+
+    def __init__(self, image_shape: Tuple[int, int, int]):
+        self.image_shape = image_shape
+        self.crop: Optional[BatchCrop] = None
+        self.coins: List[float] = []   # the probability of each coin stream
+
+    def add_crop(self, ltrb, fill, height: int, width: int) -> None:
+        if self.crop is not None:
+            raise RuntimeError("the source crops its images once")
+        self.crop = BatchCrop(self.image_shape, ltrb, fill, height, width)
+
+    def add_coin(self, p: float) -> int:
+        """A new stream of per-sample coins, 1 with probability p; its index."""
+        self.coins.append(float(p))
+        return len(self.coins) - 1
+
+    def images(self, images: np.ndarray, seed: int, epoch: int, iteration: int) -> np.ndarray:
+        if self.crop is None:
+            return images
+        return self.crop(images, batch_rng(seed, epoch, iteration, 0))
+
+    def coin(self, k: int, n: int, seed: int, epoch: int, iteration: int) -> np.ndarray:
+        """Coin stream k of the batch: n int32 values, 1 with its probability."""
+        return (batch_rng(seed, epoch, iteration, 1 + k).random(n) < self.coins[k]).astype(np.int32)

@@ -12,15 +12,21 @@ from ._dali import build_dali_pipeline, pick_device_id
 from .checks import check_count
 from .dali_loader import DaliLoader
 from .distributed import epoch_sampler
+from .pipeline import EpochOrder
 
 # -- the DALI loader ---------------------------------------------------------------------
 
 
-def graph(source, order: np.ndarray, per_batch: int, recipe: transforms.Plan, layout: str, device: str):
+def graph(source, feed: EpochOrder, per_batch: int, recipe: transforms.Plan, layout: str, device: str):
     """The whole pipeline: read, the translated steps, the Python steps if any; (images, labels).
-    (`per_batch`, not batch_size: pipeline_def takes that name for itself.)"""
+    (`per_batch`, not batch_size: pipeline_def takes that name for itself.)
+
+    The source interface: `source.read(feed, batch_size, device)` returns (Images, labels) of
+    batch after batch of `feed`'s samples, each run's batch `feed.batch(info.iteration,
+    batch_size)`, through external_source: the loader sets `feed.indices` each epoch, and a
+    restored checkpoint sets the iteration, so the graph is defined once (pipeline.py)."""
     read_on = "cpu" if recipe.python else device   # Python steps need the pixels on the CPU
-    images, labels = source.read(order, per_batch, read_on)
+    images, labels = source.read(feed, per_batch, read_on)
     images.layout = layout
     images = transforms.apply(recipe.translated, images)
     images.decode()
@@ -50,13 +56,15 @@ def dali_loader(source, transform, *, train: bool, batch_size: int, num_threads:
     gpu = pick_device_id(device_id, sampler.local_rank)
     device = "cpu" if gpu is None else "gpu"
 
-    def build_pipeline(order, pipeline_seed, checkpoint):
-        return build_dali_pipeline(graph, source, order, batch_size, recipe, layout, device,
+    feed = EpochOrder()
+
+    def build_pipeline(pipeline_seed, checkpoint):
+        return build_dali_pipeline(graph, source, feed, batch_size, recipe, layout, device,
                                    batch_size=batch_size, num_threads=num_threads, device_id=gpu,
                                    seed=pipeline_seed, checkpoint=checkpoint,
                                    conditionals=transforms.needs_conditionals(recipe))
 
-    return DaliLoader(source, build_pipeline, batch_size=batch_size, sampler=sampler, drop_last=drop_last,
+    return DaliLoader(source, build_pipeline, feed, batch_size=batch_size, sampler=sampler, drop_last=drop_last,
                       explain_failure=explain_failure, finish=batch_finisher(layout, recipe.output_dtype),
                       batch_transform=batch_mixer(batch_transform, sampler))
 
@@ -93,7 +101,9 @@ def serialized_gpu_graph(source, transform, batch_size: int = 4, python_fallback
     from nvidia.dali import pipeline_def
 
     recipe = transforms.plan(transform, python_fallback)
+    feed = EpochOrder()
+    feed.indices = np.arange(min(len(source), batch_size))
     pipe = pipeline_def(graph, enable_conditionals=transforms.needs_conditionals(recipe))(
-        source, np.arange(min(len(source), batch_size)), batch_size, recipe, "CHW", "gpu",
+        source, feed, batch_size, recipe, "CHW", "gpu",
         batch_size=batch_size, num_threads=1, device_id=None, seed=1)
     return pipe.serialize()

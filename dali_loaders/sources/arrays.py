@@ -28,8 +28,9 @@ class ArraySource:
         pixels = self.images[i]
         return Image.fromarray(pixels[..., 0], "L") if pixels.shape[-1] == 1 else Image.fromarray(pixels, "RGB")
 
-    def read(self, order: np.ndarray, batch_size: int, device: str):
-        """The graph's first step: batch after batch of `order`, as (Images, labels)."""
+    def read(self, order, batch_size: int, device: str):
+        """The graph's first step: batch after batch of `order` (loader.pipeline.EpochOrder:
+        the loader sets its indices each epoch), as (Images, labels)."""
         from nvidia.dali import fn, types
 
         feeder = _ArrayFeeder(self, order, batch_size)
@@ -41,11 +42,12 @@ class ArraySource:
 
 
 class _ArrayFeeder:
-    """external_source callback: batch `info.iteration` of `order`, padded if the transform
-    asked for it (transforms.Images.pad_at_source). A pure function of the iteration, so a
-    pipeline restored from a DALI checkpoint resumes where it stopped."""
+    """external_source callback: batch `info.iteration` of `order` (an EpochOrder), padded
+    if the transform asked for it (transforms.Images.pad_at_source). A pure function of the
+    iteration and the epoch's order, so a pipeline restored from a DALI checkpoint resumes
+    where it stopped."""
 
-    def __init__(self, source: ArraySource, order: np.ndarray, batch_size: int):
+    def __init__(self, source: ArraySource, order, batch_size: int):
         self.source, self.order, self.batch_size = source, order, batch_size
         self.padding, self.fill = (0, 0, 0, 0), None
 
@@ -54,9 +56,7 @@ class _ArrayFeeder:
         self.padding, self.fill = tuple(int(p) for p in ltrb), np.asarray(fill, dtype=np.float64)
 
     def __call__(self, info):
-        indices = self.order[info.iteration * self.batch_size:(info.iteration + 1) * self.batch_size]
-        if len(indices) == 0:
-            raise StopIteration
+        indices = self.order.batch(info.iteration, self.batch_size)
         images = self.source.images[indices]
         return (self._padded(images) if any(self.padding) else images), self.source.labels[indices]
 

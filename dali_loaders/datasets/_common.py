@@ -8,10 +8,13 @@ Every factory has the same signature:
     get_<name>_iter_dali(type, root, batch_size, num_threads=4, *, seed=None, drop_last=False,
                          rank=None, world_size=None, local_rank=None, device_id=None,
                          transform=None, python_fallback=False, batch_transform=None,
-                         memory_format=torch.contiguous_format, fallback=True, ...)
+                         memory_format=torch.contiguous_format, fallback=True,
+                         even_batches=False, ...)
 
 (the twin takes the same, less `fallback`), plus a dataset's own keywords (EMNIST's
-`split`, STL-10's `folds`).
+`split`, STL-10's `folds`). `even_batches=True`: every rank steps as many times (the shorter
+validation parts padded with repeats; `loader.padded` flags them per batch), for evaluation
+loops that all-reduce every batch. Off by default: validation then reads each sample exactly once.
 """
 import os
 from typing import Callable, Dict, Optional, Sequence
@@ -24,7 +27,7 @@ from ..sources.files import FileSource, require_file, require_folder  # noqa: F4
 
 # The names every factory shares with dali_loader / torch_loader.
 LOADER_ARGS = ("batch_size", "seed", "drop_last", "rank", "world_size", "local_rank", "memory_format",
-               "batch_transform")
+               "batch_transform", "even_batches")
 
 
 def pick_split(type, splits: Sequence[str], aliases: Optional[Dict[str, str]] = None) -> str:

@@ -52,7 +52,7 @@ def flowers_source(root: str, split: str) -> FileSource:
 
 def get_flowers102_iter_dali(type, root, batch_size, num_threads=4, *, seed=None, drop_last=False, rank=None,
                              world_size=None, local_rank=None, device_id=None, transform=None,
-                             python_fallback=False, batch_transform=None, memory_format=torch.contiguous_format, fallback=True):
+                             python_fallback=False, batch_transform=None, even_batches=False, memory_format=torch.contiguous_format, fallback=True):
     """A DataLoader-like Flowers-102 iterator on DALI: `for images, labels in loader`.
 
     `root` holds flowers-102/; type is 'train', 'val' or 'test' (setid.mat's splits).
@@ -70,7 +70,7 @@ def get_flowers102_iter_dali(type, root, batch_size, num_threads=4, *, seed=None
 
 def get_flowers102_iter_torch(type, root, batch_size, num_threads=4, *, seed=None, drop_last=False, rank=None,
                               world_size=None, local_rank=None, device_id=None, transform=None,
-                              python_fallback=False, batch_transform=None, memory_format=torch.contiguous_format):
+                              python_fallback=False, batch_transform=None, even_batches=False, memory_format=torch.contiguous_format):
     """The twin of get_flowers102_iter_dali. torchvision's Flowers102 refuses label and split
     files whose md5 is not the published one, so the twin reads the same files the same
     way (loadmat, labels - 1, setid order) through SourceDataset, loading each image as

@@ -60,7 +60,7 @@ def _split(type) -> str:
 
 def get_food101_iter_dali(type, root, batch_size, num_threads=4, *, seed=None, drop_last=False, rank=None,
                           world_size=None, local_rank=None, device_id=None, transform=None,
-                          python_fallback=False, batch_transform=None, memory_format=torch.contiguous_format, fallback=True):
+                          python_fallback=False, batch_transform=None, even_batches=False, memory_format=torch.contiguous_format, fallback=True):
     """A DataLoader-like Food-101 iterator on DALI: `for images, labels in loader`.
 
     `root` holds food-101/; type is 'train' or 'test' ('val' is accepted for it). The
@@ -75,7 +75,7 @@ def get_food101_iter_dali(type, root, batch_size, num_threads=4, *, seed=None, d
 
 def get_food101_iter_torch(type, root, batch_size, num_threads=4, *, seed=None, drop_last=False, rank=None,
                            world_size=None, local_rank=None, device_id=None, transform=None,
-                           python_fallback=False, batch_transform=None, memory_format=torch.contiguous_format):
+                           python_fallback=False, batch_transform=None, even_batches=False, memory_format=torch.contiguous_format):
     """The twin of get_food101_iter_dali: torchvision's Food101 (download=False), its loader
     the library's (PIL convert("RGB"), an undecodable file raising ImageDecodeError)."""
     from torchvision.datasets import Food101

@@ -56,7 +56,7 @@ def get_imagefolder_iter_dali(root, batch_size, train, num_threads=4, device_id=
                               crop=recipes.IMAGENET_CROP, val_size=recipes.IMAGENET_VAL_SIZE, world_size=None,
                               local_rank=None, *, label_file=None, seed=None, drop_last=False, rank=None,
                               fallback=True, classes=None, transform=None, python_fallback=False,
-                              memory_format=torch.contiguous_format, batch_transform=None):
+                              memory_format=torch.contiguous_format, batch_transform=None, even_batches=False):
     """A DataLoader-like iterator over a class-per-folder dataset on DALI.
 
     `root/<class>/<image>` as torchvision's ImageFolder reads it (same classes, same labels),
@@ -80,14 +80,15 @@ def get_imagefolder_iter_dali(root, batch_size, train, num_threads=4, device_id=
                        batch_size=batch_size, num_threads=num_threads, seed=seed, drop_last=drop_last,
                        rank=rank, world_size=world_size, local_rank=local_rank, device_id=device_id,
                        python_fallback=python_fallback, memory_format=memory_format,
-                       batch_transform=batch_transform, explain_failure=name_the_file(index, batch_size))
+                       batch_transform=batch_transform, explain_failure=name_the_file(index, batch_size),
+                       even_batches=even_batches)
 
 
 def get_imagenet_iter_dali(type, image_dir, batch_size, num_threads=4, device_id=None, num_gpus=1,
                            crop=recipes.IMAGENET_CROP, val_size=recipes.IMAGENET_VAL_SIZE, world_size=None,
                            local_rank=None, *, label_file=None, seed=None, drop_last=False, rank=None,
                            fallback=True, transform=None, python_fallback=False,
-                           memory_format=torch.contiguous_format, batch_transform=None):
+                           memory_format=torch.contiguous_format, batch_transform=None, even_batches=False):
     """A DataLoader-like ImageNet iterator on DALI: `for images, labels in loader`.
 
     `image_dir` holds train/<class>/... and val/<class>/... (or a flat val/ with
@@ -105,14 +106,14 @@ def get_imagenet_iter_dali(type, image_dir, batch_size, num_threads=4, device_id
                                      drop_last=drop_last, rank=rank, fallback=fallback,
                                      classes=_train_classes(split, label_file), transform=transform,
                                      python_fallback=python_fallback, memory_format=memory_format,
-                                     batch_transform=batch_transform)
+                                     batch_transform=batch_transform, even_batches=even_batches)
 
 
 def get_imagefolder_iter_torch(root, batch_size, train, num_threads=4, device_id=None,
                                crop=recipes.IMAGENET_CROP, val_size=recipes.IMAGENET_VAL_SIZE, world_size=None,
                                local_rank=None, *, label_file=None, seed=None, drop_last=False, rank=None,
                                classes=None, transform=None, python_fallback=False,
-                               memory_format=torch.contiguous_format, batch_transform=None):
+                               memory_format=torch.contiguous_format, batch_transform=None, even_batches=False):
     """The torchvision twin of get_imagefolder_iter_dali: same arguments, same recipe, same
     sample order; `num_threads` is the number of DataLoader workers. Outputs stay on the CPU."""
     _check_args(batch_size, num_threads, crop, val_size)
@@ -121,14 +122,14 @@ def get_imagefolder_iter_torch(root, batch_size, train, num_threads=4, device_id
     dataset = SourceDataset(index, transform or recipes.imagenet(train, crop, val_size))
     return torch_loader(dataset, train=train, batch_size=batch_size, num_workers=num_threads, seed=seed,
                         drop_last=drop_last, rank=rank, world_size=world_size, local_rank=local_rank,
-                        memory_format=memory_format, batch_transform=batch_transform)
+                        memory_format=memory_format, batch_transform=batch_transform, even_batches=even_batches)
 
 
 def get_imagenet_iter_torch(type, image_dir, batch_size, num_threads=4, device_id=None, num_gpus=1,
                             crop=recipes.IMAGENET_CROP, val_size=recipes.IMAGENET_VAL_SIZE, world_size=None,
                             local_rank=None, *, label_file=None, seed=None, drop_last=False, rank=None,
                             transform=None, python_fallback=False, memory_format=torch.contiguous_format,
-                            batch_transform=None):
+                            batch_transform=None, even_batches=False):
     """The torchvision twin of get_imagenet_iter_dali (same arguments, same order)."""
     _check_args(batch_size, num_threads, crop, val_size)
     split = _imagenet_split(type, image_dir)
@@ -137,4 +138,4 @@ def get_imagenet_iter_torch(type, image_dir, batch_size, num_threads=4, device_i
                                       drop_last=drop_last, rank=rank,
                                       classes=_train_classes(split, label_file), transform=transform,
                                       python_fallback=python_fallback, memory_format=memory_format,
-                                      batch_transform=batch_transform)
+                                      batch_transform=batch_transform, even_batches=even_batches)

@@ -129,7 +129,7 @@ def _torch(dataset: str, args: dict, emnist_split: str = "balanced"):
 
 def get_mnist_iter_dali(type, root, batch_size, num_threads=4, *, seed=None, drop_last=False, rank=None,
                         world_size=None, local_rank=None, device_id=None, transform=None,
-                        python_fallback=False, batch_transform=None, memory_format=torch.contiguous_format, fallback=True):
+                        python_fallback=False, batch_transform=None, even_batches=False, memory_format=torch.contiguous_format, fallback=True):
     """A DataLoader-like MNIST iterator on DALI: `for images, labels in loader`.
 
     `root` holds MNIST/raw/ as torchvision leaves it; type is 'train' or 'test' ('val' is
@@ -145,7 +145,7 @@ def get_mnist_iter_dali(type, root, batch_size, num_threads=4, *, seed=None, dro
 
 def get_mnist_iter_torch(type, root, batch_size, num_threads=4, *, seed=None, drop_last=False, rank=None,
                          world_size=None, local_rank=None, device_id=None, transform=None,
-                         python_fallback=False, batch_transform=None, memory_format=torch.contiguous_format):
+                         python_fallback=False, batch_transform=None, even_batches=False, memory_format=torch.contiguous_format):
     """The twin of get_mnist_iter_dali: torchvision's MNIST class (download=False) in the same
     order; `num_threads` DataLoader workers."""
     return _torch("mnist", locals())
@@ -153,7 +153,7 @@ def get_mnist_iter_torch(type, root, batch_size, num_threads=4, *, seed=None, dr
 
 def get_fashion_mnist_iter_dali(type, root, batch_size, num_threads=4, *, seed=None, drop_last=False,
                                 rank=None, world_size=None, local_rank=None, device_id=None, transform=None,
-                                python_fallback=False, batch_transform=None, memory_format=torch.contiguous_format, fallback=True):
+                                python_fallback=False, batch_transform=None, even_batches=False, memory_format=torch.contiguous_format, fallback=True):
     """Fashion-MNIST (root/FashionMNIST/raw/) on DALI; as get_mnist_iter_dali."""
     if not dali_available():
         return fall_back(fallback, get_fashion_mnist_iter_torch, locals())
@@ -162,14 +162,14 @@ def get_fashion_mnist_iter_dali(type, root, batch_size, num_threads=4, *, seed=N
 
 def get_fashion_mnist_iter_torch(type, root, batch_size, num_threads=4, *, seed=None, drop_last=False,
                                  rank=None, world_size=None, local_rank=None, device_id=None, transform=None,
-                                 python_fallback=False, batch_transform=None, memory_format=torch.contiguous_format):
+                                 python_fallback=False, batch_transform=None, even_batches=False, memory_format=torch.contiguous_format):
     """The twin of get_fashion_mnist_iter_dali (torchvision's FashionMNIST)."""
     return _torch("fashion_mnist", locals())
 
 
 def get_kmnist_iter_dali(type, root, batch_size, num_threads=4, *, seed=None, drop_last=False, rank=None,
                          world_size=None, local_rank=None, device_id=None, transform=None,
-                         python_fallback=False, batch_transform=None, memory_format=torch.contiguous_format, fallback=True):
+                         python_fallback=False, batch_transform=None, even_batches=False, memory_format=torch.contiguous_format, fallback=True):
     """KMNIST (root/KMNIST/raw/) on DALI; as get_mnist_iter_dali."""
     if not dali_available():
         return fall_back(fallback, get_kmnist_iter_torch, locals())
@@ -178,14 +178,14 @@ def get_kmnist_iter_dali(type, root, batch_size, num_threads=4, *, seed=None, dr
 
 def get_kmnist_iter_torch(type, root, batch_size, num_threads=4, *, seed=None, drop_last=False, rank=None,
                           world_size=None, local_rank=None, device_id=None, transform=None,
-                          python_fallback=False, batch_transform=None, memory_format=torch.contiguous_format):
+                          python_fallback=False, batch_transform=None, even_batches=False, memory_format=torch.contiguous_format):
     """The twin of get_kmnist_iter_dali (torchvision's KMNIST)."""
     return _torch("kmnist", locals())
 
 
 def get_emnist_iter_dali(type, root, batch_size, num_threads=4, *, split="balanced", seed=None,
                          drop_last=False, rank=None, world_size=None, local_rank=None, device_id=None,
-                         transform=None, python_fallback=False, batch_transform=None, memory_format=torch.contiguous_format,
+                         transform=None, python_fallback=False, batch_transform=None, even_batches=False, memory_format=torch.contiguous_format,
                          fallback=True):
     """EMNIST (root/EMNIST/raw/emnist-<split>-...) on DALI; `split` is EMNIST's: byclass,
     bymerge, balanced, letters, digits or mnist. Images as stored (transposed), as
@@ -197,6 +197,6 @@ def get_emnist_iter_dali(type, root, batch_size, num_threads=4, *, split="balanc
 
 def get_emnist_iter_torch(type, root, batch_size, num_threads=4, *, split="balanced", seed=None,
                           drop_last=False, rank=None, world_size=None, local_rank=None, device_id=None,
-                          transform=None, python_fallback=False, batch_transform=None, memory_format=torch.contiguous_format):
+                          transform=None, python_fallback=False, batch_transform=None, even_batches=False, memory_format=torch.contiguous_format):
     """The twin of get_emnist_iter_dali (torchvision's EMNIST)."""
     return _torch("emnist", locals(), _check_emnist_split(split))

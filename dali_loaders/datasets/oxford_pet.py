@@ -61,7 +61,7 @@ def _split(type) -> str:
 
 def get_oxford_pet_iter_dali(type, root, batch_size, num_threads=4, *, seed=None, drop_last=False, rank=None,
                              world_size=None, local_rank=None, device_id=None, transform=None,
-                             python_fallback=False, batch_transform=None, memory_format=torch.contiguous_format, fallback=True):
+                             python_fallback=False, batch_transform=None, even_batches=False, memory_format=torch.contiguous_format, fallback=True):
     """A DataLoader-like Oxford-IIIT Pet iterator on DALI (the 37 breeds as labels).
 
     `root` holds oxford-iiit-pet/; type is 'trainval' ('train' is accepted for it) or
@@ -77,7 +77,7 @@ def get_oxford_pet_iter_dali(type, root, batch_size, num_threads=4, *, seed=None
 
 def get_oxford_pet_iter_torch(type, root, batch_size, num_threads=4, *, seed=None, drop_last=False, rank=None,
                               world_size=None, local_rank=None, device_id=None, transform=None,
-                              python_fallback=False, batch_transform=None, memory_format=torch.contiguous_format):
+                              python_fallback=False, batch_transform=None, even_batches=False, memory_format=torch.contiguous_format):
     """The twin of get_oxford_pet_iter_dali: torchvision's OxfordIIITPet (download=False,
     target_types="category")."""
     from torchvision.datasets import OxfordIIITPet

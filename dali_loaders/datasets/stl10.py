@@ -96,7 +96,7 @@ def _split(type) -> str:
 
 def get_stl10_iter_dali(type, root, batch_size, num_threads=4, *, folds=None, seed=None, drop_last=False,
                         rank=None, world_size=None, local_rank=None, device_id=None, transform=None,
-                        python_fallback=False, batch_transform=None, memory_format=torch.contiguous_format, fallback=True):
+                        python_fallback=False, batch_transform=None, even_batches=False, memory_format=torch.contiguous_format, fallback=True):
     """A DataLoader-like STL-10 iterator on DALI: `for images, labels in loader`.
 
     `root` holds stl10_binary/; type is 'train', 'test' ('val' is accepted for it),
@@ -114,7 +114,7 @@ def get_stl10_iter_dali(type, root, batch_size, num_threads=4, *, folds=None, se
 
 def get_stl10_iter_torch(type, root, batch_size, num_threads=4, *, folds=None, seed=None, drop_last=False,
                          rank=None, world_size=None, local_rank=None, device_id=None, transform=None,
-                         python_fallback=False, batch_transform=None, memory_format=torch.contiguous_format):
+                         python_fallback=False, batch_transform=None, even_batches=False, memory_format=torch.contiguous_format):
     """The twin of get_stl10_iter_dali. torchvision's STL10 refuses files whose md5 is not
     the published one (every file, every split), so the twin reads the same files the same
     way through SourceDataset, handing the transform the PIL image STL10 would."""

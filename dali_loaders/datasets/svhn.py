@@ -44,7 +44,7 @@ def _split(type) -> str:
 
 def get_svhn_iter_dali(type, root, batch_size, num_threads=4, *, seed=None, drop_last=False, rank=None,
                        world_size=None, local_rank=None, device_id=None, transform=None,
-                       python_fallback=False, batch_transform=None, memory_format=torch.contiguous_format, fallback=True):
+                       python_fallback=False, batch_transform=None, even_batches=False, memory_format=torch.contiguous_format, fallback=True):
     """A DataLoader-like SVHN iterator on DALI: `for images, labels in loader`.
 
     `root` holds <type>_32x32.mat; type is 'train', 'test' ('val' is accepted for it) or
@@ -61,7 +61,7 @@ def get_svhn_iter_dali(type, root, batch_size, num_threads=4, *, seed=None, drop
 
 def get_svhn_iter_torch(type, root, batch_size, num_threads=4, *, seed=None, drop_last=False, rank=None,
                         world_size=None, local_rank=None, device_id=None, transform=None,
-                        python_fallback=False, batch_transform=None, memory_format=torch.contiguous_format):
+                        python_fallback=False, batch_transform=None, even_batches=False, memory_format=torch.contiguous_format):
     """The twin of get_svhn_iter_dali. torchvision's SVHN refuses any file whose md5 is not
     the published one, so the twin reads the same .mat the same way (loadmat, 10 -> 0)
     through SourceDataset, handing the transform the PIL image SVHN would."""

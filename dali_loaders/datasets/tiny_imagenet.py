@@ -83,7 +83,7 @@ def _split(type) -> str:
 
 def get_tiny_imagenet_iter_dali(type, root, batch_size, num_threads=4, *, seed=None, drop_last=False,
                                 rank=None, world_size=None, local_rank=None, device_id=None, transform=None,
-                                python_fallback=False, batch_transform=None, memory_format=torch.contiguous_format, fallback=True):
+                                python_fallback=False, batch_transform=None, even_batches=False, memory_format=torch.contiguous_format, fallback=True):
     """A DataLoader-like Tiny-ImageNet iterator on DALI: `for images, labels in loader`.
 
     `root` holds tiny-imagenet-200/; type is 'train' or 'val' ('test' is accepted for
@@ -101,7 +101,7 @@ def get_tiny_imagenet_iter_dali(type, root, batch_size, num_threads=4, *, seed=N
 
 def get_tiny_imagenet_iter_torch(type, root, batch_size, num_threads=4, *, seed=None, drop_last=False,
                                  rank=None, world_size=None, local_rank=None, device_id=None, transform=None,
-                                 python_fallback=False, batch_transform=None, memory_format=torch.contiguous_format):
+                                 python_fallback=False, batch_transform=None, even_batches=False, memory_format=torch.contiguous_format):
     """The twin of get_tiny_imagenet_iter_dali (no torchvision class exists: SourceDataset
     over the same index, images loaded as ImageFolder loads them)."""
     split = _split(type)

@@ -17,7 +17,7 @@ def _check_train(train) -> bool:
 
 def get_webdataset_iter_dali(shards, batch_size, num_threads=4, *, train, seed=None, drop_last=False, rank=None,
                              world_size=None, local_rank=None, device_id=None, transform=None,
-                             python_fallback=False, batch_transform=None, memory_format=torch.contiguous_format, fallback=True,
+                             python_fallback=False, batch_transform=None, even_batches=False, memory_format=torch.contiguous_format, fallback=True,
                              image_keys=IMAGE_KEYS, label_key=LABEL_KEY, cache_dir=None):
     """A DataLoader-like iterator over WebDataset tar shards on DALI (fn.readers.webdataset).
 
@@ -40,7 +40,7 @@ def get_webdataset_iter_dali(shards, batch_size, num_threads=4, *, train, seed=N
 
 def get_webdataset_iter_torch(shards, batch_size, num_threads=4, *, train, seed=None, drop_last=False, rank=None,
                               world_size=None, local_rank=None, device_id=None, transform=None,
-                              python_fallback=False, batch_transform=None, memory_format=torch.contiguous_format,
+                              python_fallback=False, batch_transform=None, even_batches=False, memory_format=torch.contiguous_format,
                               image_keys=IMAGE_KEYS, label_key=LABEL_KEY, cache_dir=None):
     """The twin of get_webdataset_iter_dali: the same samples, read from the same tars at the
     offsets tarfile found, decoded by PIL, in the same order; `num_threads` DataLoader workers."""

@@ -42,9 +42,11 @@ def graph(source, feed: EpochOrder, per_batch: int, recipe: transforms.Plan, lay
 def dali_loader(source, transform, *, train: bool, batch_size: int, num_threads: int, seed=None,
                 drop_last: bool = False, rank=None, world_size=None, local_rank=None, device_id=None,
                 python_fallback: bool = False, memory_format=torch.contiguous_format,
-                explain_failure: Optional[Callable] = None, batch_transform=None) -> DaliLoader:
+                explain_failure: Optional[Callable] = None, batch_transform=None,
+                even_batches: bool = False) -> DaliLoader:
     """A DaliLoader over `source`, with `transform` translated into its DALI graph, and
-    `batch_transform` (MixUp, CutMix) applied to each batch (see mixing.py)."""
+    `batch_transform` (MixUp, CutMix) applied to each batch (see mixing.py). `even_batches`:
+    every rank steps as many times, the shorter validation parts padded (loader.padded)."""
     check_count("batch_size", batch_size, 1)
     check_count("num_threads", num_threads, 1, " (DALI worker threads)")
     layout = output_layout(memory_format)
@@ -53,6 +55,7 @@ def dali_loader(source, transform, *, train: bool, batch_size: int, num_threads:
         transforms.warn_slow(recipe)
     sampler = sampler_for(source)(len(source), shuffle=train, seed=seed, rank=rank, world_size=world_size,
                                   local_rank=local_rank)
+    sampler.even_batches = bool(even_batches)
     gpu = pick_device_id(device_id, sampler.local_rank)
     device = "cpu" if gpu is None else "gpu"
 

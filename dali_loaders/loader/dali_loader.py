@@ -33,7 +33,9 @@ class DaliLoader:
 
     `loader.dataset` is the dataset (its len is the sample count over all ranks);
     `loader.sampler` says which samples this rank reads in each epoch, and
-    `loader.batch_sampler` which samples each batch holds. The other DataLoader attributes
+    `loader.batch_sampler` which samples each batch holds. With even_batches=True every rank
+    steps as many times; `loader.padded` then says which samples of the batch just yielded
+    are padding (repeats of this rank's first samples): drop them from metrics. The other DataLoader attributes
     that frameworks read (Lightning, Accelerate) say what is true of DALI: no worker
     processes, no collate step, nothing to pin.
     """
@@ -66,6 +68,7 @@ class DaliLoader:
         self._feed = feed
         self._pipeline = LivePipeline(build_pipeline)
         self._explain_failure = explain_failure
+        self.padded = torch.zeros(0, dtype=torch.bool)  # which samples of the last batch are even_batches' padding
         self._live: Optional[_LiveEpoch] = None  # the epoch in progress, if any
         self._resume: Optional[dict] = None      # a loaded state, used by the next loop
 
@@ -121,6 +124,7 @@ class DaliLoader:
             n = min(self.batch_size, len(order) - k * self.batch_size)
             live.done = k + 1
             images, labels = self._finish(out["images"][:n]), out["labels"][:n].view(-1).long()
+            self.padded = self.sampler.padding_mask(k * self.batch_size, n)
             if self._batch_transform is not None:
                 images, labels = self._batch_transform(images, labels, live.epoch, k)
             yield images, labels

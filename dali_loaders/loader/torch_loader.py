@@ -14,8 +14,17 @@ class TorchLoader(DataLoader):
     """The torchvision twins' loader: a DataLoader over an EpochSampler, with
     DistributedSampler's `set_epoch`."""
 
+    padded = torch.zeros(0, dtype=torch.bool)  # which samples of the last batch are even_batches' padding
+
     def set_epoch(self, epoch: int) -> None:
         self.sampler.set_epoch(epoch)
+
+    def __iter__(self):
+        start = 0
+        for images, labels in super().__iter__():
+            self.padded = self.sampler.padding_mask(start, len(labels))
+            start += len(labels)
+            yield images, labels
 
 
 # -- the torchvision twin ------------------------------------------------------------------
@@ -45,7 +54,8 @@ class SourceDataset(Dataset):
 
 def torch_loader(dataset: Dataset, *, train: bool, batch_size: int, num_workers: int, seed=None,
                  drop_last: bool = False, rank=None, world_size=None, local_rank=None,
-                 memory_format=torch.contiguous_format, batch_transform=None) -> TorchLoader:
+                 memory_format=torch.contiguous_format, batch_transform=None,
+                 even_batches: bool = False) -> TorchLoader:
     """A DataLoader over `dataset` (a SourceDataset, or torchvision's own dataset class) with
     the DALI loader's sample order, output layout and batch_transform."""
     check_count("batch_size", batch_size, 1)
@@ -53,6 +63,7 @@ def torch_loader(dataset: Dataset, *, train: bool, batch_size: int, num_workers:
     layout = output_layout(memory_format)
     sampler = sampler_for(dataset)(len(dataset), shuffle=train, seed=seed, rank=rank, world_size=world_size,
                                    local_rank=local_rank)
+    sampler.even_batches = bool(even_batches)
     collate = _collate_channels_last if layout == "HWC" else None
     mixer = batch_mixer(batch_transform, sampler)
     loader_class = TorchLoader if mixer is None else BatchTransformedTorchLoader

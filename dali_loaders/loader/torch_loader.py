@@ -20,6 +20,9 @@ class TorchLoader(DataLoader):
         self.sampler.set_epoch(epoch)
 
     def __iter__(self):
+        if not hasattr(self.sampler, "padding_mask"):  # a framework's own sampler (Lightning's predict)
+            yield from super().__iter__()
+            return
         start = 0
         for images, labels in super().__iter__():
             self.padded = self.sampler.padding_mask(start, len(labels))

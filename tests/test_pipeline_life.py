@@ -148,3 +148,26 @@ def test_soak_thirty_epochs_flat_memory_and_a_sigkill_resumed_exactly(root, tmp_
     for epoch in range(3):
         assert sorted(seen[epoch]) == list(range(96)), epoch
         assert seen[epoch] == run["seen"][epoch]    # and in the uninterrupted run's order
+
+
+def test_lightning_dali_then_ddp_then_forked_workers_in_one_process(root, tmp_path, no_torchrun_env):
+    """The issue's sequence: fit with the DALI DataModule, then under ddp, then with
+    use_dali=False, whose DataLoader forks workers after the DALI pipelines existed."""
+    pytest.importorskip("pytorch_lightning")
+    base = dict(root=root, batch_size=16, loaders="module", seed=1,
+                trainer=dict(max_epochs=2, num_sanity_val_steps=0))
+    jobs = {"dali": dict(base, use_dali=True, num_threads=2),
+            "dali_ddp": dict(base, use_dali=True, num_threads=2, strategy="ddp", devices=1),
+            "torch_workers": dict(base, use_dali=False, num_threads=2)}
+    jobs_path = tmp_path / "jobs.json"
+    jobs_path.write_text(json.dumps(jobs))
+    done = subprocess.run([sys.executable, os.path.join(HERE, "lightning_worker.py"), str(jobs_path), str(tmp_path)],
+                          env=env(), capture_output=True, text=True, timeout=TIMEOUT * 2)
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.load(open(tmp_path / "rank0.json"))
+    for name in jobs:
+        for epoch in ("0", "1"):
+            assert sorted(sum(report[name]["train"][epoch], [])) == list(range(96)), (name, epoch)
+        assert len(report[name]["val"]) == 2
+        for run in report[name]["val"]:
+            assert sorted(sum(run, [])) == list(range(96, 196)), name

@@ -9,7 +9,8 @@ import sys
 
 import pytest
 
-LOADER_FIELDS = ("images_per_s", "runs_images_per_s", "first_batch_s", "peak_rss_mb")
+LOADER_FIELDS = ("images_per_s", "runs_images_per_s", "first_batch_s", "next_epoch_first_batch_s", "steady_batch_s",
+                "peak_rss_mb")
 # workload -> its contenders: the tensor backend is timed on the ImageNet-style folder
 THREE = ("dali", "torchvision", "limit")
 WORKLOADS = {"cifar10/train": THREE, "cifar10/val": THREE, "imagenet/train": ("dali", "torchvision", "tensor", "limit"),

@@ -64,11 +64,19 @@ def _row(result: dict, kind: str) -> List[str]:
     return [f"{result['workload']} ({result['batch_size']})", _loader_label(result, kind),
             f"{loader['images_per_s']:,.0f}", _ratio(result, "vs_torchvision", kind, "torchvision"),
             _ratio(result, "vs_tensor", kind, "tensor"), of_limit, f"{loader['first_batch_s']:.2f}",
-            _rss(loader)]
+            _epoch_start(loader), _rss(loader)]
+
+
+def _epoch_start(loader: dict) -> str:
+    """A later epoch's first batch beside the steady batch time (a bench JSON from before has neither)."""
+    first, steady = loader.get("next_epoch_first_batch_s"), loader.get("steady_batch_s")
+    if first is None:
+        return ""
+    return f"{first:.3f} / {steady:.3f}" if steady is not None else f"{first:.3f}"
 
 
 HEADER = ["workload (batch)", "loader", "images/s", "vs torchvision (PIL)", "vs torchvision tensors",
-          "of limit", "first batch (s)", "peak RSS (MB)"]
+          "of limit", "first batch (s)", "next epoch: first / steady batch (s)", "peak RSS (MB)"]
 ORDER = ("dali", "torchvision", "tensor", "limit")
 COLORS = {"dali": "#76b900", "torchvision": "#ee4c2c", "tensor": "#f4a582", "limit": "#9e9e9e"}
 

@@ -17,7 +17,7 @@ from ..seeds import derived_seed
 from .distributed import EpochSampler
 from .pipeline import EpochOrder, LivePipeline
 
-STATE_VERSION = 1
+STATE_VERSION = 2  # 2: the DALI checkpoint is of the one long-lived graph (external_source fed)
 STATE_KEYS = ("version", "dataset", "batch_size", "drop_last", "rank", "world_size", "seed",
               "epoch", "batches_done", "dali")
 
@@ -113,8 +113,9 @@ class DaliLoader:
             skipped = 0 if live.checkpoint is not None else live.done * self.batch_size
             self._feed.indices = order[skipped:]
             live.dali_iter = self._pipeline.start_epoch(seed, live.checkpoint, runs=batches - live.done)
-            self._pipeline.prepare(derived_seed(self.sampler.seed, live.epoch + 1, self.sampler.shard.rank))
         for k in range(live.done, batches):
+            if k == live.start + 1:  # the first batch is out: make the next epoch's start state now
+                self._pipeline.prepare(derived_seed(self.sampler.seed, live.epoch + 1, self.sampler.shard.rank))
             try:
                 out = next(live.dali_iter)[0]
             except (RuntimeError, StopIteration) as failure:

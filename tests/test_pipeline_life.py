@@ -65,6 +65,8 @@ def test_one_pipeline_every_epoch_each_sample_once_break_and_resume(root, no_tor
     assert loader.pipeline is pipeline
     loader.close()
     assert loader.pipeline is None
+    loader.set_epoch(0)   # a loop after close() builds a new pipeline, same epoch as before
+    assert [indices(x) for x, _ in loader] == expected[0] and loader.pipeline is not pipeline
 
 
 def test_augmentations_are_the_epochs_own_on_a_reused_pipeline(root, no_torchrun_env):

@@ -37,9 +37,7 @@ def every_sample(source):
     """The order a graph reads: every sample once, in order (what a loader sets per epoch)."""
     from ..loader.pipeline import EpochOrder
 
-    order = EpochOrder()
-    order.indices = np.arange(len(source))
-    return order
+    return EpochOrder(np.arange(len(source)))
 
 
 def _train_stage(source, stage: int):

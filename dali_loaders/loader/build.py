@@ -17,14 +17,16 @@ from .pipeline import EpochOrder
 # -- the DALI loader ---------------------------------------------------------------------
 
 
-def graph(source, feed: EpochOrder, per_batch: int, recipe: transforms.Plan, layout: str, device: str):
+def graph(source, feed, per_batch: int, recipe: transforms.Plan, layout: str, device: str):
     """The whole pipeline: read, the translated steps, the Python steps if any; (images, labels).
     (`per_batch`, not batch_size: pipeline_def takes that name for itself.)
 
     The source interface: `source.read(feed, batch_size, device)` returns (Images, labels) of
     batch after batch of `feed`'s samples, each run's batch `feed.batch(info.iteration,
     batch_size)`, through external_source: the loader sets `feed.indices` each epoch, and a
-    restored checkpoint sets the iteration, so the graph is defined once (pipeline.py)."""
+    restored checkpoint sets the iteration, so the graph is defined once (pipeline.py). A plain
+    array of indices is a fixed order."""
+    feed = EpochOrder.of(feed)
     read_on = "cpu" if recipe.python else device   # Python steps need the pixels on the CPU
     images, labels = source.read(feed, per_batch, read_on)
     images.layout = layout
@@ -104,8 +106,7 @@ def serialized_gpu_graph(source, transform, batch_size: int = 4, python_fallback
     from nvidia.dali import pipeline_def
 
     recipe = transforms.plan(transform, python_fallback)
-    feed = EpochOrder()
-    feed.indices = np.arange(min(len(source), batch_size))
+    feed = EpochOrder(np.arange(min(len(source), batch_size)))
     pipe = pipeline_def(graph, enable_conditionals=transforms.needs_conditionals(recipe))(
         source, feed, batch_size, recipe, "CHW", "gpu",
         batch_size=batch_size, num_threads=1, device_id=None, seed=1)

@@ -34,8 +34,14 @@ class EpochOrder:
     """The samples the pipeline reads this epoch, in order. The loader sets `indices` before
     each epoch; an external_source callback takes batch `info.iteration` of them."""
 
-    def __init__(self):
-        self.indices = np.empty(0, dtype=np.int64)
+    def __init__(self, indices=()):
+        self.indices = np.asarray(indices, dtype=np.int64)
+
+    @classmethod
+    def of(cls, order) -> "EpochOrder":
+        """`order` itself if an EpochOrder, else a fixed one over those indices (a graph built
+        for one pass, as the tests and bench.stages build them)."""
+        return order if isinstance(order, cls) else cls(order)
 
     def batch(self, iteration: int, batch_size: int) -> np.ndarray:
         start = iteration * batch_size

@@ -81,8 +81,7 @@ def test_augmentations_are_the_epochs_own_on_a_reused_pipeline(root, no_torchrun
     assert torch.equal(torch.cat([x for x, _ in fresh]), epochs[2])
 
 
-@pytest.mark.parametrize("hook", ["on"])
-def test_forked_workers_collecting_a_cycled_loader_do_not_hang(root, hook, no_torchrun_env):
+def test_forked_workers_collecting_a_cycled_loader_do_not_hang(root, no_torchrun_env):
     # Without the after-fork hook this hangs in the workers (life_worker.py fork --no-hook).
     done = subprocess.run([sys.executable, WORKER, "fork", root], env=env(), capture_output=True,
                           text=True, timeout=TIMEOUT)

@@ -26,7 +26,9 @@ def make_loader(kind: str, kwargs: dict):
     if kind == "cifar":
         from dali_loaders.datasets.cifar import get_cifar_iter_dali
         return get_cifar_iter_dali(**kwargs)
-    from dali_loaders.datasets.imagenet import get_imagefolder_iter_dali  # kind "imagefolder"
+    from dali_loaders.datasets.imagenet import (
+        get_imagefolder_iter_dali,  # kind "imagefolder"
+    )
     return get_imagefolder_iter_dali(**kwargs)
 
 

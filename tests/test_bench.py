@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-LOADER_FIELDS = ("images_per_s", "runs_images_per_s", "first_batch_s", "peak_rss_mb")
+LOADER_FIELDS = ("images_per_s", "runs_images_per_s", "first_batch_s", "next_epoch_first_batch_s", "peak_rss_mb")
 # workload -> its contenders: the tensor backend on the image folder and the datasets in
 # memory; 38d94aa's loader (the reference) on CIFAR-10 train
 THREE = ("dali", "torchvision", "limit")
@@ -46,6 +46,8 @@ def test_every_workload_reports_every_loader(tiny_run):
             for field in LOADER_FIELDS:
                 assert loader[field] is not None, (result["workload"], kind, field)
             assert loader["images_per_s"] > 0 and loader["peak_rss_mb"] > 0
+            # the steady batch time: the median of a pass's later batches (none in a one-batch pass)
+            assert "steady_batch_s" in loader and (loader["steady_batch_s"] is None or loader["steady_batch_s"] > 0)
             assert len(loader["runs_images_per_s"]) == 1  # --tiny: one round
         for kind in {"torchvision", "tensor"} & set(result["loaders"]):
             assert result["loaders"][kind]["num_workers"] in (0, 1)  # 0 .. --threads (torch threads in memory)
@@ -136,7 +138,9 @@ def test_stages_table_builds_the_train_graph_stage_by_stage(tmp_path):
         assert float(rows["train: " + stage][0]) > 0, stage
     assert rows["train: " + STAGES[1]][1] == "100%"  # the decode-only row is the reference
     assert float(rows["val: decode, resize the crop window, normalize"][0]) > 0
-    from dali_loaders.bench.stages import STOCK  # the same graphs with DALI's fn.resize in place of the plugin
+    from dali_loaders.bench.stages import (
+        STOCK,  # the same graphs with DALI's fn.resize in place of the plugin
+    )
 
     assert float(rows["val: decode, resize the crop window, normalize" + STOCK][0]) > 0
     assert float(rows["train: " + STAGES[4] + STOCK][0]) > 0

@@ -20,7 +20,12 @@ from dist_worker import make_loader
 from PIL import Image
 
 from dali_loaders.datasets.cifar import get_cifar_iter_dali
-from dali_loaders.loader.distributed import EpochSampler, Shard, resolve_shard, shard_indices
+from dali_loaders.loader.distributed import (
+    EpochSampler,
+    Shard,
+    resolve_shard,
+    shard_indices,
+)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 WORKER = os.path.join(HERE, "dist_worker.py")

@@ -197,7 +197,11 @@ def test_lightning_ddp_two_processes(cifar_root, tmp_path, no_launcher_env):
 
 def test_datamodule_takes_the_factory_arguments(cifar_root, tmp_path):
     pytest.importorskip("pytorch_lightning")
-    from dali_loaders.lightning import CIFAR10DataModule, CIFAR100DataModule, ImageFolderDataModule
+    from dali_loaders.lightning import (
+        CIFAR10DataModule,
+        CIFAR100DataModule,
+        ImageFolderDataModule,
+    )
 
     module = CIFAR10DataModule(cifar_root, BATCH, num_threads=1, seed=5, drop_last=True)
     train = module.train_dataloader()

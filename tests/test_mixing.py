@@ -9,7 +9,13 @@ import torch
 from cifar_data import index_images, write_cifar
 from dist_worker import make_loader
 from scipy import stats
-from test_distributed import LAUNCH_TIMEOUT, WORKER, assert_same_batches, expected_after, worker_env
+from test_distributed import (
+    LAUNCH_TIMEOUT,
+    WORKER,
+    assert_same_batches,
+    expected_after,
+    worker_env,
+)
 from torchvision.transforms import v2
 
 from dali_loaders import get_cifar_iter_dali, get_cifar_iter_torch

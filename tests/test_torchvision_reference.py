@@ -7,7 +7,14 @@ import pytest
 import torch
 import torchvision.datasets as tvd
 from cifar_data import write_cifar
-from dataset_data import write_flowers, write_food, write_mnist, write_pets, write_stl10, write_svhn
+from dataset_data import (
+    write_flowers,
+    write_food,
+    write_mnist,
+    write_pets,
+    write_stl10,
+    write_svhn,
+)
 from image_data import write_image_folder
 
 import dali_loaders

@@ -11,7 +11,11 @@ import numpy as np
 from PIL import Image
 from torchvision.transforms import v2
 
-from dali_loaders import ImageDecodeError, get_imagefolder_iter_dali, get_imagefolder_iter_torch
+from dali_loaders import (
+    ImageDecodeError,
+    get_imagefolder_iter_dali,
+    get_imagefolder_iter_torch,
+)
 
 
 def pil_reference(path):

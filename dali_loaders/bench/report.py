@@ -75,12 +75,19 @@ def _row(result: dict, kind: str) -> List[str]:
     return [f"{result['workload']} ({result['batch_size']})", _loader_label(result, kind),
             f"{loader['images_per_s']:,.0f}", _ratio(result, "vs_torchvision", kind, "torchvision"),
             _ratio(result, "vs_tensor", kind, "tensor"), _ratio(result, "vs_reference", kind, "reference"), of_limit,
-            f"{loader['first_batch_s']:.2f}",
-            _rss(loader)]
+            f"{loader['first_batch_s']:.2f}", _epoch_start(loader), _rss(loader)]
+
+
+def _epoch_start(loader: dict) -> str:
+    """A later epoch's first batch beside the steady batch time (a bench JSON from before has neither)."""
+    first, steady = loader.get("next_epoch_first_batch_s"), loader.get("steady_batch_s")
+    if first is None:
+        return ""
+    return f"{first:.3f} / {steady:.3f}" if steady is not None else f"{first:.3f}"
 
 
 HEADER = ["workload (batch)", "loader", "images/s", "vs torchvision (PIL)", "vs torchvision tensors",
-          "vs 38d94aa", "of limit", "first batch (s)", "peak RSS (MB)"]
+          "vs 38d94aa", "of limit", "first batch (s)", "next epoch: first / steady batch (s)", "peak RSS (MB)"]
 ORDER = ("dali", "torchvision", "tensor", "reference", "limit")
 COLORS = {"dali": "#76b900", "torchvision": "#ee4c2c", "tensor": "#f4a582", "reference": "#4c72b0",
           "limit": "#9e9e9e"}

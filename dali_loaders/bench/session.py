@@ -104,7 +104,7 @@ def commands_per_workload(plan: Schedule, workload: Workload) -> int:
     twin_sweep = 4 * (workload.threads + 1)  # num_workers 0 .. threads
     n = len(workload.kinds)
     single = n - len(workload.worker_kinds)
-    return n + dali_sweep + 2 * single + len(workload.worker_kinds) * (twin_sweep + 2) + n * plan.rounds + n
+    return n + dali_sweep + 2 * single + len(workload.worker_kinds) * (twin_sweep + 2) + n * plan.rounds + 2 * n
 
 
 def _throughput(reply: dict) -> float:
@@ -172,6 +172,15 @@ class Session:
             found[workers] = (twin / dali, first_batch)
         return found
 
+    def epoch_starts(self) -> dict:
+        """kind -> the first batch of a later epoch and the steady batch time, from one pass
+        each after the rounds (epochs started before: the loaders are warm)."""
+        found = {}
+        for kind in self.workload.kinds:
+            found[kind] = self.workers[kind].ask(cmd="epoch_start", max_batches=self.plan.max_batches)
+            self.step(f"{kind} epoch start")
+        return found
+
     def rounds(self) -> dict:
         order = self.workload.kinds
         speeds = {kind: [] for kind in order}
@@ -217,10 +226,11 @@ def time_workload(workload: Workload, plan: Schedule, progress) -> dict:
             first_batch[kind] = session.build(kind, best)
             session.run(kind, plan.sweep_batches)
         speeds = session.rounds()
+        starts = session.epoch_starts()
         memory = session.close()
     finally:
         session.kill()
-    return summarize(workload, speeds, first_batch, memory, sweeps, dali_threads, threads)
+    return summarize(workload, speeds, first_batch, memory, sweeps, dali_threads, threads, starts)
 
 
 def _ratios(speeds: dict, kind: str) -> List[float]:
@@ -229,9 +239,9 @@ def _ratios(speeds: dict, kind: str) -> List[float]:
 
 
 def summarize(workload: Workload, speeds: dict, first_batch: dict, memory: dict, sweeps: dict,
-              dali_threads: int, thread_sweep: dict) -> dict:
+              dali_threads: int, thread_sweep: dict, starts: dict) -> dict:
     loaders = {kind: {"images_per_s": _median(speeds[kind]), "runs_images_per_s": speeds[kind],
-                      "first_batch_s": first_batch[kind], **memory[kind]} for kind in workload.kinds}
+                      "first_batch_s": first_batch[kind], **starts[kind], **memory[kind]} for kind in workload.kinds}
     loaders["dali"]["num_threads"] = dali_threads
     if "reference" in loaders:
         loaders["reference"]["num_threads"] = dali_threads

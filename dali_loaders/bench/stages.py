@@ -33,12 +33,19 @@ STAGES = ("read the files", "decode (the bench's limit)", "decode, PIL's chroma 
           "random-crop decode (ROI)", "  + resize to 224, antialiased", "  + crop_mirror_normalize (= train)")
 
 
+def every_sample(source):
+    """The order a graph reads: every sample once, in order (what a loader sets per epoch)."""
+    from ..loader.pipeline import EpochOrder
+
+    return EpochOrder(np.arange(len(source)))
+
+
 def _train_stage(source, stage: int):
     """The loader's train graph (the default recipe, translated) up to stage `stage`."""
     from .. import transforms
     from ..loader import build as loaders
 
-    order = np.arange(len(source))
+    order = every_sample(source)
     if stage == len(STAGES) - 1:
         return loaders.graph(source, order, BATCH, transforms.plan(recipes.imagenet(True), False), "CHW", "cpu")
     images, labels = source.read(order, BATCH, "cpu")
@@ -69,7 +76,7 @@ def _pipelines(root: str, threads: int) -> dict:
     for stage in (4, 5):   # the resize by DALI's own operator, as without the plugin
         pipes["train: " + STAGES[stage] + STOCK] = built(_stock(lambda stage=stage: _train_stage(train, stage)))
     val_recipe = transforms.plan(recipes.imagenet(False), False)
-    val_graph = lambda: loaders.graph(val, np.arange(len(val)), BATCH, val_recipe, "CHW", "cpu")  # noqa: E731
+    val_graph = lambda: loaders.graph(val, every_sample(val), BATCH, val_recipe, "CHW", "cpu")  # noqa: E731
     pipes["val: decode, resize the crop window, normalize"] = built(val_graph)
     pipes["val: decode, resize the crop window, normalize" + STOCK] = built(_stock(val_graph))
     return pipes

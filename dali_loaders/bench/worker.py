@@ -8,6 +8,9 @@ peak RSS. It says {"ready": true} once its imports are done. Commands:
                                           first_batch_s, from construction to the first batch
   {"cmd": "run", "max_batches": m|null,   timed passes, as many as fit in min_seconds (at
    "min_seconds": s}                      least one); replies images, seconds, passes
+  {"cmd": "epoch_start",                  one more pass, each batch timed: replies its first
+   "max_batches": m|null}                 batch's seconds (an epoch after the first: the
+                                          cost of starting an epoch) and the median of the rest
   {"cmd": "quit"}                         replies peak_rss_mb (this process) and
                                           children_peak_rss_mb (its largest DataLoader worker)
 Replies start with REPLY so that whatever a library prints to stdout is skipped.
@@ -42,6 +45,18 @@ def _passes(loader, max_batches, min_seconds: float):
     return images, seconds, passes
 
 
+def _batch_times(loader, max_batches):
+    """Seconds each batch of one pass took, from asking to having it."""
+    times, start = [], time.perf_counter()
+    for k, _ in enumerate(loader):
+        now = time.perf_counter()
+        times.append(now - start)
+        start = now
+        if max_batches is not None and k + 1 >= max_batches:
+            break
+    return times
+
+
 def _first_batch(spec, workers):
     from .contenders import make_loader
 
@@ -72,6 +87,10 @@ def serve(spec: dict, commands, reply) -> None:
         elif command["cmd"] == "run":
             images, seconds, passes = _passes(loader, command.get("max_batches"), command.get("min_seconds", 0))
             reply({"images": images, "seconds": seconds, "passes": passes})
+        elif command["cmd"] == "epoch_start":
+            times = _batch_times(loader, command.get("max_batches"))
+            steady = sorted(times[1:])[len(times[1:]) // 2] if len(times) > 1 else None
+            reply({"next_epoch_first_batch_s": times[0], "steady_batch_s": steady})
         elif command["cmd"] == "quit":
             loader = None
             gc.collect()

@@ -19,6 +19,9 @@ An argument only some datasets take is an `Argument` in their spec's `own`: chec
 `check`, then handed to the loaders if `to_loader`, else to the spec's `source` and `twin` as a
 keyword. The image-file datasets (Flowers-102, Food-101, Oxford-IIIT Pet, Tiny-ImageNet) share
 IMAGE_FILE_ARGUMENTS: an argument for all of them is one row there.
+`even_batches=True`: every rank steps as many times (the shorter validation parts padded
+with repeats; `loader.padded` flags them per batch), for evaluation loops that all-reduce
+every batch. Off by default: validation then reads each sample exactly once.
 """
 import os
 from dataclasses import dataclass, field
@@ -69,6 +72,7 @@ ARGUMENTS = (
     Argument("dali_cpu", "None", to_loader=True),          # the original DataLoaders_DALI's switch
     Argument("output", '"tuple"', to_loader=True),         # "dict": [{"data", "label"}], as DALI's iterators
     Argument("target_transform", "None", to_loader=True),  # on each label, as torchvision's datasets
+    Argument("even_batches", "False", to_loader=True),     # pad val parts so every rank steps alike
     Argument("fallback", "True", backends=("dali",)),
 )
 LOADER_ARGS = tuple(a.name for a in ARGUMENTS if a.to_loader)

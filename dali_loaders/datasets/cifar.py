@@ -99,7 +99,7 @@ def get_cifar_iter_dali(type, image_dir, batch_size, num_threads=4, local_rank=N
                         val_size=32, cutout=0, *, dataset="cifar10", label_type="fine", seed=None,
                         drop_last=False, device_id=None, rank=None, fallback=True, transform=None,
                         python_fallback=False, memory_format=torch.contiguous_format, batch_transform=None,
-                        device=None, dali_cpu=None, output="tuple", target_transform=None):
+                        device=None, dali_cpu=None, output="tuple", target_transform=None, even_batches=False):
     """A DataLoader-like CIFAR-10/100 iterator on DALI: `for images, labels in loader`.
 
     `transform`: a torchvision transform, handed each 32x32 RGB image as torchvision's CIFAR10
@@ -119,7 +119,8 @@ def get_cifar_iter_dali(type, image_dir, batch_size, num_threads=4, local_rank=N
                        batch_size=batch_size, num_threads=num_threads, seed=seed, drop_last=drop_last,
                        rank=rank, world_size=world_size, local_rank=local_rank, device_id=device_id,
                        python_fallback=python_fallback, memory_format=memory_format, batch_transform=batch_transform,
-                       device=device, dali_cpu=dali_cpu, output=output, target_transform=target_transform)
+                       device=device, dali_cpu=dali_cpu, output=output, target_transform=target_transform,
+                       even_batches=even_batches)
 
 
 # -- the torchvision twin ----------------------------------------------------------------
@@ -128,8 +129,8 @@ def get_cifar_iter_dali(type, image_dir, batch_size, num_threads=4, local_rank=N
 def get_cifar_iter_torch(type, image_dir, batch_size, num_threads=4, local_rank=None, world_size=None,
                          val_size=32, cutout=0, *, dataset="cifar10", label_type="fine", seed=None,
                          drop_last=False, device_id=None, rank=None, transform=None, python_fallback=False,
-                         memory_format=torch.contiguous_format, batch_transform=None,
-                         device=None, dali_cpu=None, output="tuple", target_transform=None):
+                         memory_format=torch.contiguous_format, batch_transform=None, device=None,
+                         dali_cpu=None, output="tuple", target_transform=None, even_batches=False):
     """The torchvision twin of get_cifar_iter_dali: same arguments, same recipe, same sample
     order; `num_threads` is the number of DataLoader workers. Outputs stay on the CPU.
     It reads the pickles itself (no md5 check) and hands the transform PIL images, as
@@ -139,5 +140,6 @@ def get_cifar_iter_torch(type, image_dir, batch_size, num_threads=4, local_rank=
     dataset_ = SourceDataset(source, transform or recipes.cifar(train, dataset, cutout))
     return torch_loader(dataset_, train=train, batch_size=batch_size, num_workers=num_threads, seed=seed,
                         drop_last=drop_last, rank=rank, world_size=world_size, local_rank=local_rank,
-                        memory_format=memory_format, batch_transform=batch_transform,
-                        device=device, dali_cpu=dali_cpu, output=output, target_transform=target_transform)
+                        memory_format=memory_format, batch_transform=batch_transform, device=device,
+                        dali_cpu=dali_cpu, output=output, target_transform=target_transform,
+                        even_batches=even_batches)

@@ -73,7 +73,8 @@ def get_flowers102_iter_dali(type, root, batch_size, num_threads=4, *, max_image
                              on_error="raise", seed=None, drop_last=False, rank=None, world_size=None,
                              local_rank=None, device_id=None, transform=None, python_fallback=False,
                              batch_transform=None, memory_format=torch.contiguous_format, device=None,
-                             dali_cpu=None, output="tuple", target_transform=None, fallback=True):
+                             dali_cpu=None, output="tuple", target_transform=None, even_batches=False,
+                             fallback=True):
     """A DataLoader-like Flowers-102 iterator on DALI: `for images, labels in loader`.
 
     `root` holds flowers-102/; type is 'train', 'val' or 'test' (setid.mat's splits).
@@ -87,7 +88,7 @@ def get_flowers102_iter_dali(type, root, batch_size, num_threads=4, *, max_image
                 rank=rank, world_size=world_size, local_rank=local_rank, device_id=device_id,
                 transform=transform, python_fallback=python_fallback, batch_transform=batch_transform,
                 memory_format=memory_format, device=device, dali_cpu=dali_cpu, output=output,
-                target_transform=target_transform, fallback=fallback)
+                target_transform=target_transform, even_batches=even_batches, fallback=fallback)
     return _common.open_dali(FLOWERS102, get_flowers102_iter_torch, args)
 
 
@@ -95,7 +96,7 @@ def get_flowers102_iter_torch(type, root, batch_size, num_threads=4, *, max_imag
                               on_error="raise", seed=None, drop_last=False, rank=None, world_size=None,
                               local_rank=None, device_id=None, transform=None, python_fallback=False,
                               batch_transform=None, memory_format=torch.contiguous_format, device=None,
-                              dali_cpu=None, output="tuple", target_transform=None):
+                              dali_cpu=None, output="tuple", target_transform=None, even_batches=False):
     """The twin of get_flowers102_iter_dali. torchvision's Flowers102 refuses label and split
     files whose md5 is not the published one, so the twin reads the same files the same
     way (loadmat, labels - 1, setid order) through SourceDataset, loading each image as
@@ -105,5 +106,5 @@ def get_flowers102_iter_torch(type, root, batch_size, num_threads=4, *, max_imag
                 rank=rank, world_size=world_size, local_rank=local_rank, device_id=device_id,
                 transform=transform, python_fallback=python_fallback, batch_transform=batch_transform,
                 memory_format=memory_format, device=device, dali_cpu=dali_cpu, output=output,
-                target_transform=target_transform)
+                target_transform=target_transform, even_batches=even_batches)
     return _common.open_torch(FLOWERS102, args)

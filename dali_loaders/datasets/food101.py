@@ -84,7 +84,7 @@ def get_food101_iter_dali(type, root, batch_size, num_threads=4, *, max_image_pi
                           seed=None, drop_last=False, rank=None, world_size=None, local_rank=None,
                           device_id=None, transform=None, python_fallback=False, batch_transform=None,
                           memory_format=torch.contiguous_format, device=None, dali_cpu=None, output="tuple",
-                          target_transform=None, fallback=True):
+                          target_transform=None, even_batches=False, fallback=True):
     """A DataLoader-like Food-101 iterator on DALI: `for images, labels in loader`.
 
     `root` holds food-101/; type is 'train' or 'test' ('val' is accepted for it). The
@@ -94,7 +94,7 @@ def get_food101_iter_dali(type, root, batch_size, num_threads=4, *, max_image_pi
                 rank=rank, world_size=world_size, local_rank=local_rank, device_id=device_id,
                 transform=transform, python_fallback=python_fallback, batch_transform=batch_transform,
                 memory_format=memory_format, device=device, dali_cpu=dali_cpu, output=output,
-                target_transform=target_transform, fallback=fallback)
+                target_transform=target_transform, even_batches=even_batches, fallback=fallback)
     return _common.open_dali(FOOD101, get_food101_iter_torch, args)
 
 
@@ -102,7 +102,7 @@ def get_food101_iter_torch(type, root, batch_size, num_threads=4, *, max_image_p
                            seed=None, drop_last=False, rank=None, world_size=None, local_rank=None,
                            device_id=None, transform=None, python_fallback=False, batch_transform=None,
                            memory_format=torch.contiguous_format, device=None, dali_cpu=None, output="tuple",
-                           target_transform=None):
+                           target_transform=None, even_batches=False):
     """The twin of get_food101_iter_dali: torchvision's Food101 (download=False), its loader
     the library's (PIL convert("RGB"), an undecodable file raising ImageDecodeError)."""
     args = dict(type=type, root=root, batch_size=batch_size, num_threads=num_threads,
@@ -110,5 +110,5 @@ def get_food101_iter_torch(type, root, batch_size, num_threads=4, *, max_image_p
                 rank=rank, world_size=world_size, local_rank=local_rank, device_id=device_id,
                 transform=transform, python_fallback=python_fallback, batch_transform=batch_transform,
                 memory_format=memory_format, device=device, dali_cpu=dali_cpu, output=output,
-                target_transform=target_transform)
+                target_transform=target_transform, even_batches=even_batches)
     return _common.open_torch(FOOD101, args)

@@ -57,9 +57,9 @@ def get_imagefolder_iter_dali(root, batch_size, train, num_threads=4, device_id=
                               crop=recipes.IMAGENET_CROP, val_size=recipes.IMAGENET_VAL_SIZE, world_size=None,
                               local_rank=None, *, label_file=None, seed=None, drop_last=False, rank=None,
                               fallback=True, classes=None, transform=None, python_fallback=False,
-                              memory_format=torch.contiguous_format, batch_transform=None,
-                              device=None, dali_cpu=None, output="tuple", target_transform=None,
-                              max_image_pixels=PIL_RULE, on_error="raise"):
+                              memory_format=torch.contiguous_format, batch_transform=None, device=None,
+                              dali_cpu=None, output="tuple", target_transform=None, max_image_pixels=PIL_RULE,
+                              on_error="raise", even_batches=False):
     """A DataLoader-like iterator over a class-per-folder dataset on DALI.
 
     `root/<class>/<image>` as torchvision's ImageFolder reads it (same classes, same labels),
@@ -87,16 +87,17 @@ def get_imagefolder_iter_dali(root, batch_size, train, num_threads=4, device_id=
                        rank=rank, world_size=world_size, local_rank=local_rank, device_id=device_id,
                        python_fallback=python_fallback, memory_format=memory_format,
                        batch_transform=batch_transform, explain_failure=name_the_file(index, batch_size),
-                       device=device, dali_cpu=dali_cpu, output=output, target_transform=target_transform)
+                       device=device, dali_cpu=dali_cpu, output=output, target_transform=target_transform,
+                       even_batches=even_batches)
 
 
 def get_imagenet_iter_dali(type, image_dir, batch_size, num_threads=4, device_id=None, num_gpus=1,
                            crop=recipes.IMAGENET_CROP, val_size=recipes.IMAGENET_VAL_SIZE, world_size=None,
                            local_rank=None, *, label_file=None, seed=None, drop_last=False, rank=None,
                            fallback=True, transform=None, python_fallback=False,
-                           memory_format=torch.contiguous_format, batch_transform=None,
-                           device=None, dali_cpu=None, output="tuple", target_transform=None,
-                           max_image_pixels=PIL_RULE, on_error="raise"):
+                           memory_format=torch.contiguous_format, batch_transform=None, device=None,
+                           dali_cpu=None, output="tuple", target_transform=None, max_image_pixels=PIL_RULE,
+                           on_error="raise", even_batches=False):
     """A DataLoader-like ImageNet iterator on DALI: `for images, labels in loader`.
 
     `image_dir` holds train/<class>/... and val/<class>/... (or a flat val/ with
@@ -116,16 +117,17 @@ def get_imagenet_iter_dali(type, image_dir, batch_size, num_threads=4, device_id
                                      python_fallback=python_fallback, memory_format=memory_format,
                                      batch_transform=batch_transform, device=device, dali_cpu=dali_cpu,
                                      output=output, target_transform=target_transform,
-                                     max_image_pixels=max_image_pixels, on_error=on_error)
+                                     max_image_pixels=max_image_pixels, on_error=on_error,
+                                     even_batches=even_batches)
 
 
 def get_imagefolder_iter_torch(root, batch_size, train, num_threads=4, device_id=None,
                                crop=recipes.IMAGENET_CROP, val_size=recipes.IMAGENET_VAL_SIZE, world_size=None,
                                local_rank=None, *, label_file=None, seed=None, drop_last=False, rank=None,
                                classes=None, transform=None, python_fallback=False,
-                               memory_format=torch.contiguous_format, batch_transform=None,
-                               device=None, dali_cpu=None, output="tuple", target_transform=None,
-                               max_image_pixels=PIL_RULE, on_error="raise"):
+                               memory_format=torch.contiguous_format, batch_transform=None, device=None,
+                               dali_cpu=None, output="tuple", target_transform=None, max_image_pixels=PIL_RULE,
+                               on_error="raise", even_batches=False):
     """The torchvision twin of get_imagefolder_iter_dali: same arguments, same recipe, same
     sample order; `num_threads` is the number of DataLoader workers. Outputs stay on the CPU."""
     _check_args(batch_size, num_threads, crop, val_size)
@@ -134,8 +136,9 @@ def get_imagefolder_iter_torch(root, batch_size, train, num_threads=4, device_id
     dataset = SourceDataset(index, transform or recipes.imagenet(train, crop, val_size))
     return torch_loader(dataset, train=train, batch_size=batch_size, num_workers=num_threads, seed=seed,
                         drop_last=drop_last, rank=rank, world_size=world_size, local_rank=local_rank,
-                        memory_format=memory_format, batch_transform=batch_transform,
-                        device=device, dali_cpu=dali_cpu, output=output, target_transform=target_transform)
+                        memory_format=memory_format, batch_transform=batch_transform, device=device,
+                        dali_cpu=dali_cpu, output=output, target_transform=target_transform,
+                        even_batches=even_batches)
 
 
 def get_imagenet_iter_torch(type, image_dir, batch_size, num_threads=4, device_id=None, num_gpus=1,
@@ -143,7 +146,8 @@ def get_imagenet_iter_torch(type, image_dir, batch_size, num_threads=4, device_i
                             local_rank=None, *, label_file=None, seed=None, drop_last=False, rank=None,
                             transform=None, python_fallback=False, memory_format=torch.contiguous_format,
                             batch_transform=None, device=None, dali_cpu=None, output="tuple",
-                            target_transform=None, max_image_pixels=PIL_RULE, on_error="raise"):
+                            target_transform=None, max_image_pixels=PIL_RULE, on_error="raise",
+                            even_batches=False):
     """The torchvision twin of get_imagenet_iter_dali (same arguments, same order)."""
     _check_args(batch_size, num_threads, crop, val_size)
     split = _imagenet_split(type, image_dir)
@@ -154,4 +158,5 @@ def get_imagenet_iter_torch(type, image_dir, batch_size, num_threads=4, device_i
                                       python_fallback=python_fallback, memory_format=memory_format,
                                       batch_transform=batch_transform, device=device, dali_cpu=dali_cpu,
                                       output=output, target_transform=target_transform,
-                                      max_image_pixels=max_image_pixels, on_error=on_error)
+                                      max_image_pixels=max_image_pixels, on_error=on_error,
+                                      even_batches=even_batches)

@@ -177,7 +177,8 @@ SPECS = (MNIST, FASHION_MNIST, KMNIST, EMNIST)
 def get_mnist_iter_dali(type, root, batch_size, num_threads=4, *, seed=None, drop_last=False, rank=None,
                         world_size=None, local_rank=None, device_id=None, transform=None,
                         python_fallback=False, batch_transform=None, memory_format=torch.contiguous_format,
-                        device=None, dali_cpu=None, output="tuple", target_transform=None, fallback=True):
+                        device=None, dali_cpu=None, output="tuple", target_transform=None, even_batches=False,
+                        fallback=True):
     """A DataLoader-like MNIST iterator on DALI: `for images, labels in loader`.
 
     `root` holds MNIST/raw/ as torchvision leaves it; type is 'train' or 'test' ('val' is
@@ -189,21 +190,24 @@ def get_mnist_iter_dali(type, root, batch_size, num_threads=4, *, seed=None, dro
                 drop_last=drop_last, rank=rank, world_size=world_size, local_rank=local_rank,
                 device_id=device_id, transform=transform, python_fallback=python_fallback,
                 batch_transform=batch_transform, memory_format=memory_format, device=device,
-                dali_cpu=dali_cpu, output=output, target_transform=target_transform, fallback=fallback)
+                dali_cpu=dali_cpu, output=output, target_transform=target_transform,
+                even_batches=even_batches, fallback=fallback)
     return _common.open_dali(MNIST, get_mnist_iter_torch, args)
 
 
 def get_mnist_iter_torch(type, root, batch_size, num_threads=4, *, seed=None, drop_last=False, rank=None,
                          world_size=None, local_rank=None, device_id=None, transform=None,
                          python_fallback=False, batch_transform=None, memory_format=torch.contiguous_format,
-                         device=None, dali_cpu=None, output="tuple", target_transform=None):
+                         device=None, dali_cpu=None, output="tuple", target_transform=None,
+                         even_batches=False):
     """The twin of get_mnist_iter_dali: torchvision's MNIST class (download=False) in the same
     order; `num_threads` DataLoader workers."""
     args = dict(type=type, root=root, batch_size=batch_size, num_threads=num_threads, seed=seed,
                 drop_last=drop_last, rank=rank, world_size=world_size, local_rank=local_rank,
                 device_id=device_id, transform=transform, python_fallback=python_fallback,
                 batch_transform=batch_transform, memory_format=memory_format, device=device,
-                dali_cpu=dali_cpu, output=output, target_transform=target_transform)
+                dali_cpu=dali_cpu, output=output, target_transform=target_transform,
+                even_batches=even_batches)
     return _common.open_torch(MNIST, args)
 
 
@@ -211,13 +215,14 @@ def get_fashion_mnist_iter_dali(type, root, batch_size, num_threads=4, *, seed=N
                                 rank=None, world_size=None, local_rank=None, device_id=None, transform=None,
                                 python_fallback=False, batch_transform=None,
                                 memory_format=torch.contiguous_format, device=None, dali_cpu=None,
-                                output="tuple", target_transform=None, fallback=True):
+                                output="tuple", target_transform=None, even_batches=False, fallback=True):
     """Fashion-MNIST (root/FashionMNIST/raw/) on DALI; as get_mnist_iter_dali."""
     args = dict(type=type, root=root, batch_size=batch_size, num_threads=num_threads, seed=seed,
                 drop_last=drop_last, rank=rank, world_size=world_size, local_rank=local_rank,
                 device_id=device_id, transform=transform, python_fallback=python_fallback,
                 batch_transform=batch_transform, memory_format=memory_format, device=device,
-                dali_cpu=dali_cpu, output=output, target_transform=target_transform, fallback=fallback)
+                dali_cpu=dali_cpu, output=output, target_transform=target_transform,
+                even_batches=even_batches, fallback=fallback)
     return _common.open_dali(FASHION_MNIST, get_fashion_mnist_iter_torch, args)
 
 
@@ -225,39 +230,44 @@ def get_fashion_mnist_iter_torch(type, root, batch_size, num_threads=4, *, seed=
                                  rank=None, world_size=None, local_rank=None, device_id=None, transform=None,
                                  python_fallback=False, batch_transform=None,
                                  memory_format=torch.contiguous_format, device=None, dali_cpu=None,
-                                 output="tuple", target_transform=None):
+                                 output="tuple", target_transform=None, even_batches=False):
     """The twin of get_fashion_mnist_iter_dali (torchvision's FashionMNIST)."""
     args = dict(type=type, root=root, batch_size=batch_size, num_threads=num_threads, seed=seed,
                 drop_last=drop_last, rank=rank, world_size=world_size, local_rank=local_rank,
                 device_id=device_id, transform=transform, python_fallback=python_fallback,
                 batch_transform=batch_transform, memory_format=memory_format, device=device,
-                dali_cpu=dali_cpu, output=output, target_transform=target_transform)
+                dali_cpu=dali_cpu, output=output, target_transform=target_transform,
+                even_batches=even_batches)
     return _common.open_torch(FASHION_MNIST, args)
 
 
 def get_kmnist_iter_dali(type, root, batch_size, num_threads=4, *, seed=None, drop_last=False, rank=None,
                          world_size=None, local_rank=None, device_id=None, transform=None,
                          python_fallback=False, batch_transform=None, memory_format=torch.contiguous_format,
-                         device=None, dali_cpu=None, output="tuple", target_transform=None, fallback=True):
+                         device=None, dali_cpu=None, output="tuple", target_transform=None,
+                         even_batches=False, fallback=True):
     """KMNIST (root/KMNIST/raw/) on DALI; as get_mnist_iter_dali."""
     args = dict(type=type, root=root, batch_size=batch_size, num_threads=num_threads, seed=seed,
                 drop_last=drop_last, rank=rank, world_size=world_size, local_rank=local_rank,
                 device_id=device_id, transform=transform, python_fallback=python_fallback,
                 batch_transform=batch_transform, memory_format=memory_format, device=device,
-                dali_cpu=dali_cpu, output=output, target_transform=target_transform, fallback=fallback)
+                dali_cpu=dali_cpu, output=output, target_transform=target_transform,
+                even_batches=even_batches, fallback=fallback)
     return _common.open_dali(KMNIST, get_kmnist_iter_torch, args)
 
 
 def get_kmnist_iter_torch(type, root, batch_size, num_threads=4, *, seed=None, drop_last=False, rank=None,
                           world_size=None, local_rank=None, device_id=None, transform=None,
                           python_fallback=False, batch_transform=None, memory_format=torch.contiguous_format,
-                          device=None, dali_cpu=None, output="tuple", target_transform=None):
+                          device=None, dali_cpu=None, output="tuple", target_transform=None,
+                          even_batches=False):
     """The twin of get_kmnist_iter_dali (torchvision's KMNIST)."""
     args = dict(type=type, root=root, batch_size=batch_size, num_threads=num_threads, seed=seed,
                 drop_last=drop_last, rank=rank, world_size=world_size, local_rank=local_rank,
                 device_id=device_id, transform=transform, python_fallback=python_fallback,
                 batch_transform=batch_transform, memory_format=memory_format, device=device,
-                dali_cpu=dali_cpu, output=output, target_transform=target_transform)
+                dali_cpu=dali_cpu, output=output, target_transform=target_transform,
+                even_batches=even_batches)
     return _common.open_torch(KMNIST, args)
 
 
@@ -265,7 +275,7 @@ def get_emnist_iter_dali(type, root, batch_size, num_threads=4, *, split="balanc
                          drop_last=False, rank=None, world_size=None, local_rank=None, device_id=None,
                          transform=None, python_fallback=False, batch_transform=None,
                          memory_format=torch.contiguous_format, device=None, dali_cpu=None, output="tuple",
-                         target_transform=None, fallback=True):
+                         target_transform=None, even_batches=False, fallback=True):
     """EMNIST (root/EMNIST/raw/emnist-<split>-...) on DALI; `split` is EMNIST's: byclass,
     bymerge, balanced, letters, digits or mnist. Images as stored (transposed), as
     torchvision's EMNIST hands them. Otherwise as get_mnist_iter_dali."""
@@ -273,7 +283,8 @@ def get_emnist_iter_dali(type, root, batch_size, num_threads=4, *, split="balanc
                 drop_last=drop_last, rank=rank, world_size=world_size, local_rank=local_rank,
                 device_id=device_id, transform=transform, python_fallback=python_fallback,
                 batch_transform=batch_transform, memory_format=memory_format, device=device,
-                dali_cpu=dali_cpu, output=output, target_transform=target_transform, fallback=fallback)
+                dali_cpu=dali_cpu, output=output, target_transform=target_transform,
+                even_batches=even_batches, fallback=fallback)
     return _common.open_dali(EMNIST, get_emnist_iter_torch, args)
 
 
@@ -281,11 +292,12 @@ def get_emnist_iter_torch(type, root, batch_size, num_threads=4, *, split="balan
                           drop_last=False, rank=None, world_size=None, local_rank=None, device_id=None,
                           transform=None, python_fallback=False, batch_transform=None,
                           memory_format=torch.contiguous_format, device=None, dali_cpu=None, output="tuple",
-                          target_transform=None):
+                          target_transform=None, even_batches=False):
     """The twin of get_emnist_iter_dali (torchvision's EMNIST)."""
     args = dict(type=type, root=root, batch_size=batch_size, num_threads=num_threads, split=split, seed=seed,
                 drop_last=drop_last, rank=rank, world_size=world_size, local_rank=local_rank,
                 device_id=device_id, transform=transform, python_fallback=python_fallback,
                 batch_transform=batch_transform, memory_format=memory_format, device=device,
-                dali_cpu=dali_cpu, output=output, target_transform=target_transform)
+                dali_cpu=dali_cpu, output=output, target_transform=target_transform,
+                even_batches=even_batches)
     return _common.open_torch(EMNIST, args)

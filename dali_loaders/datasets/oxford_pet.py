@@ -84,7 +84,8 @@ def get_oxford_pet_iter_dali(type, root, batch_size, num_threads=4, *, max_image
                              on_error="raise", seed=None, drop_last=False, rank=None, world_size=None,
                              local_rank=None, device_id=None, transform=None, python_fallback=False,
                              batch_transform=None, memory_format=torch.contiguous_format, device=None,
-                             dali_cpu=None, output="tuple", target_transform=None, fallback=True):
+                             dali_cpu=None, output="tuple", target_transform=None, even_batches=False,
+                             fallback=True):
     """A DataLoader-like Oxford-IIIT Pet iterator on DALI (the 37 breeds as labels).
 
     `root` holds oxford-iiit-pet/; type is 'trainval' ('train' is accepted for it) or
@@ -95,7 +96,7 @@ def get_oxford_pet_iter_dali(type, root, batch_size, num_threads=4, *, max_image
                 rank=rank, world_size=world_size, local_rank=local_rank, device_id=device_id,
                 transform=transform, python_fallback=python_fallback, batch_transform=batch_transform,
                 memory_format=memory_format, device=device, dali_cpu=dali_cpu, output=output,
-                target_transform=target_transform, fallback=fallback)
+                target_transform=target_transform, even_batches=even_batches, fallback=fallback)
     return _common.open_dali(OXFORD_PET, get_oxford_pet_iter_torch, args)
 
 
@@ -103,7 +104,7 @@ def get_oxford_pet_iter_torch(type, root, batch_size, num_threads=4, *, max_imag
                               on_error="raise", seed=None, drop_last=False, rank=None, world_size=None,
                               local_rank=None, device_id=None, transform=None, python_fallback=False,
                               batch_transform=None, memory_format=torch.contiguous_format, device=None,
-                              dali_cpu=None, output="tuple", target_transform=None):
+                              dali_cpu=None, output="tuple", target_transform=None, even_batches=False):
     """The twin of get_oxford_pet_iter_dali: torchvision's OxfordIIITPet (download=False,
     target_types="category")."""
     args = dict(type=type, root=root, batch_size=batch_size, num_threads=num_threads,
@@ -111,5 +112,5 @@ def get_oxford_pet_iter_torch(type, root, batch_size, num_threads=4, *, max_imag
                 rank=rank, world_size=world_size, local_rank=local_rank, device_id=device_id,
                 transform=transform, python_fallback=python_fallback, batch_transform=batch_transform,
                 memory_format=memory_format, device=device, dali_cpu=dali_cpu, output=output,
-                target_transform=target_transform)
+                target_transform=target_transform, even_batches=even_batches)
     return _common.open_torch(OXFORD_PET, args)

@@ -111,7 +111,8 @@ SPECS = (STL10,)
 def get_stl10_iter_dali(type, root, batch_size, num_threads=4, *, folds=None, seed=None, drop_last=False,
                         rank=None, world_size=None, local_rank=None, device_id=None, transform=None,
                         python_fallback=False, batch_transform=None, memory_format=torch.contiguous_format,
-                        device=None, dali_cpu=None, output="tuple", target_transform=None, fallback=True):
+                        device=None, dali_cpu=None, output="tuple", target_transform=None, even_batches=False,
+                        fallback=True):
     """A DataLoader-like STL-10 iterator on DALI: `for images, labels in loader`.
 
     `root` holds stl10_binary/; type is 'train', 'test' ('val' is accepted for it),
@@ -123,14 +124,16 @@ def get_stl10_iter_dali(type, root, batch_size, num_threads=4, *, folds=None, se
                 drop_last=drop_last, rank=rank, world_size=world_size, local_rank=local_rank,
                 device_id=device_id, transform=transform, python_fallback=python_fallback,
                 batch_transform=batch_transform, memory_format=memory_format, device=device,
-                dali_cpu=dali_cpu, output=output, target_transform=target_transform, fallback=fallback)
+                dali_cpu=dali_cpu, output=output, target_transform=target_transform,
+                even_batches=even_batches, fallback=fallback)
     return _common.open_dali(STL10, get_stl10_iter_torch, args)
 
 
 def get_stl10_iter_torch(type, root, batch_size, num_threads=4, *, folds=None, seed=None, drop_last=False,
                          rank=None, world_size=None, local_rank=None, device_id=None, transform=None,
                          python_fallback=False, batch_transform=None, memory_format=torch.contiguous_format,
-                         device=None, dali_cpu=None, output="tuple", target_transform=None):
+                         device=None, dali_cpu=None, output="tuple", target_transform=None,
+                         even_batches=False):
     """The twin of get_stl10_iter_dali. torchvision's STL10 refuses files whose md5 is not
     the published one (every file, every split), so the twin reads the same files the same
     way through SourceDataset, handing the transform the PIL image STL10 would."""
@@ -138,5 +141,6 @@ def get_stl10_iter_torch(type, root, batch_size, num_threads=4, *, folds=None, s
                 drop_last=drop_last, rank=rank, world_size=world_size, local_rank=local_rank,
                 device_id=device_id, transform=transform, python_fallback=python_fallback,
                 batch_transform=batch_transform, memory_format=memory_format, device=device,
-                dali_cpu=dali_cpu, output=output, target_transform=target_transform)
+                dali_cpu=dali_cpu, output=output, target_transform=target_transform,
+                even_batches=even_batches)
     return _common.open_torch(STL10, args)

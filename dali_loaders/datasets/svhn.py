@@ -57,7 +57,8 @@ SPECS = (SVHN,)
 def get_svhn_iter_dali(type, root, batch_size, num_threads=4, *, seed=None, drop_last=False, rank=None,
                        world_size=None, local_rank=None, device_id=None, transform=None,
                        python_fallback=False, batch_transform=None, memory_format=torch.contiguous_format,
-                       device=None, dali_cpu=None, output="tuple", target_transform=None, fallback=True):
+                       device=None, dali_cpu=None, output="tuple", target_transform=None, even_batches=False,
+                       fallback=True):
     """A DataLoader-like SVHN iterator on DALI: `for images, labels in loader`.
 
     `root` holds <type>_32x32.mat; type is 'train', 'test' ('val' is accepted for it) or
@@ -68,14 +69,16 @@ def get_svhn_iter_dali(type, root, batch_size, num_threads=4, *, seed=None, drop
                 drop_last=drop_last, rank=rank, world_size=world_size, local_rank=local_rank,
                 device_id=device_id, transform=transform, python_fallback=python_fallback,
                 batch_transform=batch_transform, memory_format=memory_format, device=device,
-                dali_cpu=dali_cpu, output=output, target_transform=target_transform, fallback=fallback)
+                dali_cpu=dali_cpu, output=output, target_transform=target_transform,
+                even_batches=even_batches, fallback=fallback)
     return _common.open_dali(SVHN, get_svhn_iter_torch, args)
 
 
 def get_svhn_iter_torch(type, root, batch_size, num_threads=4, *, seed=None, drop_last=False, rank=None,
                         world_size=None, local_rank=None, device_id=None, transform=None,
                         python_fallback=False, batch_transform=None, memory_format=torch.contiguous_format,
-                        device=None, dali_cpu=None, output="tuple", target_transform=None):
+                        device=None, dali_cpu=None, output="tuple", target_transform=None,
+                        even_batches=False):
     """The twin of get_svhn_iter_dali. torchvision's SVHN refuses any file whose md5 is not
     the published one, so the twin reads the same .mat the same way (loadmat, 10 -> 0)
     through SourceDataset, handing the transform the PIL image SVHN would."""
@@ -83,5 +86,6 @@ def get_svhn_iter_torch(type, root, batch_size, num_threads=4, *, seed=None, dro
                 drop_last=drop_last, rank=rank, world_size=world_size, local_rank=local_rank,
                 device_id=device_id, transform=transform, python_fallback=python_fallback,
                 batch_transform=batch_transform, memory_format=memory_format, device=device,
-                dali_cpu=dali_cpu, output=output, target_transform=target_transform)
+                dali_cpu=dali_cpu, output=output, target_transform=target_transform,
+                even_batches=even_batches)
     return _common.open_torch(SVHN, args)

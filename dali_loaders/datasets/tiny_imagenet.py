@@ -97,7 +97,8 @@ def get_tiny_imagenet_iter_dali(type, root, batch_size, num_threads=4, *, max_im
                                 on_error="raise", seed=None, drop_last=False, rank=None, world_size=None,
                                 local_rank=None, device_id=None, transform=None, python_fallback=False,
                                 batch_transform=None, memory_format=torch.contiguous_format, device=None,
-                                dali_cpu=None, output="tuple", target_transform=None, fallback=True):
+                                dali_cpu=None, output="tuple", target_transform=None, even_batches=False,
+                                fallback=True):
     """A DataLoader-like Tiny-ImageNet iterator on DALI: `for images, labels in loader`.
 
     `root` holds tiny-imagenet-200/; type is 'train' or 'val' ('test' is accepted for
@@ -110,7 +111,7 @@ def get_tiny_imagenet_iter_dali(type, root, batch_size, num_threads=4, *, max_im
                 rank=rank, world_size=world_size, local_rank=local_rank, device_id=device_id,
                 transform=transform, python_fallback=python_fallback, batch_transform=batch_transform,
                 memory_format=memory_format, device=device, dali_cpu=dali_cpu, output=output,
-                target_transform=target_transform, fallback=fallback)
+                target_transform=target_transform, even_batches=even_batches, fallback=fallback)
     return _common.open_dali(TINY_IMAGENET, get_tiny_imagenet_iter_torch, args)
 
 
@@ -118,7 +119,7 @@ def get_tiny_imagenet_iter_torch(type, root, batch_size, num_threads=4, *, max_i
                                  on_error="raise", seed=None, drop_last=False, rank=None, world_size=None,
                                  local_rank=None, device_id=None, transform=None, python_fallback=False,
                                  batch_transform=None, memory_format=torch.contiguous_format, device=None,
-                                 dali_cpu=None, output="tuple", target_transform=None):
+                                 dali_cpu=None, output="tuple", target_transform=None, even_batches=False):
     """The twin of get_tiny_imagenet_iter_dali (no torchvision class exists: SourceDataset
     over the same index, images loaded as ImageFolder loads them)."""
     args = dict(type=type, root=root, batch_size=batch_size, num_threads=num_threads,
@@ -126,5 +127,5 @@ def get_tiny_imagenet_iter_torch(type, root, batch_size, num_threads=4, *, max_i
                 rank=rank, world_size=world_size, local_rank=local_rank, device_id=device_id,
                 transform=transform, python_fallback=python_fallback, batch_transform=batch_transform,
                 memory_format=memory_format, device=device, dali_cpu=dali_cpu, output=output,
-                target_transform=target_transform)
+                target_transform=target_transform, even_batches=even_batches)
     return _common.open_torch(TINY_IMAGENET, args)

@@ -24,10 +24,11 @@ def _check_train(train) -> bool:
 
 def get_webdataset_iter_dali(shards, batch_size, num_threads=4, *, train, seed=None, drop_last=False, rank=None,
                              world_size=None, local_rank=None, device_id=None, transform=None,
-                             python_fallback=False, batch_transform=None, memory_format=torch.contiguous_format, fallback=True,
-                             image_keys=IMAGE_KEYS, label_key=LABEL_KEY, cache_dir=None,
-                             device=None, dali_cpu=None, output="tuple", target_transform=None,
-                             max_image_pixels=_common.PIL_RULE, on_error="raise"):
+                             python_fallback=False, batch_transform=None,
+                             memory_format=torch.contiguous_format, fallback=True, image_keys=IMAGE_KEYS,
+                             label_key=LABEL_KEY, cache_dir=None, device=None, dali_cpu=None, output="tuple",
+                             target_transform=None, max_image_pixels=_common.PIL_RULE, on_error="raise",
+                             even_batches=False):
     """A DataLoader-like iterator over WebDataset tar shards on DALI (fn.readers.webdataset).
 
     `shards`: paths, a folder of *.tar, a glob or `shard-{000..009}.tar`. Each sample's image
@@ -51,10 +52,11 @@ def get_webdataset_iter_dali(shards, batch_size, num_threads=4, *, train, seed=N
 
 def get_webdataset_iter_torch(shards, batch_size, num_threads=4, *, train, seed=None, drop_last=False, rank=None,
                               world_size=None, local_rank=None, device_id=None, transform=None,
-                              python_fallback=False, batch_transform=None, memory_format=torch.contiguous_format,
-                              image_keys=IMAGE_KEYS, label_key=LABEL_KEY, cache_dir=None,
-                              device=None, dali_cpu=None, output="tuple", target_transform=None,
-                              max_image_pixels=_common.PIL_RULE, on_error="raise"):
+                              python_fallback=False, batch_transform=None,
+                              memory_format=torch.contiguous_format, image_keys=IMAGE_KEYS,
+                              label_key=LABEL_KEY, cache_dir=None, device=None, dali_cpu=None, output="tuple",
+                              target_transform=None, max_image_pixels=_common.PIL_RULE, on_error="raise",
+                              even_batches=False):
     """The twin of get_webdataset_iter_dali: the same samples, read from the same tars at the
     offsets tarfile found, decoded by PIL, in the same order; `num_threads` DataLoader workers."""
     train = _check_train(train)

@@ -62,26 +62,57 @@ def _define_epoch_iterator():
     from nvidia.dali import types
     from nvidia.dali.plugin.pytorch import DALIGenericIterator
 
-    if not hasattr(DALIGenericIterator, "_schedule_runs"):  # a DALI without that private method:
-        return lambda pipeline, runs: DALIGenericIterator(  # the stock iterator, a few runs wasted
-            [pipeline], ["images", "labels"], auto_reset=False, prepare_first_batch=False)
-
     class EpochIterator(DALIGenericIterator):
         def __init__(self, pipeline, runs: int):
             self._runs_left = runs  # before the base __init__, which may schedule
-            depth = pipeline.prefetch_queue_depth  # what the first schedule_run puts in flight
-            self._first_runs = max(depth.values()) if isinstance(depth, dict) else depth
+            depth = pipeline.prefetch_queue_depth
+            self._depth = max(depth.values()) if isinstance(depth, dict) else depth
+            # A pipeline's first schedule_run puts `depth` runs in flight, later ones one.
+            self._new_pipeline = getattr(pipeline, "_first_iter", True)
+            self._in_flight = 0     # runs scheduled whose outputs nobody has taken yet
             super().__init__([pipeline], ["images", "labels"], auto_reset=False, prepare_first_batch=False)
 
         def _schedule_runs(self, release_outputs=True):
             # Overrides a private method of DALI's base iterator (the one place it schedules).
-            if self._runs_left > 0:
-                self._runs_left -= 1 if self._ever_scheduled else self._first_runs
-                return super()._schedule_runs(release_outputs)
-            self._ever_scheduled = True
-            if release_outputs:
+            if self._runs_left <= 0:
+                self._ever_scheduled = True
+                if release_outputs:
+                    self._release()
+                return
+            first = not self._ever_scheduled
+            super()._schedule_runs(release_outputs)
+            scheduled = self._depth if first and self._new_pipeline else 1
+            if first and not self._new_pipeline:  # a reused pipeline: fill its queue as a new one's
+                for _ in range(min(self._depth, self._runs_left) - 1):
+                    for pipeline in self._pipes:
+                        with pipeline._check_api_type_scope(types.PipelineAPIType.ITERATOR):
+                            pipeline.schedule_run()
+                    scheduled += 1
+            self._runs_left -= scheduled
+            self._in_flight += scheduled
+
+        def _get_outputs(self):
+            outputs = super()._get_outputs()
+            self._in_flight -= 1
+            return outputs
+
+        def _release(self):
+            for pipeline in self._pipes:
+                with pipeline._check_api_type_scope(types.PipelineAPIType.ITERATOR):
+                    pipeline.release_outputs()
+
+        def drain(self):
+            """Takes and drops the outputs of the runs still in flight (a loop left early, or
+            the prefetch past a short epoch), so the pipeline is idle for the next epoch."""
+            while self._in_flight > 0:
+                self._in_flight -= 1
                 for pipeline in self._pipes:
                     with pipeline._check_api_type_scope(types.PipelineAPIType.ITERATOR):
+                        pipeline.share_outputs()
                         pipeline.release_outputs()
+
+        def fresh_state(self) -> str:
+            """The iterator data a checkpoint taken before any batch holds."""
+            return self._save_state()
 
     return EpochIterator

@@ -14,17 +14,25 @@ from .dali_loader import DaliLoader
 from .distributed import epoch_sampler
 from .options import LoaderOptions, check_options, resolve_device
 from .outputs import LabelTable, ShapedLoader
+from .pipeline import EpochOrder
 
 # -- the DALI loader ---------------------------------------------------------------------
 
 
-def graph(source, order: np.ndarray, per_batch: int, recipe: transforms.Plan, layout: str, variant: str):
+def graph(source, feed, per_batch: int, recipe: transforms.Plan, layout: str, variant: str):
     """The whole pipeline: read, the translated steps, the Python steps if any; (images, labels).
     (`per_batch`, not batch_size: pipeline_def takes that name for itself.) `variant`: one
-    graph for all three (options.DEVICES); they differ only in the devices named."""
+    graph for all three (options.DEVICES); they differ only in the devices named.
+
+    The source interface: `source.read(feed, batch_size, device)` returns (Images, labels) of
+    batch after batch of `feed`'s samples, each run's batch `feed.batch(info.iteration,
+    batch_size)`, through external_source: the loader sets `feed.indices` each epoch, and a
+    restored checkpoint sets the iteration, so the graph is defined once (pipeline.py). A plain
+    array of indices is a fixed order."""
+    feed = EpochOrder.of(feed)
     device = "cpu" if variant == "cpu" else "gpu"
     read_on = "cpu" if recipe.python else device   # Python steps need the pixels on the CPU
-    images, labels = source.read(order, per_batch, read_on)
+    images, labels = source.read(feed, per_batch, read_on)
     if variant == "cpu-decode" and images.encoded:
         images.decode_args = dict(images.decode_args, device="cpu")   # Images.decode moves them to the GPU
     images.layout = layout
@@ -44,11 +52,14 @@ def dali_loader(source, transform, *, train: bool, batch_size: int, num_threads:
                 python_fallback: bool = False, memory_format=torch.contiguous_format,
                 explain_failure: Optional[Callable] = None, batch_transform=None,
                 device: Optional[str] = None, dali_cpu: Optional[bool] = None, output: str = "tuple",
-                target_transform: Optional[Callable] = None, label_table: Optional[LabelTable] = None):
+                target_transform: Optional[Callable] = None, label_table: Optional[LabelTable] = None,
+                even_batches: bool = False):
     """A DaliLoader over `source`, with `transform` translated into its DALI graph, and
     `batch_transform` (MixUp, CutMix) applied to each batch (see mixing.py). `device`,
     `dali_cpu`, `output` and `target_transform` (see options.py) pick the device variant and
-    shape the batches; `label_table` maps the source's labels (sample indices) onto the real ones."""
+    shape the batches; `label_table` maps the source's labels (sample indices) onto the real ones.
+    `even_batches`: every rank steps as many times, the shorter validation parts padded
+    (loader.padded)."""
     options = check_options(device, dali_cpu, output, target_transform)
     check_labels(options, label_table, batch_transform)
     check_count("batch_size", batch_size, 1)
@@ -59,16 +70,19 @@ def dali_loader(source, transform, *, train: bool, batch_size: int, num_threads:
         transforms.warn_slow(recipe)
     sampler = sampler_for(source)(len(source), shuffle=train, seed=seed, rank=rank, world_size=world_size,
                                   local_rank=local_rank)
+    sampler.even_batches = bool(even_batches)
     variant = resolve_device(options.device, device_id)
     gpu = None if variant == "cpu" else pick_device_id(device_id, sampler.local_rank)
 
-    def build_pipeline(order, pipeline_seed, checkpoint):
-        return build_dali_pipeline(graph, source, order, batch_size, recipe, layout, variant,
+    feed = EpochOrder()
+
+    def build_pipeline(pipeline_seed, checkpoint):
+        return build_dali_pipeline(graph, source, feed, batch_size, recipe, layout, variant,
                                    batch_size=batch_size, num_threads=num_threads, device_id=gpu,
                                    seed=pipeline_seed, checkpoint=checkpoint,
                                    conditionals=transforms.needs_conditionals(recipe, variant))
 
-    loader = DaliLoader(source, build_pipeline, batch_size=batch_size, sampler=sampler, drop_last=drop_last,
+    loader = DaliLoader(source, build_pipeline, feed, batch_size=batch_size, sampler=sampler, drop_last=drop_last,
                         explain_failure=explain_failure, finish=batch_finisher(layout, recipe.output_dtype),
                         batch_transform=batch_mixer(batch_transform, sampler))
     return shaped(loader, options, label_table)
@@ -122,7 +136,8 @@ def serialized_gpu_graph(source, transform, batch_size: int = 4, python_fallback
     from nvidia.dali import pipeline_def
 
     recipe = transforms.plan(transform, python_fallback)
+    feed = EpochOrder(np.arange(min(len(source), batch_size)))
     pipe = pipeline_def(graph, enable_conditionals=transforms.needs_conditionals(recipe, variant))(
-        source, np.arange(min(len(source), batch_size)), batch_size, recipe, "CHW", variant,
+        source, feed, batch_size, recipe, "CHW", variant,
         batch_size=batch_size, num_threads=1, device_id=None, seed=1)
     return pipe.serialize()

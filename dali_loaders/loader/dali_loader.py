@@ -1,9 +1,10 @@
 """The DataLoader look-alike every DALI loader returns.
 
-Each loop builds a fresh DALI pipeline for one epoch (a build takes milliseconds). A
-`break` therefore leaves nothing behind for the next loop (DALI ignores reset() in
-mid-epoch), and an epoch is a pure function of (seed, epoch, rank): set_epoch and a
-restored state_dict reproduce it exactly.
+One DALI pipeline serves every epoch of a loader (see pipeline.py): each loop hands it the
+epoch's order and puts it in the state a pipeline seeded with (seed, epoch, rank) starts
+in, so an epoch is a pure function of (seed, epoch, rank): set_epoch and a restored
+state_dict reproduce it exactly. A `break` leaves runs in flight; the next loop drains
+them first. `close()` shuts the pipeline down now; a forked child never touches it.
 """
 import math
 from typing import Callable, Optional, Tuple
@@ -13,17 +14,17 @@ import torch
 from torch.utils.data import BatchSampler
 
 from ..seeds import derived_seed
-from ._dali import epoch_iterator, release_freed_memory
 from .distributed import EpochSampler
+from .pipeline import EpochOrder, LivePipeline
 from .skips import skipped_files, warn_skipped
 
-STATE_VERSION = 1
+STATE_VERSION = 2  # 2: the DALI checkpoint is of the one long-lived graph (external_source fed)
 STATE_KEYS = ("version", "dataset", "batch_size", "drop_last", "rank", "world_size", "seed",
               "epoch", "batches_done", "dali")
 
-# build_pipeline(order, seed, checkpoint) -> a DALI pipeline whose outputs are
-# (images, labels) for the samples `order`, in that order, batch after batch.
-PipelineBuilder = Callable[[np.ndarray, int, Optional[bytes]], object]
+# build_pipeline(seed, checkpoint) -> a built DALI pipeline whose outputs are (images, labels)
+# for the samples of `feed` (the EpochOrder handed to DaliLoader too), batch after batch.
+PipelineBuilder = Callable[[int, Optional[bytes]], object]
 # batch_transform(images, labels, epoch, batch_index) -> (images, labels), on each whole batch.
 BatchHook = Callable[[torch.Tensor, torch.Tensor, int, int], Tuple[torch.Tensor, torch.Tensor]]
 
@@ -33,7 +34,9 @@ class DaliLoader:
 
     `loader.dataset` is the dataset (its len is the sample count over all ranks);
     `loader.sampler` says which samples this rank reads in each epoch, and
-    `loader.batch_sampler` which samples each batch holds. The other DataLoader attributes
+    `loader.batch_sampler` which samples each batch holds. With even_batches=True every rank
+    steps as many times; `loader.padded` then says which samples of the batch just yielded
+    are padding (repeats of this rank's first samples): drop them from metrics. The other DataLoader attributes
     that frameworks read (Lightning, Accelerate) say what is true of DALI: no worker
     processes, no collate step, nothing to pin.
     """
@@ -51,7 +54,7 @@ class DaliLoader:
     persistent_workers = False
     in_order = True
 
-    def __init__(self, dataset, build_pipeline: PipelineBuilder, *, batch_size: int,
+    def __init__(self, dataset, build_pipeline: PipelineBuilder, feed: EpochOrder, *, batch_size: int,
                  sampler: EpochSampler, drop_last: bool,
                  explain_failure: Optional[Callable[[Exception, np.ndarray], Exception]] = None,
                  finish: Callable[[torch.Tensor], torch.Tensor] = lambda images: images,
@@ -63,8 +66,10 @@ class DaliLoader:
         self.sampler = sampler
         self.drop_last = drop_last
         self.batch_sampler = BatchSampler(sampler, batch_size, drop_last)
-        self._build_pipeline = build_pipeline
+        self._feed = feed
+        self._pipeline = LivePipeline(build_pipeline)
         self._explain_failure = explain_failure
+        self.padded = torch.zeros(0, dtype=torch.bool)  # which samples of the last batch are even_batches' padding
         self._live: Optional[_LiveEpoch] = None  # the epoch in progress, if any
         self._resume: Optional[dict] = None      # a loaded state, used by the next loop
 
@@ -109,29 +114,42 @@ class DaliLoader:
         order = self._epoch_order(live.epoch)
         batches = self._num_batches(len(order))
         if live.done < batches:
-            release_freed_memory()  # a loop left with `break` dropped its pipeline just now
             seed = derived_seed(self.sampler.seed, live.epoch, self.sampler.shard.rank)
             # A checkpoint restores the pipeline's position; without one (a state taken on
-            # another rank) a pipeline starts at the first batch still to come.
+            # another rank) the pipeline starts at the first batch still to come.
             skipped = 0 if live.checkpoint is not None else live.done * self.batch_size
-            pipeline = self._build_pipeline(order[skipped:], seed, live.checkpoint)
-            live.dali_iter = epoch_iterator(pipeline, runs=batches - live.done)
+            self._feed.indices, self._feed.seed = order[skipped:], seed
+            live.dali_iter = self._pipeline.start_epoch(seed, live.checkpoint, runs=batches - live.done)
         for k in range(live.done, batches):
+            if k == live.start + 1:  # the first batch is out: make the next epoch's start state now
+                self._pipeline.prepare(derived_seed(self.sampler.seed, live.epoch + 1, self.sampler.shard.rank))
             try:
                 out = next(live.dali_iter)[0]
             except (RuntimeError, StopIteration) as failure:
                 self._end(live)
+                self._pipeline.failed()
                 raise self._explain(failure, order[k * self.batch_size:]) from failure
-            # The last batch of a reader may be padded with the next epoch's samples: trim.
             n = min(self.batch_size, len(order) - k * self.batch_size)
             live.done = k + 1
             images, labels = self._finish(out["images"][:n]), out["labels"][:n].view(-1).long()
+            self.padded = self.sampler.padding_mask(k * self.batch_size, n)
             if self._batch_transform is not None:
                 images, labels = self._batch_transform(images, labels, live.epoch, k)
             yield images, labels
         self._end(live)
-        live.dali_iter = None  # the pipeline and its threads go now, not when the loop is collected
-        release_freed_memory()
+        live.dali_iter = None
+        self._pipeline.ended_epoch()
+
+    @property
+    def pipeline(self):
+        """The DALI pipeline every epoch runs (None before the first loop and after close())."""
+        return self._pipeline.pipeline
+
+    def close(self) -> None:
+        """Shuts the DALI pipeline and its threads down now; a later loop builds a new one."""
+        if self._live is not None:
+            self._live.dali_iter = None
+        self._pipeline.close()
 
     def _end(self, live: "_LiveEpoch") -> None:
         if self._live is live:  # a loop abandoned earlier must not end the current one

@@ -161,6 +161,9 @@ class EpochSampler(DistributedSampler):
             self._settle(shard)
         self.epoch = 0          # the epoch of the pass in progress, or the next one
         self.next_epoch = 0     # the epoch the next pass starts
+        # even_batches: every rank reads as many samples as the largest part, the shorter
+        # parts padded with their own first samples (see padding_mask)
+        self.even_batches = False
 
     def _settle(self, shard: Shard) -> None:
         if self.shuffle and self.n < shard.world_size:
@@ -221,13 +224,25 @@ class EpochSampler(DistributedSampler):
         return self.epoch
 
     def indices(self, epoch: int) -> np.ndarray:
-        return shard_indices(self.n, shuffle=self.shuffle, seed=self.seed, epoch=epoch, shard=self.shard)
+        order = shard_indices(self.n, shuffle=self.shuffle, seed=self.seed, epoch=epoch, shard=self.shard)
+        return np.resize(order, len(self)) if self.even_batches and len(order) else order
 
-    def __len__(self) -> int:
-        """Samples this rank reads per epoch, the same every epoch (see shard_indices)."""
+    def unpadded_len(self) -> int:
+        """This rank's own samples per epoch; positions from here on are even_batches' padding."""
         shard = self.shard
         per_rank, extra = divmod(self.n, shard.world_size)
         return per_rank + (0 if self.shuffle else int(shard.rank < extra))
+
+    def padding_mask(self, start: int, count: int) -> torch.Tensor:
+        """Which of the epoch's samples start..start+count-1 are padding (True: drop them from metrics)."""
+        return torch.arange(start, start + count) >= self.unpadded_len()
+
+    def __len__(self) -> int:
+        """Samples this rank reads per epoch, the same every epoch (see shard_indices); with
+        even_batches, the same on every rank too."""
+        if self.even_batches and not self.shuffle:
+            return -(-self.n // self.shard.world_size)
+        return self.unpadded_len()
 
     def __iter__(self) -> Iterator[int]:
         return iter(self.indices(self.start_epoch()).tolist())

@@ -16,6 +16,8 @@ class TorchLoader(DataLoader):
     """The torchvision twins' loader: a DataLoader over an EpochSampler, with
     DistributedSampler's `set_epoch`."""
 
+    padded = torch.zeros(0, dtype=torch.bool)  # which samples of the last batch are even_batches' padding
+
     def set_epoch(self, epoch: int) -> None:
         self.sampler.set_epoch(epoch)
 
@@ -26,7 +28,14 @@ class TorchLoader(DataLoader):
 
     def __iter__(self):
         warn_skipped(self.dataset, getattr(self.sampler, "next_epoch", 0))
-        return super().__iter__()
+        if not hasattr(self.sampler, "padding_mask"):  # a framework's own sampler (Lightning's predict)
+            yield from super().__iter__()
+            return
+        start = 0
+        for images, labels in super().__iter__():
+            self.padded = self.sampler.padding_mask(start, len(labels))
+            start += len(labels)
+            yield images, labels
 
 
 # -- the torchvision twin ------------------------------------------------------------------
@@ -61,7 +70,7 @@ class SourceDataset(Dataset):
 def torch_loader(dataset: Dataset, *, train: bool, batch_size: int, num_workers: int, seed=None,
                  drop_last: bool = False, rank=None, world_size=None, local_rank=None,
                  memory_format=torch.contiguous_format, batch_transform=None, device=None, dali_cpu=None,
-                 output="tuple", target_transform=None, label_table=None):
+                 output="tuple", target_transform=None, label_table=None, even_batches: bool = False):
     """A DataLoader over `dataset` (a SourceDataset, or torchvision's own dataset class) with
     the DALI loader's sample order, output layout and batch_transform; `device`, `dali_cpu`,
     `output`, `target_transform` and `label_table` as dali_loader's (the twin's outputs stay on the CPU whatever the device)."""
@@ -74,6 +83,7 @@ def torch_loader(dataset: Dataset, *, train: bool, batch_size: int, num_workers:
     layout = output_layout(memory_format)
     sampler = sampler_for(dataset)(len(dataset), shuffle=train, seed=seed, rank=rank, world_size=world_size,
                                    local_rank=local_rank)
+    sampler.even_batches = bool(even_batches)
     collate = _collate_channels_last if layout == "HWC" else None
     mixer = batch_mixer(batch_transform, sampler)
     loader_class = TorchLoader if mixer is None else BatchTransformedTorchLoader

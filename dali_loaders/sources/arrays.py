@@ -29,8 +29,9 @@ class ArraySource:
         pixels = self.images[i]
         return Image.fromarray(pixels[..., 0], "L") if pixels.shape[-1] == 1 else Image.fromarray(pixels, "RGB")
 
-    def read(self, order: np.ndarray, batch_size: int, device: str):
-        """The graph's first step: batch after batch of `order`, as (Images, labels)."""
+    def read(self, order, batch_size: int, device: str):
+        """The graph's first step: batch after batch of `order` (loader.pipeline.EpochOrder:
+        the loader sets its indices and seed each epoch), as (Images, labels)."""
         from nvidia.dali import fn, types
 
         feeder = _ArrayFeeder(self, order, batch_size, _pipeline_seed())
@@ -52,30 +53,36 @@ def _pipeline_seed() -> int:
 
 
 class _ArrayFeeder:
-    """external_source callback: batch `info.iteration` of `order`, with the batch steps the
-    translator handed to the source (array_batches.BatchSteps). A pure function of the
-    batch's position, so a pipeline restored from a DALI checkpoint resumes where it stopped."""
+    """external_source callback: batch `info.iteration` of `order` (an EpochOrder), with the
+    batch steps the translator handed to the source (array_batches.BatchSteps). A pure function
+    of the epoch's order and seed and the batch's position, so a pipeline restored from a DALI
+    checkpoint resumes where it stopped. One pipeline serves every epoch (loader/pipeline.py):
+    the draws are keyed on the epoch's seed, which the loader sets with its order."""
 
-    def __init__(self, source: ArraySource, order: np.ndarray, batch_size: int, seed: int):
+    def __init__(self, source: ArraySource, order, batch_size: int, seed: int):
         self.source, self.order, self.batch_size, self.seed = source, order, batch_size, seed
         self.steps = BatchSteps(source.images.shape[1:])
 
     def indices(self, info) -> np.ndarray:
-        indices = self.order[info.iteration * self.batch_size:(info.iteration + 1) * self.batch_size]
-        if len(indices) == 0:
-            raise StopIteration
-        return indices
+        return self.order.batch(info.iteration, self.batch_size)
+
+    def stream(self, info):
+        """(seed, epoch) of the batch's draws: the epoch's seed when the loader sets one, else
+        the pipeline's seed and DALI's epoch (a graph built for one pass)."""
+        if self.order.seed is not None:
+            return self.order.seed, 0
+        return self.seed, info.epoch_idx
 
     def __call__(self, info):
         indices = self.indices(info)
-        images = self.steps.images(self.source.images[indices], self.seed, info.epoch_idx, info.iteration)
+        images = self.steps.images(self.source.images[indices], *self.stream(info), info.iteration)
         return images, self.source.labels[indices]
 
     def coins(self, k: int):
         """external_source callback for coin stream k: one int32 per sample of the batch."""
         def draw(info):
             n = len(self.indices(info))
-            return self.steps.coin(k, n, self.seed, info.epoch_idx, info.iteration)
+            return self.steps.coin(k, n, *self.stream(info), info.iteration)
         return draw
 
 

@@ -1,4 +1,4 @@
-"""Encoded image files and their labels, read by fn.readers.file and decoded by DALI."""
+"""Encoded image files and their labels, read by fn.io.file.read and decoded by DALI."""
 import os
 import zlib
 from typing import List, Optional, Sequence
@@ -29,12 +29,26 @@ class FileSource:
 
         return load_rgb(self.files[i], pil_bomb_check=getattr(self, "max_image_pixels", PIL_RULE) == PIL_RULE)
 
-    def read(self, order: np.ndarray, batch_size: int, device: str):
-        from nvidia.dali import fn
+    def read(self, order, batch_size: int, device: str):
+        """Batch after batch of `order` (an EpochOrder the loader sets each epoch): the file
+        names and labels fed by external_source, the files read by fn.io.file.read."""
+        from nvidia.dali import fn, types
 
-        encoded, labels = fn.readers.file(files=[self.files[i] for i in order], labels=self.labels[order].tolist(),
-                                          random_shuffle=False, name="Reader")
-        return encoded_images(encoded, device), labels
+        names, labels = fn.external_source(source=_NameFeeder(self, order, batch_size), num_outputs=2, batch=True,
+                                           batch_info=True, dtype=[types.UINT8, types.INT64])
+        return encoded_images(fn.io.file.read(names), device), labels
+
+
+class _NameFeeder:
+    """external_source callback: the file names (as bytes) and labels of batch `info.iteration`."""
+
+    def __init__(self, source: FileSource, order, batch_size: int):
+        self.order, self.batch_size, self.labels = order, batch_size, source.labels
+        self.names = [np.frombuffer(os.fsencode(f), dtype=np.uint8) for f in source.files]
+
+    def __call__(self, info):
+        indices = self.order.batch(info.iteration, self.batch_size)
+        return [self.names[i] for i in indices], self.labels[indices]
 
 
 def encoded_images(encoded, device: str) -> transforms.Images:

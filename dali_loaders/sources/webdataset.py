@@ -6,35 +6,31 @@ rest of the name its key. The image is under one of `image_keys` (jpg, jpeg, png
 class under `label_key` (cls: the label as ASCII digits); a sample without one is
 unlabeled (-1).
 
-DALI's fn.readers.webdataset reads a shard through an index file (DALI's "v1.2" text
+The library finds the samples of a shard through an index file (DALI's "v1.2" text
 format, the one its wds2idx tool writes: a header `v1.2 <samples>`, then a line per sample
 of `key offset size name` per member). The library writes these itself, with tarfile,
 next to each shard (`shard-000.tar` -> `shard-000.idx`) or, where that folder is
 read-only or `cache_dir` is given, in a cache folder; `python -m dali_loaders index SHARDS`
 writes them ahead of time.
 
-The sample order. The reader reads the samples of an index file in the order its lines
-give, by offset, and its `paths` in the order given; a shard may appear more than once.
-So each epoch the library writes small per-epoch index files, one per run of consecutive
-samples from one shard in this rank's order, and the reader reads exactly that order: no
-reader-side shuffling or sharding is used. The order follows the library's rules
+The sample order. Each batch's image members are read from the tars in Python (a seek and
+a read of the size the index gives, so a shard cannot make it read more) and fed to DALI by
+external_source, which decodes them; the order follows the library's rules
 (distributed.shard_indices): validation reads every sample once, rank r the r-th
 contiguous part; training takes the same samples a seeded global permutation gives each
-rank (equal steps per rank), then, so that a rank opens each shard once per epoch and
-not once per sample, groups them shard by shard, the shards in an order drawn from
-(seed, epoch), the samples within a shard in the permutation's order. A batch therefore
-draws from one or two shards: write shards with their samples shuffled, as WebDataset
-recommends. The twin uses the same sampler, so it serves the same order.
+rank (equal steps per rank), then, so that a rank reads each shard once per epoch in one
+sweep, groups them shard by shard, the shards in an order drawn from (seed, epoch), the
+samples within a shard in the permutation's order. A batch therefore draws from one or two
+shards: write shards with their samples shuffled, as WebDataset recommends. The twin uses
+the same sampler, so it serves the same order.
 """
 import glob
 import hashlib
 import io
 import os
 import re
-import shutil
 import tarfile
 import tempfile
-import weakref
 import zlib
 from typing import List, Optional, Sequence
 
@@ -199,7 +195,7 @@ def _fresh(path: str, shard: str) -> bool:
 
 class WebDatasetSource:
     """The samples of tar shards: where each image is (shard, offset, size, member name), and
-    the labels. Read by fn.readers.webdataset through per-epoch index files (see above)."""
+    the labels. Each batch's images are read from the tars and fed to DALI (see above)."""
 
     def __init__(self, shards, image_keys: Sequence[str] = IMAGE_KEYS, label_key: Optional[str] = LABEL_KEY,
                  cache_dir: Optional[str] = None):
@@ -220,7 +216,6 @@ class WebDatasetSource:
         self.members = [r[1] for r in rows]   # (key, offset, size, name) of each sample's image
         self.labels = np.asarray(labels, dtype=np.int64)
         self.name = "webdataset"
-        self._epoch_dir = None
 
     def _shard_samples(self, number: int, samples, label_key):
         shard, rows, labels = self.shards[number], [], []
@@ -274,35 +269,25 @@ class WebDatasetSource:
         return ShardOrderSampler(n, shuffle=shuffle, seed=seed, shard=shard, local_rank=local_rank,
                                  shard_of=self.shard_of)
 
-    def read(self, order: np.ndarray, batch_size: int, device: str):
-        """The reader over this epoch's index files; the labels fed beside it, batch by batch."""
+    def read(self, order, batch_size: int, device: str):
+        """Batch after batch of `order` (an EpochOrder the loader sets each epoch): the image
+        members' bytes and the labels, fed by external_source."""
         from nvidia.dali import fn, types
 
-        paths, index_paths = self._epoch_index(order)
-        keys = ";".join(sorted({self.members[i][0] for i in order}))
-        encoded = fn.readers.webdataset(paths=paths, index_paths=index_paths, ext=[keys],
-                                        missing_component_behavior="error", random_shuffle=False, name="Reader")
-        labels = fn.external_source(source=_LabelFeeder(self.labels[order], batch_size), batch=True,
-                                    batch_info=True, dtype=types.INT64)
+        encoded, labels = fn.external_source(source=_MemberFeeder(self, order, batch_size), num_outputs=2,
+                                             batch=True, batch_info=True, dtype=[types.UINT8, types.INT64])
         return encoded_images(encoded, device), labels
 
-    def _epoch_index(self, order: np.ndarray):
-        """One (shard, index file) per run of `order` from one shard. Named by content, so a
-        pipeline rebuilt to resume finds the very files it was checkpointed with."""
-        if self._epoch_dir is None:
-            self._epoch_dir = tempfile.mkdtemp(prefix="dali_loaders_wds_")
-            weakref.finalize(self, shutil.rmtree, self._epoch_dir, True)
-        starts = np.flatnonzero(np.diff(self.shard_of[order], prepend=-1))
-        paths, index_paths = [], []
-        for run in np.split(order, starts[1:]):
-            text = format_index([[self.members[i]] for i in run])
-            path = os.path.join(self._epoch_dir, hashlib.sha1(text.encode()).hexdigest() + ".idx")
-            if not os.path.isfile(path):
-                with open(path, "w") as f:
-                    f.write(text)
-            paths.append(self.shards[self.shard_of[run[0]]])
-            index_paths.append(path)
-        return paths, index_paths
+    def batch_bytes(self, indices: np.ndarray) -> List[np.ndarray]:
+        """The encoded images of samples `indices`, each shard opened once per batch."""
+        out: List[Optional[np.ndarray]] = [None] * len(indices)
+        for number in np.unique(self.shard_of[indices]):
+            with open(self.shards[number], "rb") as f:
+                for k in np.flatnonzero(self.shard_of[indices] == number):
+                    _, offset, size, _ = self.members[indices[k]]
+                    f.seek(offset)
+                    out[k] = np.frombuffer(f.read(size), dtype=np.uint8)
+        return out
 
     def undecodable_reason(self, i: int) -> Optional[str]:
         try:
@@ -328,19 +313,15 @@ def _read_label(f, shard: str, members) -> int:
                          f"shard or pass label_key=None") from None
 
 
-class _LabelFeeder:
-    """external_source callback: batch `info.iteration` of the epoch's labels, full batches
-    (the last padded from the start, as the reader pads it), a pure function of the
-    iteration, so a pipeline restored from a checkpoint feeds on from where it stopped."""
+class _MemberFeeder:
+    """external_source callback: the encoded images and labels of batch `info.iteration`."""
 
-    def __init__(self, labels: np.ndarray, batch_size: int):
-        self.labels, self.batch_size = labels, batch_size
+    def __init__(self, source: WebDatasetSource, order, batch_size: int):
+        self.source, self.order, self.batch_size = source, order, batch_size
 
     def __call__(self, info):
-        start = info.iteration * self.batch_size
-        if start >= len(self.labels):
-            raise StopIteration
-        return self.labels[np.arange(start, start + self.batch_size) % len(self.labels)]
+        indices = self.order.batch(info.iteration, self.batch_size)
+        return self.source.batch_bytes(indices), self.source.labels[indices]
 
 
 class ShardOrderSampler(EpochSampler):

@@ -1,0 +1,175 @@
+"""One pipeline for a loader's life (issue 18): reused across epochs with every sample once,
+break and resume; no hang when a process that used it forks; even batches on every rank;
+a 30-epoch soak with a SIGKILL and a resume. Images encode their own index (cifar_data)."""
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections import Counter
+
+import pytest
+import torch
+from cifar_data import index_images, write_cifar
+from dist_worker import decode_indices, recipe_mean_std
+
+from dali_loaders import get_cifar_iter_dali
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+WORKER = os.path.join(HERE, "life_worker.py")
+CODE = {"base": 256, "step": 1, "offset": 0}
+TIMEOUT = 240  # a hang must fail the test, not the session
+
+
+@pytest.fixture(scope="module")
+def root(tmp_path_factory):
+    path = str(tmp_path_factory.mktemp("cifar"))
+    write_cifar(path, n_train=96, n_test=100, images=index_images)
+    return write_cifar(path, dataset="cifar100", n_train=96, n_test=10)   # label == index
+
+
+@pytest.fixture
+def no_torchrun_env(monkeypatch):
+    for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
+        monkeypatch.delenv(name, raising=False)
+
+
+def env():
+    return dict(os.environ, PYTHONPATH=os.pathsep.join([os.path.dirname(HERE), HERE]))
+
+
+def indices(images):
+    return decode_indices(images, *recipe_mean_std("cifar", {}), CODE)
+
+
+def test_one_pipeline_every_epoch_each_sample_once_break_and_resume(root, no_torchrun_env):
+    loader = get_cifar_iter_dali("train", root, 16, num_threads=2, seed=5)
+    reference = get_cifar_iter_dali("train", root, 16, num_threads=1, seed=5)
+    expected = [[indices(x) for x, _ in reference] for _ in range(3)]
+    first = [indices(x) for x, _ in loader]
+    pipeline = loader.pipeline
+    assert pipeline is not None and first == expected[0]
+    for k, (images, _) in enumerate(loader):   # epoch 1, left after 2 batches
+        if k == 1:
+            break
+    state = loader.state_dict()
+    assert (state["epoch"], state["batches_done"]) == (1, 2)
+    assert [indices(x) for x, _ in loader] == expected[2]   # a new loop: the next epoch, whole
+    assert loader.pipeline is pipeline                      # ... on the same pipeline
+    assert sorted(sum(expected[2], [])) == sorted(set(sum(expected[2], []))) and len(sum(expected[2], [])) == 96
+    loader.load_state_dict(state)                           # the rest of epoch 1, then epoch 2
+    assert [indices(x) for x, _ in loader] == expected[1][2:]
+    assert [indices(x) for x, _ in loader] == expected[2]
+    assert loader.pipeline is pipeline
+    loader.close()
+    assert loader.pipeline is None
+    loader.set_epoch(0)   # a loop after close() builds a new pipeline, same epoch as before
+    assert [indices(x) for x, _ in loader] == expected[0] and loader.pipeline is not pipeline
+
+
+def test_augmentations_are_the_epochs_own_on_a_reused_pipeline(root, no_torchrun_env):
+    from torchvision.transforms import v2
+    recipe = v2.Compose([v2.RandomResizedCrop(32), v2.RandomHorizontalFlip(), v2.ToImage(),
+                         v2.ToDtype(torch.float32, scale=True)])
+    run = get_cifar_iter_dali("train", root, 16, num_threads=2, seed=9, transform=recipe)
+    epochs = [torch.cat([x for x, _ in run]) for _ in range(3)]
+    assert not torch.equal(epochs[1], epochs[2])
+    fresh = get_cifar_iter_dali("train", root, 16, num_threads=1, seed=9, transform=recipe)
+    fresh.set_epoch(2)
+    assert torch.equal(torch.cat([x for x, _ in fresh]), epochs[2])
+
+
+def test_forked_workers_collecting_a_cycled_loader_do_not_hang(root, no_torchrun_env):
+    # Without the after-fork hook this hangs in the workers (life_worker.py fork --no-hook).
+    done = subprocess.run([sys.executable, WORKER, "fork", root], env=env(), capture_output=True,
+                          text=True, timeout=TIMEOUT)
+    assert done.returncode == 0 and "served 8" in done.stdout, done.stderr[-2000:]
+
+
+def test_even_batches_let_a_per_batch_all_reduce_finish_on_three_ranks(root, tmp_path, no_torchrun_env):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=3", "--master_addr=127.0.0.1",
+               f"--master_port={port}", WORKER, "allreduce", root, str(tmp_path)]
+    subprocess.run(command, env=env(), check=True, timeout=TIMEOUT, capture_output=True)
+    ranks = [json.load(open(tmp_path / f"rank{r}.json")) for r in range(3)]
+    assert [r["steps"] for r in ranks] == [2, 2, 2]   # 100 samples, 3 ranks, batch 33: 34 each
+    kept = Counter(i for r in ranks for i in r["kept"])
+    assert sorted(kept) == list(range(96, 196)) and set(kept.values()) == {1}   # padding flagged
+
+
+def test_even_batches_pads_only_validation_and_flags_the_padding(root, no_torchrun_env):
+    loaders = [get_cifar_iter_dali("val", root, 33, num_threads=1, rank=r, world_size=3, even_batches=True)
+               for r in range(3)]
+    assert [len(x) for x in loaders] == [2, 2, 2]
+    last = []
+    for loader in loaders:
+        batches = [indices(x) for x, _ in loader]
+        last.append(loader.padded.tolist())
+        assert sum(len(b) for b in batches) == 34
+    assert last == [[False], [True], [True]]   # 34, 33, 33 own samples
+    unpadded = get_cifar_iter_dali("val", root, 33, num_threads=1, rank=1, world_size=3)
+    assert len(unpadded) == 1
+
+
+def test_soak_thirty_epochs_flat_memory_and_a_sigkill_resumed_exactly(root, tmp_path, no_torchrun_env):
+    out, epochs = str(tmp_path / "soak.pt"), 30
+    soak = subprocess.run([sys.executable, WORKER, "soak", root, out, str(epochs)], env=env(),
+                          capture_output=True, text=True, timeout=TIMEOUT)
+    assert soak.returncode == 0, soak.stderr[-2000:]
+    run = torch.load(out, weights_only=False)
+    usage = run["usage"]
+    rss = [u[0] / 2 ** 20 for u in usage]
+    threads = [u[1] for u in usage]
+    print(f"soak: RSS MiB after epochs 2..{epochs}: {min(rss[2:]):.1f}..{max(rss[2:]):.1f}; "
+          f"threads {min(threads[2:])}..{max(threads[2:])}")
+    assert max(threads[2:]) == min(threads[2:])
+    assert max(rss[2:]) - rss[2] < 16, rss   # flat: no growth per epoch past the warm-up
+    for epoch in range(epochs):
+        assert sorted(run["seen"][epoch]) == list(range(96)), epoch
+    # Killed mid-epoch, then resumed from its last state: every sample of that epoch once.
+    partial = str(tmp_path / "killed.pt")
+    victim = subprocess.Popen([sys.executable, WORKER, "soak", root, partial, "3"],
+                              env=dict(env(), SOAK_STEP_SECONDS="0.2"))
+    deadline = time.monotonic() + TIMEOUT
+    while time.monotonic() < deadline:
+        if os.path.exists(partial) and len(torch.load(partial, weights_only=False)["seen"].get(1, [])) >= 32:
+            break
+        time.sleep(0.05)
+    victim.send_signal(signal.SIGKILL)
+    victim.wait(timeout=30)
+    state = torch.load(partial, weights_only=False)
+    assert state["state"]["epoch"] == 1 and 0 < state["state"]["batches_done"] < 6
+    resumed = str(tmp_path / "resumed.pt")
+    subprocess.run([sys.executable, WORKER, "soak", root, resumed, "3", partial], env=env(), check=True,
+                   timeout=TIMEOUT)
+    seen = torch.load(resumed, weights_only=False)["seen"]
+    for epoch in range(3):
+        assert sorted(seen[epoch]) == list(range(96)), epoch
+        assert seen[epoch] == run["seen"][epoch]    # and in the uninterrupted run's order
+
+
+def test_lightning_dali_then_ddp_then_forked_workers_in_one_process(root, tmp_path, no_torchrun_env):
+    """The issue's sequence: fit with the DALI DataModule, then under ddp, then with
+    use_dali=False, whose DataLoader forks workers after the DALI pipelines existed."""
+    pytest.importorskip("pytorch_lightning")
+    base = dict(root=root, batch_size=16, loaders="module", seed=1,
+                trainer=dict(max_epochs=2, num_sanity_val_steps=0))
+    jobs = {"dali": dict(base, use_dali=True, num_threads=2),
+            "dali_ddp": dict(base, use_dali=True, num_threads=2, strategy="ddp", devices=1),
+            "torch_workers": dict(base, use_dali=False, num_threads=2)}
+    jobs_path = tmp_path / "jobs.json"
+    jobs_path.write_text(json.dumps(jobs))
+    done = subprocess.run([sys.executable, os.path.join(HERE, "lightning_worker.py"), str(jobs_path), str(tmp_path)],
+                          env=env(), capture_output=True, text=True, timeout=TIMEOUT * 2)
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.load(open(tmp_path / "rank0.json"))
+    for name in jobs:
+        for epoch in ("0", "1"):
+            assert sorted(sum(report[name]["train"][epoch], [])) == list(range(96)), (name, epoch)
+        assert len(report[name]["val"]) == 2
+        for run in report[name]["val"]:
+            assert sorted(sum(run, [])) == list(range(96, 196)), name

@@ -47,11 +47,13 @@ class _ArrayFeeder:
 
     def __init__(self, source: ArraySource, order: np.ndarray, batch_size: int):
         self.source, self.order, self.batch_size = source, order, batch_size
-        self.padding, self.fill = (0, 0, 0, 0), None
+        self.padding, self.fill, self.mode = (0, 0, 0, 0), None, "constant"
 
-    def pad(self, ltrb, fill) -> None:
-        """Every image fed from now on padded by (left, top, right, bottom) pixels of `fill`."""
+    def pad(self, ltrb, fill, mode: str = "constant") -> None:
+        """Every image fed from now on padded by (left, top, right, bottom) pixels of `fill`, or
+        as numpy's (and torchvision's) padding `mode` reflect, edge or symmetric says."""
         self.padding, self.fill = tuple(int(p) for p in ltrb), np.asarray(fill, dtype=np.float64)
+        self.mode = mode
 
     def __call__(self, info):
         indices = self.order[info.iteration * self.batch_size:(info.iteration + 1) * self.batch_size]
@@ -62,6 +64,8 @@ class _ArrayFeeder:
 
     def _padded(self, images: np.ndarray) -> np.ndarray:
         left, top, right, bottom = self.padding
+        if self.mode != "constant":
+            return np.pad(images, ((0, 0), (top, bottom), (left, right), (0, 0)), mode=self.mode)
         n, height, width, channels = images.shape
         padded = np.empty((n, height + top + bottom, width + left + right, channels), np.uint8)
         padded[...] = np.clip(np.round(self.fill), 0, 255).astype(np.uint8)

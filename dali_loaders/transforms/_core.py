@@ -99,12 +99,13 @@ class Images:
     def is_float(self) -> bool:
         return self.dtype in FLOAT_TYPES
 
-    def pad_at_source(self, ltrb: Tuple[int, int, int, int], fill: List[float]) -> bool:
-        """Has the source pad the images, if the data is still the source's own; else False."""
+    def pad_at_source(self, ltrb: Tuple[int, int, int, int], fill: List[float], mode: str = "constant") -> bool:
+        """Has the source pad the images (with `fill`, or as padding `mode` reflect, edge or
+        symmetric says), if the data is still the source's own; else False."""
         if self.pad_source is None or self.data is not self.source_data or self.crop is not None:
             return False
         left, top, right, bottom = ltrb
-        self.pad_source(ltrb, fill)
+        self.pad_source(ltrb, fill, mode)
         self.height, self.width = self.height + top + bottom, self.width + left + right
         return True
 

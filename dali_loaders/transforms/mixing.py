@@ -40,8 +40,12 @@ def parse(batch_transform) -> Tuple[List[Mixing], List[float]]:
 
 
 def _one(transform) -> Mixing:
+    from torchvision import transforms as v1
     from torchvision.transforms import v2
 
+    if isinstance(transform, v1.RandomChoice):
+        raise ValueError("batch_transform: torchvision.transforms.RandomChoice (v1) is not supported: use "
+                         "torchvision.transforms.v2.RandomChoice([v2.MixUp(...), v2.CutMix(...)]) instead")
     if not isinstance(transform, (v2.MixUp, v2.CutMix)):
         raise ValueError(f"batch_transform: {type(transform).__name__} is not supported; give "
                          f"torchvision.transforms.v2 MixUp(alpha, num_classes), CutMix(alpha, num_classes), "

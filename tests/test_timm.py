@@ -289,3 +289,107 @@ def test_a_subclass_of_a_timm_class_is_not_translated():
     step = MyRandAugment(rand_augment().ops)
     with pytest.raises(ValueError, match="MyRandAugment has no DALI translation"):
         transforms.plan(step, python_fallback=False)
+
+
+# -- timm's Mixup as batch_transform ------------------------------------------------------------------------
+
+
+def timm_mixer(mixup, seed=0):
+    from dali_loaders.loader.distributed import EpochSampler, Shard
+    from dali_loaders.transforms.mixing import batch_mixer
+
+    return batch_mixer(mixup, EpochSampler(100, shuffle=True, seed=seed, shard=Shard(0, 1, 0)))
+
+
+def ramp_batch(n=8, dtype=torch.float32):
+    images = torch.arange(n * 3 * 12 * 16, dtype=torch.float32).reshape(n, 3, 12, 16) % 251
+    return images.to(dtype), torch.arange(n) % 5
+
+
+@pytest.mark.parametrize("kind,lam,cutmix,minmax", [("Mixup", 0.3, False, None), ("Mixup", 0.6, True, None),
+                                                     ("Mixup", 0.6, True, (0.2, 0.8)),
+                                                     ("FastCollateMixup", 0.3, False, None)])
+def test_mixup_mixes_as_timm_given_the_same_draws(kind, lam, cutmix, minmax, monkeypatch):
+    """The draws fixed on both sides (lambda, CutMix or not, the box's random integers): the
+    images and the smoothed labels equal timm's own."""
+    from timm.data import mixup as timm_mixup
+
+    from dali_loaders.transforms import mixing
+
+    make = lambda: getattr(timm_mixup, kind)(mixup_alpha=0.8, cutmix_alpha=1.0, cutmix_minmax=minmax,  # noqa: E731
+                                             label_smoothing=0.1, num_classes=5)
+    third = lambda low, high, size=None: (high - low) // 3 + low   # noqa: E731
+    monkeypatch.setattr(mixing.TimmBatchMixer, "draw", lambda self, g: (lam, cutmix))
+    monkeypatch.setattr(mixing, "_randint", lambda low, high, g: third(low, high))
+    dtype = torch.uint8 if kind == "FastCollateMixup" else torch.float32
+    images, labels = ramp_batch(dtype=dtype)
+    ours, soft = timm_mixer(make())(images.clone(), labels, 0, 0)
+    reference = make()
+    monkeypatch.setattr(reference, "_params_per_batch", lambda: (lam, cutmix))
+    monkeypatch.setattr(timm_mixup.np.random, "randint", third)
+    if kind == "FastCollateMixup":   # its collate mixes numpy uint8 images, rounded
+        theirs = images.float() * lam + images.flip(0).float() * (1 - lam)
+        theirs, their_lam = np.rint(theirs.numpy()).astype(np.uint8), lam
+        theirs = torch.from_numpy(theirs)
+        their_soft = timm_mixup.mixup_target(labels, 5, their_lam, 0.1)
+    else:
+        theirs, their_soft = reference(images.clone(), labels)
+    assert torch.equal(ours, theirs) and torch.allclose(soft, their_soft, atol=1e-6)
+
+
+def test_mixup_draws_as_timm():
+    """prob, switch_prob and the Beta lambdas: ours against timm's _params_per_batch."""
+    from timm.data.mixup import Mixup
+
+    make = lambda: Mixup(mixup_alpha=0.8, cutmix_alpha=1.0, prob=0.7, switch_prob=0.3, num_classes=5)  # noqa: E731
+    mixer = timm_mixer(make())
+    ours = [mixer.draw(mixer.generator(0, k)) for k in range(3000)]
+    np.random.seed(0)
+    reference = make()
+    theirs = [reference._params_per_batch() for _ in range(3000)]
+    kind = lambda draws: [("none" if lam == 1.0 else "cutmix" if cut else "mixup") for lam, cut in draws]  # noqa: E731
+    assert same_distribution(kind(ours), kind(theirs)) > P_MIN
+    for cut in (False, True):
+        a = [lam for lam, c in ours if c == cut and lam != 1.0]
+        b = [lam for lam, c in theirs if c == cut and lam != 1.0]
+        assert stats.ks_2samp(a, b).pvalue > P_MIN
+
+
+def test_mixup_switched_off_by_the_trainer_only_smooths_the_labels():
+    from timm.data.mixup import Mixup
+
+    mixup = Mixup(mixup_alpha=1.0, prob=1.0, label_smoothing=0.2, num_classes=5)
+    mixer = timm_mixer(mixup)
+    images, labels = ramp_batch()
+    mixup.mixup_enabled = False   # as timm's train.py does at mixup_off_epoch, on the same object
+    out, soft = mixer(images.clone(), labels, 0, 0)
+    assert torch.equal(out, images)
+    assert torch.allclose(soft, torch.nn.functional.one_hot(labels, 5) * 0.8 + 0.04)
+
+
+def test_mixup_elem_mode_and_subclasses_are_refused_by_name():
+    from timm.data.mixup import Mixup
+
+    with pytest.raises(ValueError, match="timm.Mixup: mode='elem' is not supported"):
+        timm_mixer(Mixup(mode="elem", num_classes=5))
+
+    class MyMixup(Mixup):
+        pass
+
+    with pytest.raises(ValueError, match="MyMixup is not supported"):
+        timm_mixer(MyMixup(num_classes=5))
+
+
+def test_mixup_in_both_loaders(tmp_path):
+    from timm.data.mixup import Mixup
+
+    from dali_loaders import get_cifar_iter_dali, get_cifar_iter_torch
+    from dali_loaders.testing.synthetic import write_cifar
+
+    root = write_cifar(str(tmp_path), "cifar10", 40, 10)
+    mixup = Mixup(mixup_alpha=0.8, cutmix_alpha=1.0, label_smoothing=0.1, num_classes=10)
+    dali = list(get_cifar_iter_dali("val", root, 8, 1, seed=3, batch_transform=mixup))
+    twin = list(get_cifar_iter_torch("val", root, 8, 0, seed=3, batch_transform=mixup))
+    for (x, y), (u, v) in zip(dali, twin, strict=True):
+        assert y.shape == (len(x), 10) and torch.allclose(y.sum(1), torch.ones(len(x)))
+        assert torch.equal(y, v) and (x - u).abs().max() < 1e-5

@@ -15,7 +15,8 @@ THREE = ("dali", "torchvision", "limit")
 WORKLOADS = {"cifar10/train": THREE, "cifar10/val": THREE, "imagenet/train": ("dali", "torchvision", "tensor", "limit"),
              "imagenet/val": ("dali", "torchvision", "tensor", "limit"), "mnist/train": THREE, "mnist/val": THREE,
              "flowers102/train": THREE, "flowers102/val": THREE}
-# the other recipes (tv176, albumentations) run in the full bench; their loaders are tested elsewhere
+# the other recipes (tv176, resnet50, tvref-ta, timm-ra, albumentations) run in the full bench; their
+# loaders are tested below and elsewhere
 RECIPES = ("default",)
 RUN_TIMEOUT = 900  # seconds: a hang must fail the test; eight workloads' workers start on 2 cores
 
@@ -155,3 +156,22 @@ def test_resnet50_recipe_runs_torchvisions_reference(kind, tmp_path):
         images, labels = next(iter(contenders.make_loader(spec, 0)))
         assert images.shape == (4, 3, size, size) and images.dtype == torch.float32
         assert labels.shape == ((4, 2) if split == "train" else (4,))
+
+
+@pytest.mark.parametrize("recipe,train_size,mixed", [("tvref-ta", 176, True), ("timm-ra", 224, False)])
+@pytest.mark.parametrize("kind", ["dali", "torchvision", "tensor"])
+def test_issue_17_recipes_run_in_every_contender(recipe, train_size, mixed, kind, tmp_path):
+    """tvref-ta (torchvision's reference with TrivialAugmentWide and MixUp/CutMix) and timm-ra
+    (timm's create_transform; the tensor backend its v2 near-equivalent): every contender."""
+    import torch
+
+    from dali_loaders.bench import contenders, data
+
+    pytest.importorskip("timm")
+    root = data.make_image_folder(str(tmp_path), 8, 4, classes=2)
+    for split, size in (("train", train_size), ("val", 224)):
+        spec = {"kind": kind, "dataset": "imagenet", "recipe": recipe, "split": split, "data": root,
+                "batch_size": 4, "threads": 1}
+        images, labels = next(iter(contenders.make_loader(spec, 0)))
+        assert images.shape == (4, 3, size, size) and images.dtype == torch.float32
+        assert labels.shape == ((4, 2) if split == "train" and mixed else (4,))

@@ -10,7 +10,7 @@ import os
 
 import numpy as np
 
-from .catalog import batch_options, options_for, transform_for
+from .catalog import batch_options, options_for, tensor_transform_for, transform_for
 
 KINDS = ("dali", "torchvision", "tensor", "limit")
 WORKER_KINDS = ("torchvision", "tensor")   # DataLoaders: their num_workers is swept
@@ -27,6 +27,8 @@ def preload(spec: dict) -> None:
 
     import dali_loaders  # noqa: F401
 
+    if spec.get("recipe", "").startswith("timm"):
+        import timm.data  # noqa: F401  timm's transforms, for every contender
     if spec["kind"] in WORKER_KINDS:
         import torchvision.transforms.v2  # noqa: F401
     elif spec["kind"] == "dali" or spec["dataset"] in ("imagenet", "flowers102"):
@@ -96,7 +98,7 @@ def _imagenet_tensor(spec, workers):
     from ..sources.image_files import ImageFiles
 
     index = ImageFiles(os.path.join(spec["data"], spec["split"]))
-    return torch_loader(TensorFiles(index, transform_for(spec)), train=spec["split"] == "train",
+    return torch_loader(TensorFiles(index, tensor_transform_for(spec)), train=spec["split"] == "train",
                         batch_size=spec["batch_size"], num_workers=workers, seed=0, **batch_options(spec))
 
 

@@ -88,7 +88,7 @@ def random_erasing(step, images: Images) -> None:
     """On the normalized float tensor, as timm applies it: one box drawn as torchvision's
     (area, log-uniform aspect, 10 tries), filled with zeros, one normal value per channel
     ("rand") or normal noise per pixel ("pixel")."""
-    from nvidia.dali import fn
+    from nvidia.dali import fn, types
 
     if not images.is_float:
         raise ValueError("timm.RandomErasing on uint8 pixels is not translated: put it after MaybeToTensor and "
@@ -98,7 +98,7 @@ def random_erasing(step, images: Images) -> None:
                           ratio=tuple(math.exp(r) for r in step.log_aspect_ratio))
     top, left, height, width = erase_box(box, images)
     kept = fn.erase(images.data * 0.0 + 1.0, fill_value=0.0, axis_names="HW", shape=fn.stack(height, width),
-                    anchor=fn.stack(fn.cast(top, dtype=_float()), fn.cast(left, dtype=_float())))
+                    anchor=fn.stack(fn.cast(top, dtype=types.FLOAT), fn.cast(left, dtype=types.FLOAT)))
     if step.mode == "const":
         images.data = images.data * kept
         return
@@ -108,12 +108,6 @@ def random_erasing(step, images: Images) -> None:
         per_channel = [images.channels, 1, 1] if images.layout == "CHW" else [1, 1, images.channels]
         noise = images.data * 0.0 + fn.random.normal(shape=per_channel)
     images.data = images.data * kept + noise * (1.0 - kept)
-
-
-def _float():
-    from nvidia.dali import types
-
-    return types.FLOAT
 
 
 # -- RandAugment and AutoAugment ---------------------------------------------------------------------
@@ -162,11 +156,12 @@ def warp(fill):
             255, dtype=types.UINT8), matrix=matrix, inverse_map=True, fill_value=0.0, interp_type=types.INTERP_LINEAR,
             dtype=types.FLOAT) * (1.0 / 255.0)
         out = warped + (1.0 - cover) * types.Constant(np.array(fill, np.float32))
-        return fn.cast(dmath_round(out), dtype=types.UINT8)
+        return fn.cast(round_to_uint8_range(out), dtype=types.UINT8)
     return op
 
 
-def dmath_round(x):
+def round_to_uint8_range(x):
+    """x rounded half up and clamped to 0 .. 255 (PIL's resampling filters and point tables)."""
     from nvidia.dali import math as dmath
 
     return dmath.clamp(dmath.floor(x + 0.5), 0.0, 255.0)
@@ -184,31 +179,30 @@ def affine(*row):
 def operations(images: Images, fill):
     """timm's operation name -> function(data, argument) on HWC uint8, PIL's arithmetic."""
     from nvidia.dali import fn, types
+    from nvidia.dali import math as dmath
     from nvidia.dali.auto_aug import augmentations as stock
 
     warped = warp(fill)
     rotation = aa.rotation_matrix(images)
 
-    def translate(axis):
-        def op(data, amount):
-            width, height = (fn.cast(v, dtype=types.FLOAT) if not isinstance(v, (int, float)) else float(v)
-                             for v in (images.width, images.height))
-            pixels = amount * (width if axis == 0 else height) if amount is not None else amount
-            return warped(data, affine(1.0, 0.0, pixels, 0.0, 1.0, 0.0) if axis == 0 else
-                          affine(1.0, 0.0, 0.0, 0.0, 1.0, pixels))
-        return op
+    def shift(axis):
+        """timm's translate_*_abs: by `pixels` (a float, interpolated) along x (0) or y (1)."""
+        return lambda data, pixels: warped(data, affine(1.0, 0.0, pixels, 0.0, 1.0, 0.0) if axis == 0 else
+                                           affine(1.0, 0.0, 0.0, 0.0, 1.0, pixels))
 
-    def translate_abs(axis):
-        return lambda data, px: warped(data, affine(1.0, 0.0, px, 0.0, 1.0, 0.0) if axis == 0 else
-                                       affine(1.0, 0.0, 0.0, 0.0, 1.0, px))
+    def shift_relative(axis):
+        """timm's translate_*_rel: by a fraction of the image's width (x) or height (y)."""
+        side = images.width if axis == 0 else images.height
+        side = float(side) if isinstance(side, (int, float)) else fn.cast(side, dtype=types.FLOAT)
+        return lambda data, fraction: shift(axis)(data, fraction * side)
 
     def posterize(data, bits):
-        mask = 255 - (fn.cast(dmath_pow2(8.0 - bits), dtype=types.INT32) - 1)
+        mask = 255 - (fn.cast(dmath.pow(2.0, 8.0 - bits), dtype=types.INT32) - 1)   # PIL's posterize
         return data & fn.cast(mask, dtype=types.UINT8)
 
     def solarize_add(data, add):
         low = data < types.Constant(128, dtype=types.UINT8)
-        added = fn.cast(dmath_round(fn.cast(data, dtype=types.FLOAT) + add), dtype=types.UINT8)
+        added = fn.cast(round_to_uint8_range(fn.cast(data, dtype=types.FLOAT) + add), dtype=types.UINT8)
         return low * added + (low ^ True) * data
 
     table = {
@@ -218,8 +212,8 @@ def operations(images: Images, fill):
         "Rotate": lambda data, angle: warped(data, rotation(angle)),
         "ShearX": lambda data, f: warped(data, affine(1.0, f, 0.0, 0.0, 1.0, 0.0)),
         "ShearY": lambda data, f: warped(data, affine(1.0, 0.0, 0.0, f, 1.0, 0.0)),
-        "TranslateXRel": translate(0), "TranslateYRel": translate(1),
-        "TranslateX": translate_abs(0), "TranslateY": translate_abs(1),
+        "TranslateXRel": shift_relative(0), "TranslateYRel": shift_relative(1),
+        "TranslateX": shift(0), "TranslateY": shift(1),
         "Posterize": posterize, "PosterizeIncreasing": posterize, "PosterizeOriginal": posterize,
         "Solarize": aa.solarize, "SolarizeIncreasing": aa.solarize, "SolarizeAdd": solarize_add,
     }
@@ -228,12 +222,6 @@ def operations(images: Images, fill):
     for name, function in enhance.items():
         table[name] = table[name + "Increasing"] = function
     return table
-
-
-def dmath_pow2(exponent):
-    from nvidia.dali import math as dmath
-
-    return dmath.pow(2.0, exponent)
 
 
 def magnitude_of(op):
@@ -294,10 +282,6 @@ def apply_one_of(images: Images, ops, index, table) -> None:
     images.data = data
 
 
-def prepare(step, images: Images) -> None:
-    aa.prepare(step, images)
-
-
 @register(timm_aa.RandAugment)
 @refuses(augment_refusal)
 @branches
@@ -305,7 +289,7 @@ def rand_augment(step, images: Images) -> None:
     """num_layers operations per image, each uniform (with repeats), each applied with its p."""
     from nvidia.dali import fn, types
 
-    prepare(step, images)
+    aa.prepare(step, images)
     with aa.quiet_dali():
         table = operations(images, fill_of(step.ops))
         for _ in range(step.num_layers):
@@ -320,7 +304,7 @@ def auto_augment(step, images: Images) -> None:
     """One sub-policy per image, uniform; each of its operations with its probability."""
     from nvidia.dali import fn, types
 
-    prepare(step, images)
+    aa.prepare(step, images)
     ops = [op for sub in step.policy for op in sub]
     index = fn.random.uniform(values=list(range(len(step.policy))), dtype=types.INT32)
     with aa.quiet_dali():

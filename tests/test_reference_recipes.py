@@ -153,6 +153,12 @@ def test_reflect_padded_random_crops_are_windows_of_torchvisions_padding(first):
     assert len(seen) > 20
 
 
+@pytest.mark.parametrize("mode,padding", [("reflect", 40), ("symmetric", 41)])
+def test_a_reflection_wider_than_the_image_is_refused_by_name(mode, padding):
+    with pytest.raises(ValueError, match=f"RandomCrop: padding {padding} with padding_mode='{mode}' on images 40 x 40"):
+        dali_outputs(arrays(), C(v2.RandomCrop(40, padding=padding, padding_mode=mode), v2.PILToTensor()))
+
+
 def test_pad_if_needed_with_a_mode_on_varying_sizes_is_refused_by_name(photo_files):   # noqa: F811
     with pytest.raises(ValueError, match="RandomCrop: pad_if_needed with padding_mode='edge'"):
         dali_outputs(photo_files, C(v2.RandomCrop(500, pad_if_needed=True, padding_mode="edge"), v2.PILToTensor()))

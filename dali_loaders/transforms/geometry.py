@@ -198,6 +198,7 @@ def random_crop(step, images: Images) -> None:
     images.decode()
     crop_h, crop_w = pair(step.size)
     left, top, right, bottom = random_crop_padding(step)
+    check_mode_padding(step, images, (left, top, right, bottom))
     if _crop_at_the_end(step, images, (left, top, right, bottom), crop_h, crop_w):
         return
     if step.padding_mode != "constant":
@@ -225,6 +226,18 @@ def _mode_padded_random_crop(step, images: Images, ltrb, crop_h: int, crop_w: in
         mode_pad(images, (grow_w, grow_h, grow_w, grow_h), step.padding_mode)
     crop_window(images, random_offset(images.height - crop_h), random_offset(images.width - crop_w),
                 crop_h, crop_w, [0.0] * images.channels)
+
+
+def check_mode_padding(step, images: Images, ltrb) -> None:
+    """torchvision refuses a reflect padding as wide as the image (symmetric: wider); so do we,
+    by name, where the size is known when the graph is built (numpy would reflect again)."""
+    mode = step.padding_mode
+    if mode not in ("reflect", "symmetric"):
+        return
+    for side, pads in ((images.width, ltrb[0::2]), (images.height, ltrb[1::2])):
+        if isinstance(side, numbers.Number) and max(pads) >= side + (mode == "symmetric"):
+            raise Untranslatable(f"{describe(step)}: padding {max(pads)} with padding_mode={mode!r} on images "
+                                 f"{images.width} x {images.height}: the padding must be smaller than the image")
 
 
 def mode_pad(images: Images, ltrb, mode: str) -> None:
@@ -289,6 +302,7 @@ def pad(step, images: Images) -> None:
     images.decode()
     left, top, right, bottom = padding_ltrb(step.padding)
     if step.padding_mode != "constant":
+        check_mode_padding(step, images, (left, top, right, bottom))
         images.flush_mirror()
         mode_pad(images, (left, top, right, bottom), step.padding_mode)
         return

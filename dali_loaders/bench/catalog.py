@@ -51,10 +51,17 @@ def _timm_rand_augment(train: bool):
     as resolve_data_config gives for a resnet50 (bicubic, crop_pct 0.95)."""
     from timm.data import create_transform
 
-    if train:
-        return create_transform(224, is_training=True, auto_augment="rand-m9-mstd0.5-inc1", re_prob=0.25,
-                                re_mode="pixel", interpolation="bicubic")
-    return create_transform(224, interpolation="bicubic", crop_pct=0.95)
+    if not train:
+        return create_transform(224, interpolation="bicubic", crop_pct=0.95)
+    transform = create_transform(224, is_training=True, auto_augment="rand-m9-mstd0.5-inc1", re_prob=0.25,
+                                 re_mode="pixel", interpolation="bicubic")
+    for step in transform.transforms:
+        for op in getattr(step, "ops", []):
+            # timm 1.0.31's PosterizeIncreasing asks PIL for 0 bits when the noisy magnitude reaches
+            # 10 (about 1 image in 700), which Pillow 13 refuses: the PIL contender, timm itself,
+            # would crash. Magnitudes clipped at 9.99 instead of 10 keep it running at the same cost.
+            op.magnitude_max = 9.99
+    return transform
 
 
 def _timm_rand_augment_on_tensors(train: bool):

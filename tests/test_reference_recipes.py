@@ -6,11 +6,11 @@ import random
 import numpy as np
 import pytest
 import torch
+from photos import photo_arrays
 from PIL import Image
-from photos import photo_arrays, photo_paths
 from reference_presets import classification_eval, classification_train
 from test_autoaugment import dali_draws, same_distribution, torchvision_draws
-from test_transforms import C, FLOAT, dali_outputs, photo_files, twin_outputs  # noqa: F401  (fixture)
+from test_transforms import FLOAT, C, dali_outputs, photo_files, twin_outputs  # noqa: F401  (fixture)
 from torchvision import transforms as v1
 from torchvision.transforms import InterpolationMode as IM
 from torchvision.transforms import v2

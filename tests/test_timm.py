@@ -3,12 +3,11 @@ steps: the op choice, the per-op probability and the magnitude noise, recorded o
 and compared as distributions; RandomErasing's boxes; the crop's random interpolation.
 Deterministic ones: pixel against pixel, within the bounds in the README's recipe table."""
 import random
-from collections import Counter
 
 import numpy as np
 import pytest
 import torch
-from photos import photo_arrays, photo_paths
+from photos import photo_arrays
 from scipy import stats
 from test_autoaugment import same_distribution
 from test_transforms import dali_outputs, photo_files, twin_outputs  # noqa: F401  (fixture)
@@ -19,8 +18,8 @@ from dali_loaders.sources.arrays import ArraySource
 from dali_loaders.transforms import Images
 
 timm = pytest.importorskip("timm")
-from timm.data import create_transform, resolve_data_config  # noqa: E402
 from timm.data import auto_augment as timm_aa  # noqa: E402
+from timm.data import create_transform, resolve_data_config  # noqa: E402
 from timm.data.random_erasing import RandomErasing  # noqa: E402
 from timm.data.transforms import RandomResizedCropAndInterpolation  # noqa: E402
 

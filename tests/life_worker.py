@@ -13,8 +13,8 @@
 import gc
 import json
 import os
-import time
 import sys
+import time
 
 import torch
 

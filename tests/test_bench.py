@@ -17,7 +17,8 @@ FOUR = ("dali", "torchvision", "tensor", "limit")
 WORKLOADS = {"cifar10/train": ("dali", "torchvision", "tensor", "reference", "limit"), "cifar10/val": FOUR,
              "imagenet/train": FOUR, "imagenet/val": FOUR, "mnist/train": FOUR, "mnist/val": FOUR,
              "flowers102/train": THREE, "flowers102/val": THREE}
-# the other recipes (tv176, albumentations) run in the full bench; their loaders are tested elsewhere
+# the other recipes (tv176, resnet50, tvref-ta, timm-ra, albumentations) run in the full bench; their
+# loaders are tested below and elsewhere
 RECIPES = ("default",)
 RUN_TIMEOUT = 900  # seconds: a hang must fail the test; eight workloads' workers start on 2 cores
 
@@ -181,3 +182,22 @@ def test_cifar_stages_table_has_every_stage_and_the_contenders(tmp_path):
                                               "38d94aa's loader, rebuilt (bench/arrays.py)",
                                               "torch v2 on whole uint8 batches"]:
         assert float(rows[row][0].replace(",", "")) > 0, row
+
+
+@pytest.mark.parametrize("recipe,train_size,mixed", [("tvref-ta", 176, True), ("timm-ra", 224, False)])
+@pytest.mark.parametrize("kind", ["dali", "torchvision", "tensor"])
+def test_issue_17_recipes_run_in_every_contender(recipe, train_size, mixed, kind, tmp_path):
+    """tvref-ta (torchvision's reference with TrivialAugmentWide and MixUp/CutMix) and timm-ra
+    (timm's create_transform; the tensor backend its v2 near-equivalent): every contender."""
+    import torch
+
+    from dali_loaders.bench import contenders, data
+
+    pytest.importorskip("timm")
+    root = data.make_image_folder(str(tmp_path), 8, 4, classes=2)
+    for split, size in (("train", train_size), ("val", 224)):
+        spec = {"kind": kind, "dataset": "imagenet", "recipe": recipe, "split": split, "data": root,
+                "batch_size": 4, "threads": 1}
+        images, labels = next(iter(contenders.make_loader(spec, 0)))
+        assert images.shape == (4, 3, size, size) and images.dtype == torch.float32
+        assert labels.shape == ((4, 2) if split == "train" and mixed else (4,))

@@ -18,6 +18,7 @@ class BenchRecipe:
     about: str = ""
     tensor_backend: bool = True                   # torchvision's tensor backend can run it
     mixing: Optional[Callable[[int], object]] = None   # num_classes -> the train batches' batch_transform
+    tensor_make: Optional[Callable[[bool], object]] = None   # the tensor backend's, when `make` needs PIL
 
 
 def _torchvision_176(train: bool):
@@ -31,6 +32,51 @@ def _torchvision_176(train: bool):
     else:
         steps = [v2.Resize(232, interpolation=InterpolationMode.BILINEAR, antialias=True), v2.CenterCrop(224)]
     return v2.Compose(steps + recipes.to_float(recipes.IMAGENET_MEAN, recipes.IMAGENET_STD))
+
+
+def _torchvision_reference_ta(train: bool):
+    """torchvision's current classification reference (--auto-augment ta_wide), written in v2."""
+    from torchvision.transforms import InterpolationMode, v2
+
+    if not train:
+        return _torchvision_176(False)
+    steps = [v2.RandomResizedCrop(176, interpolation=InterpolationMode.BICUBIC, antialias=True),
+             v2.RandomHorizontalFlip(), v2.TrivialAugmentWide()]
+    return v2.Compose(steps + recipes.to_float(recipes.IMAGENET_MEAN, recipes.IMAGENET_STD) +
+                      [v2.RandomErasing(p=0.1)])
+
+
+def _timm_rand_augment(train: bool):
+    """timm's create_transform: rand-m9-mstd0.5-inc1, pixel RandomErasing(0.25), bicubic; eval
+    as resolve_data_config gives for a resnet50 (bicubic, crop_pct 0.95)."""
+    from timm.data import create_transform
+
+    if not train:
+        return create_transform(224, interpolation="bicubic", crop_pct=0.95)
+    transform = create_transform(224, is_training=True, auto_augment="rand-m9-mstd0.5-inc1", re_prob=0.25,
+                                 re_mode="pixel", interpolation="bicubic")
+    for step in transform.transforms:
+        for op in getattr(step, "ops", []):
+            # timm 1.0.31's PosterizeIncreasing asks PIL for 0 bits when the noisy magnitude reaches
+            # 10 (about 1 image in 700), which Pillow 13 refuses: the PIL contender, timm itself,
+            # would crash. Magnitudes clipped at 9.99 instead of 10 keep it running at the same cost.
+            op.magnitude_max = 9.99
+    return transform
+
+
+def _timm_rand_augment_on_tensors(train: bool):
+    """A torchvision v2 near-equivalent of timm-ra on uint8 tensors (timm's ops need PIL):
+    RandAugment(2, 9) with the mean fill, random RandomErasing(0.25)."""
+    from torchvision.transforms import InterpolationMode, v2
+
+    bicubic = InterpolationMode.BICUBIC
+    if train:
+        steps = [v2.RandomResizedCrop(224, interpolation=bicubic, antialias=True), v2.RandomHorizontalFlip(),
+                 v2.RandAugment(2, 9, fill=[124, 116, 104])]
+        tail = [v2.RandomErasing(p=0.25, value="random")]
+    else:
+        steps, tail = [v2.Resize(235, interpolation=bicubic, antialias=True), v2.CenterCrop(224)], []
+    return v2.Compose(steps + recipes.to_float(recipes.IMAGENET_MEAN, recipes.IMAGENET_STD) + tail)
 
 
 def _albumentations_val(train: bool):
@@ -66,6 +112,13 @@ RECIPES = {
                                 about="torchvision's ResNet-50 reference: RandomResizedCrop(176), flip, "
                                       "TrivialAugmentWide, RandomErasing(0.1), MixUp(0.2)/CutMix(1.0) / "
                                       "Resize(232), CenterCrop(224)"),
+        "tvref-ta": BenchRecipe(_torchvision_reference_ta, mixing=recipes.resnet50_mixing,
+                                about="RandomResizedCrop(176, bicubic), flip, TrivialAugmentWide, RandomErasing(0.1), "
+                                      "MixUp(0.2)/CutMix(1.0) / Resize(232), CenterCrop(224)"),
+        "timm-ra": BenchRecipe(_timm_rand_augment, tensor_make=_timm_rand_augment_on_tensors,
+                               about="timm create_transform(224, rand-m9-mstd0.5-inc1, re_prob 0.25 pixel, bicubic) / "
+                                     "its eval (Resize(235, bicubic), CenterCrop(224)); tensor backend: a v2 "
+                                     "near-equivalent"),
         "albumentations": BenchRecipe(_albumentations_val, splits=("val",), options={"python_fallback": True},
                                       tensor_backend=False,
                                       about="SmallestMaxSize(256), CenterCrop(224), Normalize, ToTensorV2: "
@@ -89,6 +142,12 @@ def bench_recipe(dataset: str, name: str) -> BenchRecipe:
 
 def transform_for(spec: dict) -> Optional[object]:
     return bench_recipe(spec["dataset"], spec.get("recipe", "default")).make(spec["split"] == "train")
+
+
+def tensor_transform_for(spec: dict) -> Optional[object]:
+    """The tensor backend's transform: the recipe's own, unless it needs PIL images."""
+    recipe = bench_recipe(spec["dataset"], spec.get("recipe", "default"))
+    return (recipe.tensor_make or recipe.make)(spec["split"] == "train")
 
 
 def options_for(spec: dict) -> dict:

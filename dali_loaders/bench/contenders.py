@@ -9,7 +9,7 @@ Imports stay inside the makers so that a worker loads only what its loader needs
 """
 import os
 
-from .catalog import batch_options, options_for, transform_for
+from .catalog import batch_options, options_for, tensor_transform_for, transform_for
 
 KINDS = ("dali", "torchvision", "tensor", "reference", "limit")
 # Swept over num_workers 0 .. threads; on datasets in memory the tensor contender has no
@@ -31,6 +31,8 @@ def preload(spec: dict) -> None:
 
     import dali_loaders  # noqa: F401
 
+    if spec.get("recipe", "").startswith("timm"):
+        import timm.data  # noqa: F401  timm's transforms, for every contender
     if spec["kind"] in ("torchvision", "tensor"):
         import torchvision.transforms.v2  # noqa: F401
     elif spec["kind"] == "dali" or spec["dataset"] in ("imagenet", "flowers102"):
@@ -103,7 +105,7 @@ def _imagenet_tensor(spec, workers):
     from ..sources.image_files import ImageFiles
 
     index = ImageFiles(os.path.join(spec["data"], spec["split"]))
-    return torch_loader(TensorFiles(index, transform_for(spec)), train=spec["split"] == "train",
+    return torch_loader(TensorFiles(index, tensor_transform_for(spec)), train=spec["split"] == "train",
                         batch_size=spec["batch_size"], num_workers=workers, seed=0, **batch_options(spec))
 
 

@@ -74,11 +74,6 @@ def padding_ltrb(padding) -> Tuple[int, int, int, int]:
     return tuple(padding)
 
 
-def constant_padding_refusal(step) -> str:
-    mode = getattr(step, "padding_mode", "constant")
-    return "" if mode == "constant" else f"padding_mode={mode!r} is not supported (only 'constant')"
-
-
 def coin(p: float):
     """Per sample: 1 with probability p, else 0 (a DALI random operator, so it is checkpointed)."""
     from nvidia.dali import fn

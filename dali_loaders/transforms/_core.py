@@ -254,9 +254,24 @@ def plan(transform, python_fallback: bool) -> Plan:
     return Plan(steps, [])
 
 
+# a step's top-level package -> our module registering translators for its classes, imported
+# when a step of that package is first seen: the package stays an optional dependency
+LAZY_TRANSLATORS = {"timm": "timm"}
+
+
+def translator_of(step) -> Optional[Callable]:
+    cls = type(step)
+    package = cls.__module__.split(".")[0]
+    if cls not in TRANSLATORS and package in LAZY_TRANSLATORS:
+        import importlib
+
+        importlib.import_module(f".{LAZY_TRANSLATORS[package]}", __package__)
+    return TRANSLATORS.get(cls)
+
+
 def check(step) -> str:
     """Why `step` cannot be translated, or "" if it can (its parameters are checked too)."""
-    translator = TRANSLATORS.get(type(step))
+    translator = translator_of(step)
     if translator is None:
         return f"{describe(step)} has no DALI translation"
     refusal = getattr(translator, "refuse", None)

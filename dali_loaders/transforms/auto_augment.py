@@ -69,12 +69,18 @@ def space(step, num_bins: int, height: float, width: float) -> Dict[str, Tuple[O
     if hasattr(step, "_AUGMENTATION_SPACE"):   # v2
         table = {name: (make(num_bins, height, width), signed)
                  for name, (make, signed) in step._AUGMENTATION_SPACE.items()}
-    else:                                      # v1: a method taking [width, height]
-        sized = len(inspect.signature(step._augmentation_space).parameters) > 1   # TrivialAugmentWide's is not
-        table = step._augmentation_space(num_bins, [width, height]) if sized else step._augmentation_space(num_bins)
+    else:                                      # v1: a method, taking (height, width) unless it has no use for it
+        table = step._augmentation_space(num_bins, *v1_image_size(step, (height, width)))
         table = {name: (None if mags.ndim == 0 else mags, signed) for name, (mags, signed) in table.items()}
     return {name: (None if mags is None else mags.numpy().astype(np.float64), bool(signed))
             for name, (mags, signed) in table.items()}
+
+
+def v1_image_size(step, size) -> list:
+    """v1's TrivialAugmentWide._augmentation_space takes the bins only (its translations are in
+    pixels); RandAugment's and AutoAugment's take the image size too."""
+
+    return [size] if "image_size" in inspect.signature(step._augmentation_space).parameters else []
 
 
 def policies(step):
@@ -190,10 +196,13 @@ def solarize(data, threshold):
     return kept * data + (kept ^ True) * (types.Constant(255, dtype=types.UINT8) - data)
 
 
-def solarize_threshold(images: Images):
-    """torchvision's threshold 255 * m as the integer it acts as on uint8 pixels: PIL compares
-    in double, torchvision's tensors in float32; either way x < t iff x < ceil(t)."""
+def solarize_threshold(images: Images, step):
+    """torchvision's threshold as the integer it acts as on uint8 pixels: x < t iff x < ceil(t).
+    v2's is 255 * m (PIL compares in double, tensors in float32); v1's magnitudes are the
+    threshold itself, in pixel levels (its table runs 255 .. 0, v2's 1 .. 0)."""
     def threshold(magnitude):
+        if not hasattr(step, "_AUGMENTATION_SPACE"):   # v1
+            return np.float32(math.ceil(magnitude))
         t = 255.0 * magnitude if images.kind == "pil" else np.float32(255.0 * np.float32(magnitude))
         return np.float32(math.ceil(t))
     return threshold
@@ -232,7 +241,7 @@ def operations(step, images: Images, relative: bool):
         "Contrast": (contrast(images), factor),
         "Sharpness": (sharpen(images), factor),
         "Posterize": (lambda data, mask: data & mask, lambda bits: np.uint8(255 ^ (2 ** (8 - int(bits)) - 1))),
-        "Solarize": (solarize, solarize_threshold(images)),
+        "Solarize": (solarize, solarize_threshold(images, step)),
         "AutoContrast": (auto_contrast, None),
         "Equalize": (stock.equalize.op, None),
         "Invert": (stock.invert.op, None),

@@ -103,5 +103,15 @@ def normalize(step, images: Images) -> None:
 
 
 def _per_channel(values, channels: int) -> List[float]:
-    values = [float(v) for v in (values if isinstance(values, (list, tuple)) else [values])]
+    """A number, a sequence or a tensor (as timm passes them) as one float per channel."""
+    import numpy as np
+
+    if isinstance(values, torch.Tensor):
+        values = values.detach().cpu().double().numpy()
+    values = [float(v) for v in np.asarray(values, dtype=np.float64).ravel()]
     return values * channels if len(values) == 1 else values
+
+
+@translates("ToPureTensor")
+def to_pure_tensor(step, images: Images) -> None:
+    """v2's unwrapping of tv_tensors into plain tensors: the loader's output is one already."""

@@ -8,7 +8,6 @@ from ._args import (
     antialias,
     centre_offset,
     coin,
-    constant_padding_refusal,
     crop_window,
     fill_values,
     interp_type,
@@ -18,7 +17,15 @@ from ._args import (
     random_offset,
     stack,
 )
-from ._core import CROP_ATTEMPTS, Images, fuses, refuses, translates
+from ._core import (
+    CROP_ATTEMPTS,
+    Images,
+    Untranslatable,
+    describe,
+    fuses,
+    refuses,
+    translates,
+)
 
 # -- geometry -----------------------------------------------------------------------------
 
@@ -166,8 +173,16 @@ def random_resized_crop(step, images: Images) -> None:
     images.height, images.width = height, width
 
 
+PADDING_MODES = ("constant", "reflect", "edge", "symmetric")
+
+
+def padding_mode_refusal(step) -> str:
+    mode = getattr(step, "padding_mode", "constant")
+    return "" if mode in PADDING_MODES else f"padding_mode={mode!r} is not supported ({', '.join(PADDING_MODES)})"
+
+
 def random_crop_refusal(step) -> str:
-    return constant_padding_refusal(step)
+    return padding_mode_refusal(step)
 
 
 def random_crop_padding(step) -> Tuple[int, int, int, int]:
@@ -191,7 +206,12 @@ def random_crop(step, images: Images) -> None:
     images.decode()
     crop_h, crop_w = pair(step.size)
     left, top, right, bottom = random_crop_padding(step)
-    if _crop_at_source(step, images, (left, top, right, bottom), crop_h, crop_w):
+    check_mode_padding(step, images, (left, top, right, bottom))
+    if step.padding_mode == "constant" and _crop_at_source(step, images, (left, top, right, bottom),
+                                                           crop_h, crop_w):
+        return
+    if step.padding_mode != "constant":
+        _mode_padded_random_crop(step, images, (left, top, right, bottom), crop_h, crop_w)
         return
     height, width = images.height + top + bottom, images.width + left + right
     if step.pad_if_needed:   # torchvision pads both sides of a short axis by the whole shortfall
@@ -217,11 +237,75 @@ def _crop_at_source(step, images: Images, ltrb, crop_h: int, crop_w: int) -> boo
                                           crop_h, crop_w)
 
 
+def _mode_padded_random_crop(step, images: Images, ltrb, crop_h: int, crop_w: int) -> None:
+    """RandomCrop with reflect, edge or symmetric padding: the padding built in the graph, then
+    a window inside it. pad_if_needed pads by a shortfall known only for fixed sizes."""
+    images.flush_mirror()
+    mode_pad(images, ltrb, step.padding_mode)
+    if step.pad_if_needed:
+        if not all(isinstance(v, numbers.Number) for v in (images.height, images.width)):
+            raise Untranslatable(f"{describe(step)}: pad_if_needed with padding_mode={step.padding_mode!r} on "
+                                 f"images of varying size is not supported; Resize first, or pad with 'constant'")
+        grow_h, grow_w = max(crop_h - images.height, 0), max(crop_w - images.width, 0)
+        mode_pad(images, (grow_w, grow_h, grow_w, grow_h), step.padding_mode)
+    crop_window(images, random_offset(images.height - crop_h), random_offset(images.width - crop_w),
+                crop_h, crop_w, [0.0] * images.channels)
+
+
+def check_mode_padding(step, images: Images, ltrb) -> None:
+    """torchvision refuses a reflect padding as wide as the image (symmetric: wider); so do we,
+    by name, where the size is known when the graph is built (numpy would reflect again)."""
+    mode = step.padding_mode
+    if mode not in ("reflect", "symmetric"):
+        return
+    for side, pads in ((images.width, ltrb[0::2]), (images.height, ltrb[1::2])):
+        if isinstance(side, numbers.Number) and max(pads) >= side + (mode == "symmetric"):
+            raise Untranslatable(f"{describe(step)}: padding {max(pads)} with padding_mode={mode!r} on images "
+                                 f"{images.width} x {images.height}: the padding must be smaller than the image")
+
+
+def mode_pad(images: Images, ltrb, mode: str) -> None:
+    """reflect, edge or symmetric padding (numpy's and torchvision's) in the graph: DALI's pad
+    and slice only fill with constants, so the borders are cut, flipped and joined. Width,
+    then height: the modes are separable, so the corners come out as torchvision's."""
+    left, top, right, bottom = ltrb
+    images.data = _pad_axis(images.data, images.width, left, right, mode, "W")
+    images.width = images.width + left + right
+    images.data = _pad_axis(images.data, images.height, top, bottom, mode, "H")
+    images.height = images.height + top + bottom
+
+
+def _pad_axis(data, size, before: int, after: int, mode: str, axis: str):
+    from nvidia.dali import fn
+
+    def strip(start, length):
+        return fn.slice(data, start=stack(start, integer=True), shape=stack(length, integer=True), axis_names=axis)
+
+    def flipped(part):
+        return fn.flip(part, horizontal=int(axis == "W"), vertical=int(axis == "H"))
+
+    parts = []
+    if before:
+        parts.append({"reflect": lambda: flipped(strip(1, before)), "symmetric": lambda: flipped(strip(0, before)),
+                      "edge": lambda: fn.cat(*[strip(0, 1)] * before, axis_name=axis)}[mode]())
+    parts.append(data)
+    if after:
+        parts.append({"reflect": lambda: flipped(strip(size - 1 - after, after)),
+                      "symmetric": lambda: flipped(strip(size - after, after)),
+                      "edge": lambda: fn.cat(*[strip(size - 1, 1)] * after, axis_name=axis)}[mode]())
+    return fn.cat(*parts, axis_name=axis) if len(parts) > 1 else data
+
+
 @translates("Pad")
-@refuses(constant_padding_refusal)
+@refuses(padding_mode_refusal)
 def pad(step, images: Images) -> None:
     images.decode()
     left, top, right, bottom = padding_ltrb(step.padding)
+    if step.padding_mode != "constant":
+        check_mode_padding(step, images, (left, top, right, bottom))
+        images.flush_mirror()
+        mode_pad(images, (left, top, right, bottom), step.padding_mode)
+        return
     crop_window(images, -top, -left, images.height + top + bottom, images.width + left + right,
                 fill_values(step, images.channels))
 

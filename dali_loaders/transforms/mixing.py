@@ -1,4 +1,5 @@
-"""batch_transform=: torchvision v2's MixUp and CutMix, or a RandomChoice of them, on each whole batch.
+"""batch_transform=: torchvision v2's MixUp and CutMix, or a RandomChoice of them, or timm's
+Mixup / FastCollateMixup (batch mode), on each whole batch.
 
 Both backends call the same `BatchMixer` on each batch where it already is (the GPU when
 DALI outputs there, else the CPU). Its draws come from a torch.Generator of its own,
@@ -40,8 +41,12 @@ def parse(batch_transform) -> Tuple[List[Mixing], List[float]]:
 
 
 def _one(transform) -> Mixing:
+    from torchvision import transforms as v1
     from torchvision.transforms import v2
 
+    if isinstance(transform, v1.RandomChoice):
+        raise ValueError("batch_transform: torchvision.transforms.RandomChoice (v1) is not supported: use "
+                         "torchvision.transforms.v2.RandomChoice([v2.MixUp(...), v2.CutMix(...)]) instead")
     if not isinstance(transform, (v2.MixUp, v2.CutMix)):
         raise ValueError(f"batch_transform: {type(transform).__name__} is not supported; give "
                          f"torchvision.transforms.v2 MixUp(alpha, num_classes), CutMix(alpha, num_classes), "
@@ -132,4 +137,117 @@ def mixed_labels(labels: torch.Tensor, lam: float, num_classes: int) -> torch.Te
 
 def batch_mixer(batch_transform, sampler) -> Optional[Callable]:
     """The per-batch hook of a loader, or None without a batch_transform."""
-    return None if batch_transform is None else BatchMixer(batch_transform, sampler)
+    if batch_transform is None:
+        return None
+    return TimmBatchMixer(batch_transform, sampler) if is_timm_mixup(batch_transform) else \
+        BatchMixer(batch_transform, sampler)
+
+
+# -- timm's Mixup and FastCollateMixup, batch mode ------------------------------------------------
+
+
+def is_timm_mixup(batch_transform) -> bool:
+    """timm's Mixup or FastCollateMixup exactly (a subclass may mix otherwise)."""
+    if type(batch_transform).__module__.split(".")[0] != "timm":
+        return False
+    from timm.data.mixup import FastCollateMixup, Mixup
+
+    return type(batch_transform) in (Mixup, FastCollateMixup)
+
+
+def timm_refusal(mixup) -> str:
+    if mixup.mode != "batch":
+        return f"mode={mixup.mode!r} is not supported (only 'batch')"
+    if mixup.multi_label:
+        return "multi_label=True is not supported (the loaders' labels are class indices)"
+    if not (mixup.mixup_alpha > 0 or mixup.cutmix_alpha > 0):
+        return "one of mixup_alpha, cutmix_alpha (or cutmix_minmax) must be > 0"
+    return ""
+
+
+class TimmBatchMixer(BatchMixer):
+    """timm's Mixup semantics on whole batches: with probability `prob` (and while the trainer
+    leaves `mixup_enabled` on, read at every batch), CutMix with `switch_prob` when both are
+    active, else MixUp; each image mixed with its mirror in the batch (flipped, not rolled);
+    CutMix's box as timm's rand_bbox (or rand_bbox_minmax) with its lambda correction; labels
+    one-hot with label smoothing, then mixed. The draws are this loader's own (seed, epoch,
+    rank, batch), not numpy's global generator. FastCollateMixup: the same, rounded on uint8."""
+
+    def __init__(self, mixup, sampler):
+        reason = timm_refusal(mixup)
+        if reason:
+            raise ValueError(f"batch_transform: timm.{type(mixup).__name__}: {reason}")
+        self.mixup, self.sampler = mixup, sampler
+
+    def __call__(self, images: torch.Tensor, labels: torch.Tensor, epoch: int, batch_index: int):
+        mixup = self.mixup
+        generator = self.generator(epoch, batch_index)
+        lam, use_cutmix = self.draw(generator)
+        if lam != 1.0 and use_cutmix:
+            (y1, y2, x1, x2), lam = timm_box(images.shape[-2:], lam, mixup, generator)
+            images = images.clone(memory_format=_memory_format(images))
+            images[..., y1:y2, x1:x2] = images.flip(0)[..., y1:y2, x1:x2]
+        elif lam != 1.0:
+            images = timm_blend(images, lam, type(mixup).__name__)
+        return images, smoothed_mixed_labels(labels, lam, mixup.num_classes, mixup.label_smoothing)
+
+    def draw(self, generator: torch.Generator) -> Tuple[float, bool]:
+        """(lambda, CutMix?) as timm's _params_per_batch."""
+        mixup = self.mixup
+        if not (mixup.mixup_enabled and _uniform(generator) < mixup.mix_prob):
+            return 1.0, False
+        if mixup.mixup_alpha > 0 and mixup.cutmix_alpha > 0:
+            use_cutmix = _uniform(generator) < mixup.switch_prob
+        else:
+            use_cutmix = not mixup.mixup_alpha > 0
+        return beta(mixup.cutmix_alpha if use_cutmix else mixup.mixup_alpha, generator), use_cutmix
+
+
+def _uniform(generator: torch.Generator) -> float:
+    return float(torch.rand(1, generator=generator, dtype=torch.float64))
+
+
+def _randint(low: int, high: int, generator: torch.Generator) -> int:
+    return int(torch.randint(low, high, (1,), generator=generator))
+
+
+def timm_box(size, lam: float, mixup, generator: torch.Generator):
+    """((y1, y2, x1, x2), lambda): timm's rand_bbox (a centre uniform over the image, sides
+    int(side * sqrt(1 - lambda)), clipped) or rand_bbox_minmax, and its lambda correction."""
+    height, width = int(size[0]), int(size[1])
+    if mixup.cutmix_minmax is None:
+        ratio = math.sqrt(1.0 - lam)
+        cut_h, cut_w = int(height * ratio), int(width * ratio)
+        cy, cx = _randint(0, height, generator), _randint(0, width, generator)
+        box = (min(max(cy - cut_h // 2, 0), height), min(max(cy + (cut_h + 1) // 2, 0), height),
+               min(max(cx - cut_w // 2, 0), width), min(max(cx + (cut_w + 1) // 2, 0), width))
+    else:
+        low, high = mixup.cutmix_minmax
+        cut_h = _randint(int(height * low), int(height * high), generator)
+        cut_w = _randint(int(width * low), int(width * high), generator)
+        y1, x1 = _randint(0, height - cut_h + 1, generator), _randint(0, width - cut_w + 1, generator)
+        box = (y1, y1 + cut_h, x1, x1 + cut_w)
+    if mixup.correct_lam or mixup.cutmix_minmax is not None:
+        y1, y2, x1, x2 = box
+        lam = 1.0 - (y2 - y1) * (x2 - x1) / float(height * width)
+    return box, lam
+
+
+def timm_blend(images: torch.Tensor, lam: float, name: str) -> torch.Tensor:
+    """x * lam + x.flip(0) * (1 - lam); on uint8 (FastCollateMixup's collate) in float32, rounded."""
+    if images.is_floating_point():
+        return images.flip(0).mul_(1.0 - lam).add_(images.mul(lam)).contiguous(memory_format=_memory_format(images))
+    if name != "FastCollateMixup":
+        raise TypeError(f"batch_transform timm.{name} needs float images, got {images.dtype}: end the transform "
+                        f"with MaybeToTensor or ToDtype(torch.float32, scale=True), or use FastCollateMixup")
+    mixed = images.float().mul_(lam).add_(images.flip(0).float().mul_(1.0 - lam)).round_()
+    return mixed.to(images.dtype).contiguous(memory_format=_memory_format(images))
+
+
+def smoothed_mixed_labels(labels: torch.Tensor, lam: float, num_classes: int, smoothing: float) -> torch.Tensor:
+    """timm's mixup_target: one-hot with smoothing / num_classes off and 1 - smoothing + that on,
+    mixed with the flipped batch's."""
+    one_hot = mixed_labels(labels, 1.0, num_classes)
+    off = smoothing / num_classes
+    smoothed = one_hot * (1.0 - smoothing) + off
+    return smoothed * lam + smoothed.flip(0) * (1.0 - lam)

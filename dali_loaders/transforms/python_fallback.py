@@ -1,4 +1,5 @@
 """Steps DALI runs per sample in Python (python_fallback=True), and the twin's way of calling steps."""
+import contextlib
 import warnings
 
 import numpy as np
@@ -46,13 +47,23 @@ def call_steps(transform, image):
     return image
 
 
-def seed_everything(seed: int) -> None:
-    """Python's, numpy's and torch's generators, set per sample from DALI's checkpointed RNG."""
+@contextlib.contextmanager
+def seeded_globals(seed: int):
+    """Python's, numpy's and torch's global generators, set per sample from DALI's checkpointed
+    RNG, and put back as they were afterwards: the training script's own draws (dropout,
+    drop-path, timm's Mixup) come from them and must not follow the loader's seeds."""
     import random
 
+    saved = random.getstate(), np.random.get_state(), torch.default_generator.get_state()
     random.seed(seed)
     np.random.seed(seed)
-    torch.manual_seed(seed)
+    torch.default_generator.manual_seed(seed)   # the CPU's only: the steps run on the CPU
+    try:
+        yield
+    finally:
+        random.setstate(saved[0])
+        np.random.set_state(saved[1])
+        torch.default_generator.set_state(saved[2])
 
 
 class PythonSteps:
@@ -64,11 +75,11 @@ class PythonSteps:
 
     def __call__(self, pixels: np.ndarray, seed: np.ndarray) -> np.ndarray:
         seed = int(seed)
-        seed_everything(seed)
         for step in self.steps:
             if hasattr(step, "set_random_seed"):   # Albumentations 2 keeps generators of its own
                 step.set_random_seed(seed)
-        image = call_steps(self.steps, self._twin_input(pixels))
+        with seeded_globals(seed):
+            image = call_steps(self.steps, self._twin_input(pixels))
         out = as_tensor(image)
         if out.dtype == torch.bfloat16:   # numpy has no bfloat16; the loader casts back
             out = out.float()

@@ -1,0 +1,330 @@
+"""timm's transforms (what timm.data.create_transform builds), translated into DALI operators.
+
+Imported when a timm step is first planned (see _core.LAZY_TRANSLATORS): timm stays optional.
+Each class is registered exactly, so a subclass that changes behaviour is never translated
+silently. timm's RandAugment and AutoAugment are not torchvision's: each operation is applied
+with its own probability (0.5 in RandAugment), at a magnitude drawn per application around
+its level (Gaussian noise `mstd`, clipped to 0 .. 10), with a random sign where it has one;
+warps fill with the per-channel mean. The choice is made per sample with DALI conditionals;
+timm's PIL warps are bicubic, DALI's warp is bilinear at most (docs: the measured bound).
+"""
+import math
+from types import SimpleNamespace
+
+import numpy as np
+import torch
+from timm.data import auto_augment as timm_aa
+from timm.data import random_erasing as timm_erasing
+from timm.data import transforms as timm_transforms
+
+from . import auto_augment as aa
+from ._args import coin
+from ._core import Images, branches, dtype_after, refuses, register
+from .auto_augment import erase_box
+from .conversion import to_image, to_tensor
+from .geometry import random_resized_crop
+
+LEVEL_DENOM = 10.0   # timm's magnitude scale: 0 .. 10
+
+
+# -- crops and conversions ---------------------------------------------------------------------
+
+
+def _resized_crop_as(step, interpolation):
+    """The step as torchvision's RandomResizedCrop translator reads it (timm's is the same crop)."""
+    return SimpleNamespace(size=step.size, scale=step.scale, ratio=step.ratio, interpolation=interpolation)
+
+
+@register(timm_transforms.RandomResizedCropAndInterpolation)
+@branches
+def random_resized_crop_and_interpolation(step, images: Images) -> None:
+    """interpolation='random': bilinear or bicubic per image, with equal probability."""
+    from dataclasses import replace
+
+    modes = step.interpolation if isinstance(step.interpolation, (list, tuple)) else [step.interpolation]
+    if len(modes) == 1:
+        random_resized_crop(_resized_crop_as(step, modes[0]), images)
+        return
+    first, second = replace(images), replace(images)
+    data = images.data
+    if coin(0.5):
+        random_resized_crop(_resized_crop_as(step, modes[0]), first)
+        data = first.data
+    else:
+        random_resized_crop(_resized_crop_as(step, modes[1]), second)
+        data = second.data
+    images.data, images.encoded = data, False
+    images.height, images.width = step.size
+
+
+@register(timm_transforms.MaybeToTensor)
+@dtype_after(lambda step, dtype: torch.float32)
+def maybe_to_tensor(step, images: Images) -> None:
+    """torchvision's ToTensor (the loader's images are never tensors yet: the 'maybe' is moot)."""
+    to_tensor(step, images)
+
+
+@register(timm_transforms.MaybePILToTensor)
+def maybe_pil_to_tensor(step, images: Images) -> None:
+    to_image(step, images)
+
+
+# -- RandomErasing ----------------------------------------------------------------------------------
+
+
+def erasing_refusal(step) -> str:
+    if step.mode not in ("const", "rand", "pixel"):
+        return f"mode={step.mode!r} is not supported (const, rand, pixel)"
+    if (step.min_count, step.max_count) != (1, 1):
+        return f"max_count={step.max_count}: one box per image only"
+    if step.num_splits:
+        return f"num_splits={step.num_splits} is not supported"
+    return ""
+
+
+@register(timm_erasing.RandomErasing)
+@refuses(erasing_refusal)
+def random_erasing(step, images: Images) -> None:
+    """On the normalized float tensor, as timm applies it: one box drawn as torchvision's
+    (area, log-uniform aspect, 10 tries), filled with zeros, one normal value per channel
+    ("rand") or normal noise per pixel ("pixel")."""
+    from nvidia.dali import fn, types
+
+    if not images.is_float:
+        raise ValueError("timm.RandomErasing on uint8 pixels is not translated: put it after MaybeToTensor and "
+                         "Normalize, as timm's create_transform does, or pass python_fallback=True")
+    images.materialize()
+    box = SimpleNamespace(scale=(step.min_area, step.max_area), p=step.probability,
+                          ratio=tuple(math.exp(r) for r in step.log_aspect_ratio))
+    top, left, height, width = erase_box(box, images)
+    kept = fn.erase(images.data * 0.0 + 1.0, fill_value=0.0, axis_names="HW", shape=fn.stack(height, width),
+                    anchor=fn.stack(fn.cast(top, dtype=types.FLOAT), fn.cast(left, dtype=types.FLOAT)))
+    if step.mode == "const":
+        images.data = images.data * kept
+        return
+    if step.mode == "pixel":
+        noise = fn.random.normal(images.data)
+    else:
+        per_channel = [images.channels, 1, 1] if images.layout == "CHW" else [1, 1, images.channels]
+        noise = images.data * 0.0 + fn.random.normal(shape=per_channel)
+    images.data = images.data * kept + noise * (1.0 - kept)
+
+
+# -- RandAugment and AutoAugment ---------------------------------------------------------------------
+
+SIGNED = {"Rotate", "ShearX", "ShearY", "TranslateX", "TranslateY", "TranslateXRel", "TranslateYRel",
+          "ColorIncreasing", "ContrastIncreasing", "BrightnessIncreasing", "SharpnessIncreasing"}
+
+
+def level(name: str, hparams: dict):
+    """timm's LEVEL_TO_ARG[name] on DALI scalars: (magnitude, sign of +-1) -> the op's argument."""
+    from nvidia.dali import math as dmath
+
+    def lvl(m):
+        return m * (1.0 / LEVEL_DENOM)
+
+    enhance_increasing = lambda m, s: dmath.max(1.0 + s * lvl(m) * 0.9, 0.1)   # noqa: E731
+    table = {
+        "Rotate": lambda m, s: s * lvl(m) * 30.0,
+        "ShearX": lambda m, s: s * lvl(m) * 0.3, "ShearY": lambda m, s: s * lvl(m) * 0.3,
+        "TranslateXRel": lambda m, s: s * lvl(m) * hparams.get("translate_pct", 0.45),
+        "TranslateYRel": lambda m, s: s * lvl(m) * hparams.get("translate_pct", 0.45),
+        "TranslateX": lambda m, s: s * lvl(m) * float(hparams["translate_const"]),
+        "TranslateY": lambda m, s: s * lvl(m) * float(hparams["translate_const"]),
+        "Posterize": lambda m, s: dmath.floor(lvl(m) * 4.0),
+        "PosterizeIncreasing": lambda m, s: 4.0 - dmath.floor(lvl(m) * 4.0),
+        "PosterizeOriginal": lambda m, s: dmath.floor(lvl(m) * 4.0) + 4.0,
+        "Solarize": lambda m, s: dmath.min(dmath.floor(lvl(m) * 256.0), 256.0),
+        "SolarizeIncreasing": lambda m, s: 256.0 - dmath.min(dmath.floor(lvl(m) * 256.0), 256.0),
+        "SolarizeAdd": lambda m, s: dmath.min(dmath.floor(lvl(m) * 110.0), 128.0),
+    }
+    for enhance in ("Color", "Contrast", "Brightness", "Sharpness"):
+        table[enhance] = lambda m, s: lvl(m) * 1.8 + 0.1
+        table[enhance + "Increasing"] = enhance_increasing
+    return table.get(name)
+
+
+def warp(fill):
+    """PIL's Image.transform(AFFINE, inverse map) with fillcolor per channel: DALI's bilinear
+    warp with fill 0, and the fill blended in where the warped image's coverage is missing."""
+    from nvidia.dali import fn, types
+
+    def op(data, matrix):
+        warped = fn.warp_affine(data, matrix=matrix, inverse_map=True, fill_value=0.0, interp_type=types.INTERP_LINEAR,
+                                dtype=types.FLOAT)
+        cover = fn.warp_affine(data[:, :, 0:1] * types.Constant(0, dtype=types.UINT8) + types.Constant(
+            255, dtype=types.UINT8), matrix=matrix, inverse_map=True, fill_value=0.0, interp_type=types.INTERP_LINEAR,
+            dtype=types.FLOAT) * (1.0 / 255.0)
+        out = warped + (1.0 - cover) * types.Constant(np.array(fill, np.float32))
+        return fn.cast(round_to_uint8_range(out), dtype=types.UINT8)
+    return op
+
+
+def round_to_uint8_range(x):
+    """x rounded half up and clamped to 0 .. 255 (PIL's resampling filters and point tables)."""
+    from nvidia.dali import math as dmath
+
+    return dmath.clamp(dmath.floor(x + 0.5), 0.0, 255.0)
+
+
+def affine(*row):
+    """A 2x3 inverse map from six scalars (numbers or DataNodes)."""
+    from nvidia.dali import fn
+
+    from ._args import stack
+
+    return fn.reshape(stack(*row), shape=[2, 3])
+
+
+def operations(images: Images, fill):
+    """timm's operation name -> function(data, argument) on HWC uint8, PIL's arithmetic."""
+    from nvidia.dali import fn, types
+    from nvidia.dali import math as dmath
+    from nvidia.dali.auto_aug import augmentations as stock
+
+    warped = warp(fill)
+    rotation = aa.rotation_matrix(images)
+
+    def shift(axis):
+        """timm's translate_*_abs: by `pixels` (a float, interpolated) along x (0) or y (1)."""
+        return lambda data, pixels: warped(data, affine(1.0, 0.0, pixels, 0.0, 1.0, 0.0) if axis == 0 else
+                                           affine(1.0, 0.0, 0.0, 0.0, 1.0, pixels))
+
+    def shift_relative(axis):
+        """timm's translate_*_rel: by a fraction of the image's width (x) or height (y)."""
+        side = images.width if axis == 0 else images.height
+        side = float(side) if isinstance(side, (int, float)) else fn.cast(side, dtype=types.FLOAT)
+        return lambda data, fraction: shift(axis)(data, fraction * side)
+
+    def posterize(data, bits):
+        mask = 255 - (fn.cast(dmath.pow(2.0, 8.0 - bits), dtype=types.INT32) - 1)   # PIL's posterize
+        return data & fn.cast(mask, dtype=types.UINT8)
+
+    def solarize_add(data, add):
+        low = data < types.Constant(128, dtype=types.UINT8)
+        added = fn.cast(round_to_uint8_range(fn.cast(data, dtype=types.FLOAT) + add), dtype=types.UINT8)
+        return low * added + (low ^ True) * data
+
+    table = {
+        "AutoContrast": lambda data, _: aa.auto_contrast(data, None),
+        "Equalize": stock.equalize.op,
+        "Invert": stock.invert.op,
+        "Rotate": lambda data, angle: warped(data, rotation(angle)),
+        "ShearX": lambda data, f: warped(data, affine(1.0, f, 0.0, 0.0, 1.0, 0.0)),
+        "ShearY": lambda data, f: warped(data, affine(1.0, 0.0, 0.0, f, 1.0, 0.0)),
+        "TranslateXRel": shift_relative(0), "TranslateYRel": shift_relative(1),
+        "TranslateX": shift(0), "TranslateY": shift(1),
+        "Posterize": posterize, "PosterizeIncreasing": posterize, "PosterizeOriginal": posterize,
+        "Solarize": aa.solarize, "SolarizeIncreasing": aa.solarize, "SolarizeAdd": solarize_add,
+    }
+    enhance = {"Color": aa.color(images), "Contrast": aa.contrast(images), "Brightness": aa.brightness,
+               "Sharpness": aa.sharpen(images)}
+    for name, function in enhance.items():
+        table[name] = table[name + "Increasing"] = function
+    return table
+
+
+def magnitude_of(op):
+    """Per application: the level, with timm's noise (Gaussian mstd, or uniform 0 .. m for
+    mstd=inf), clipped to 0 .. magnitude_max (10)."""
+    from nvidia.dali import fn
+    from nvidia.dali import math as dmath
+
+    m, std = float(op.magnitude), float(op.magnitude_std)
+    if std == float("inf"):
+        drawn = fn.random.uniform(range=[0.0, m]) if m > 0 else 0.0
+    elif std > 0:
+        drawn = fn.random.normal(mean=m, stddev=std)
+    else:   # a per-sample scalar all the same: the argument arithmetic stays on DataNodes
+        return fn.constant(fdata=min(max(m, 0.0), float(op.magnitude_max or LEVEL_DENOM)), shape=[])
+    return dmath.clamp(drawn, 0.0, float(op.magnitude_max or LEVEL_DENOM))
+
+
+def sign():
+    """timm's _randomly_negate: -1 or +1, each with probability 1/2."""
+    return coin(0.5) * 2.0 - 1.0
+
+
+def augment_refusal(step) -> str:
+    ops = step.ops if hasattr(step, "ops") else [op for sub in step.policy for op in sub]
+    unknown = sorted({op.name for op in ops} - set(KNOWN_OPS))
+    if unknown:
+        return f"operations {unknown} have no DALI translation"
+    if getattr(step, "choice_weights", None) is not None:
+        return "weighted op choice ('w' in the policy string) is not supported"
+    return ""
+
+
+KNOWN_OPS = ("AutoContrast", "Equalize", "Invert", "Rotate", "ShearX", "ShearY", "TranslateX", "TranslateY",
+             "TranslateXRel", "TranslateYRel", "Posterize", "PosterizeIncreasing", "PosterizeOriginal", "Solarize",
+             "SolarizeIncreasing", "SolarizeAdd", "Color", "ColorIncreasing", "Contrast", "ContrastIncreasing",
+             "Brightness", "BrightnessIncreasing", "Sharpness", "SharpnessIncreasing")
+
+
+def fill_of(ops):
+    fills = {tuple(op.kwargs.get("fillcolor", (128, 128, 128))) for op in ops}
+    return [float(f) for f in next(iter(fills))]
+
+
+def apply_one_of(images: Images, ops, index, table) -> None:
+    """The op at `index` (a per-sample DataNode) of `ops`, if its coin (op.prob) says so."""
+    from nvidia.dali import fn, types
+
+    data = images.data
+    for k, op in enumerate(ops):
+        chosen = index == k
+        if op.prob < 1.0:
+            chosen = chosen & fn.cast(coin(op.prob), dtype=types.BOOL)
+        make = level(op.name, op.hparams)
+        argument = make(magnitude_of(op), sign()) if make else None
+        if chosen:
+            data = table[op.name](data, argument)
+    images.data = data
+
+
+@register(timm_aa.RandAugment)
+@refuses(augment_refusal)
+@branches
+def rand_augment(step, images: Images) -> None:
+    """num_layers operations per image, each uniform (with repeats), each applied with its p."""
+    from nvidia.dali import fn, types
+
+    aa.prepare(step, images)
+    with aa.quiet_dali():
+        table = operations(images, fill_of(step.ops))
+        for _ in range(step.num_layers):
+            index = fn.random.uniform(values=list(range(len(step.ops))), dtype=types.INT32)
+            apply_one_of(images, step.ops, index, table)
+
+
+@register(timm_aa.AutoAugment)
+@refuses(augment_refusal)
+@branches
+def auto_augment(step, images: Images) -> None:
+    """One sub-policy per image, uniform; each of its operations with its probability."""
+    from nvidia.dali import fn, types
+
+    aa.prepare(step, images)
+    ops = [op for sub in step.policy for op in sub]
+    index = fn.random.uniform(values=list(range(len(step.policy))), dtype=types.INT32)
+    with aa.quiet_dali():
+        table = operations(images, fill_of(ops))
+        for position in range(max(len(sub) for sub in step.policy)):
+            slots = [sub[position] if position < len(sub) else None for sub in step.policy]
+            present = [k for k, op in enumerate(slots) if op is not None]
+            apply_one_of(images, [slots[k] for k in present], _remap(index, present), table)
+
+
+def _remap(index, present):
+    """`index` among all sub-policies -> its place among those with an op at this position, or -1."""
+    from nvidia.dali import types
+
+    lookup = np.full(max(present) + 1 if present else 1, -1, np.int32)
+    lookup[present] = np.arange(len(present), dtype=np.int32)
+    if list(present) == list(range(len(lookup))):
+        return index
+    remapped = index * 0 - 1
+    for k, place in enumerate(lookup):
+        if place >= 0:
+            remapped = remapped + (index == k) * types.Constant(int(place) + 1, dtype=types.INT32)
+    return remapped

@@ -67,6 +67,28 @@ def transform_cases() -> List[tuple]:
         ("RandAugment (same seed)", v2.RandAugment(2, 9), 3 / 255),
         ("TrivialAugmentWide (same seed)", v2.TrivialAugmentWide(), 3 / 255),
         ("DaliFunction", transforms.DaliFunction(_resize_20), 2 / 255),
+        ("ToPureTensor", v2.Compose([*FLOAT, v2.ToPureTensor()]), 1 / 255),
+    ] + _timm_cases()
+
+
+def _timm_cases() -> List[tuple]:
+    """timm's classes (when timm is installed): its train and eval building blocks."""
+    try:
+        from timm.data import auto_augment
+        from timm.data.random_erasing import RandomErasing
+        from timm.data.transforms import MaybePILToTensor, MaybeToTensor, RandomResizedCropAndInterpolation
+    except ImportError:
+        return []
+    mean = [0.485, 0.456, 0.406]
+    return [
+        ("timm RandomResizedCropAndInterpolation + MaybeToTensor (same seed)",
+         v2.Compose([RandomResizedCropAndInterpolation(32), MaybeToTensor()]), 2 / 255),
+        ("timm MaybePILToTensor", v2.Compose([v2.CenterCrop(32), MaybePILToTensor()]), 0),
+        ("timm RandomErasing const p=1", v2.Compose([*FLOAT, RandomErasing(1.0, mode="const", device="cpu")]), 0),
+        ("timm RandAugment (same seed)", auto_augment.rand_augment_transform(
+            "rand-m9-mstd0.5-inc1", {"img_mean": tuple(round(255 * m) for m in mean)}), 3 / 255),
+        ("timm AutoAugment (same seed)", auto_augment.auto_augment_transform(
+            "original", {"img_mean": tuple(round(255 * m) for m in mean)}), 3 / 255),
     ]
 
 

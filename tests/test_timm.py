@@ -62,7 +62,12 @@ def recording_operations(names):
     return {name: recorder(k) for k, name in enumerate(names)}
 
 
-def dali_draws(step, monkeypatch, samples=2048):
+def dali_draws(step, monkeypatch, samples=2048, fused=True):
+    """Per sample, the (name, argument) of each applied op: on the fused path (the CPU graphs'
+    with the plugin) its slots' draws, else the conditionals' ops recording on a tape."""
+    if fused:
+        return fused_draws(step, samples)
+    monkeypatch.setattr(translators.timm_fused, "translate", lambda *args: False)
     from nvidia.dali import fn, pipeline_def, types
 
     names = sorted(translators.KNOWN_OPS)
@@ -82,6 +87,31 @@ def dali_draws(step, monkeypatch, samples=2048):
     for _ in range(samples // batch):
         for tape in pipeline.run()[0]:
             draws.append(tuple((names[int(i)], round(float(m), 4) + 0.0) for i, m in np.array(tape)[0] if i >= 0))
+    return draws
+
+
+def fused_draws(step, samples):
+    from nvidia.dali import fn, pipeline_def, types
+
+    from dali_loaders.transforms import timm_fused
+
+    batch, ops = 512, timm_fused.flat_ops(step)
+
+    @pipeline_def(batch_size=batch, num_threads=2, device_id=None, seed=7)
+    def pipe():
+        zero = fn.random.uniform(range=[0.0, 1.0]) * 0.0   # numbers made per-sample tensors
+        per_sample = lambda v: zero + (float(v) if isinstance(v, (int, float)) else fn.cast(v, dtype=types.FLOAT))  # noqa: E731
+        rows = [fn.stack(*[per_sample(1 if v is None else v) for v in drawn[:3]])
+                for drawn in timm_fused.draws(step, translators.sign)]
+        return fn.stack(*rows)
+
+    pipeline = pipe()
+    pipeline.build()
+    draws = []
+    for _ in range(samples // batch):
+        for slots in pipeline.run()[0]:
+            draws.append(tuple((ops[int(i)].name, round(float(m), 4) + 0.0) for i, applied, m in np.array(slots)
+                               if applied > 0 and ops[int(i)] is not None))
     return draws
 
 
@@ -111,28 +141,35 @@ def compare_draws(dali, reference):
         assert stats.ks_2samp(ours, theirs).pvalue > P_MIN, name   # the magnitude noise and the signs
 
 
+@pytest.mark.parametrize("fused", [True, False], ids=["fused", "conditionals"])
 @pytest.mark.parametrize("policy", [RA, "rand-m7-n3-mstd1.0", "rand-m9-mstd101", "rand-m5-inc0-p0.8",
-                                    "rand-m9-mstd1-mmax9"])
-def test_rand_augment_draws_as_timm(policy, monkeypatch):
-    compare_draws(dali_draws(rand_augment(policy), monkeypatch), timm_draws(rand_augment(policy)))
+                                    "rand-m9-mstd1-mmax9", "rand-m9-n2-inc1"])
+def test_rand_augment_draws_as_timm(policy, fused, monkeypatch):
+    compare_draws(dali_draws(rand_augment(policy), monkeypatch, fused=fused), timm_draws(rand_augment(policy)))
 
 
+@pytest.mark.parametrize("fused", [True, False], ids=["fused", "conditionals"])
 @pytest.mark.parametrize("policy", ["original", "v0", "originalr"])
-def test_auto_augment_draws_as_timm(policy, monkeypatch):
+def test_auto_augment_draws_as_timm(policy, fused, monkeypatch):
     make = lambda: timm_aa.auto_augment_transform(policy, dict(translate_const=100, img_mean=(124, 116, 104)))  # noqa: E731
-    dali, reference = dali_draws(make(), monkeypatch), timm_draws(make())
+    dali, reference = dali_draws(make(), monkeypatch, fused=fused), timm_draws(make())
     compare_draws(dali, reference)
     # whole sequences: only the policy's sub-policies produce them
     assert same_distribution([tuple(n for n, _ in d) for d in dali], [tuple(n for n, _ in d) for d in reference]) > P_MIN
 
 
-def test_a_parameter_ignored_would_show(monkeypatch):
-    """The comparison fails when the noise, p or the op list differ."""
+@pytest.mark.parametrize("fused", [True, False], ids=["fused", "conditionals"])
+def test_a_parameter_ignored_would_show(fused, monkeypatch):
+    """The comparison fails when the noise, p, the op list or the magnitude bound differ."""
     with pytest.raises(AssertionError):
-        compare_draws(dali_draws(rand_augment("rand-m9-mstd0.5-inc1"), monkeypatch),
+        compare_draws(dali_draws(rand_augment("rand-m9-mstd0.5-inc1"), monkeypatch, fused=fused),
                       timm_draws(rand_augment("rand-m9-mstd0-inc1")))
     with pytest.raises(AssertionError):
-        compare_draws(dali_draws(rand_augment("rand-m9-inc1-p0.9"), monkeypatch), timm_draws(rand_augment("rand-m9-inc1")))
+        compare_draws(dali_draws(rand_augment("rand-m9-inc1-p0.9"), monkeypatch, fused=fused),
+                      timm_draws(rand_augment("rand-m9-inc1")))
+    with pytest.raises(AssertionError):
+        compare_draws(dali_draws(rand_augment("rand-m9-mstd1-mmax9"), monkeypatch, fused=fused),
+                      timm_draws(rand_augment("rand-m9-mstd1")))
 
 
 # -- each operation at a fixed magnitude, pixel against timm ---------------------------------------

@@ -5,8 +5,10 @@ Each class is registered exactly, so a subclass that changes behaviour is never 
 silently. timm's RandAugment and AutoAugment are not torchvision's: each operation is applied
 with its own probability (0.5 in RandAugment), at a magnitude drawn per application around
 its level (Gaussian noise `mstd`, clipped to 0 .. 10), with a random sign where it has one;
-warps fill with the per-channel mean. The choice is made per sample with DALI conditionals;
-timm's PIL warps are bicubic, DALI's warp is bilinear at most (docs: the measured bound).
+warps fill with the per-channel mean. On CPU graphs with the augment plugin, the draws and
+the operations are one DaliLoadersAugment call in PIL's arithmetic (timm_fused.py, exact);
+elsewhere the choice is made per sample with DALI conditionals, and timm's bicubic warps are
+DALI's bilinear (docs: the measured bound).
 """
 import math
 from types import SimpleNamespace
@@ -19,7 +21,8 @@ from timm.data import transforms as timm_transforms
 
 from . import auto_augment as aa
 from ._args import coin
-from ._core import Images, branches, dtype_after, refuses, register
+from . import timm_fused
+from ._core import Images, augments, branches, dtype_after, refuses, register
 from .auto_augment import erase_box
 from .conversion import to_image, to_tensor
 from .geometry import random_resized_crop
@@ -282,13 +285,23 @@ def apply_one_of(images: Images, ops, index, table) -> None:
     images.data = data
 
 
+def fused_on_cpu(translator):
+    """On a CPU graph with the plugin (and a step it takes), timm_fused's slots in place of
+    the conditionals."""
+    translator = augments(branches(translator))
+    translator.fuses = timm_fused.fusable
+    return translator
+
+
 @register(timm_aa.RandAugment)
 @refuses(augment_refusal)
-@branches
+@fused_on_cpu
 def rand_augment(step, images: Images) -> None:
     """num_layers operations per image, each uniform (with repeats), each applied with its p."""
     from nvidia.dali import fn, types
 
+    if timm_fused.translate(step, images, lambda: sign()):
+        return
     aa.prepare(step, images)
     with aa.quiet_dali():
         table = operations(images, fill_of(step.ops))
@@ -299,11 +312,13 @@ def rand_augment(step, images: Images) -> None:
 
 @register(timm_aa.AutoAugment)
 @refuses(augment_refusal)
-@branches
+@fused_on_cpu
 def auto_augment(step, images: Images) -> None:
     """One sub-policy per image, uniform; each of its operations with its probability."""
     from nvidia.dali import fn, types
 
+    if timm_fused.translate(step, images, lambda: sign()):
+        return
     aa.prepare(step, images)
     ops = [op for sub in step.policy for op in sub]
     index = fn.random.uniform(values=list(range(len(step.policy))), dtype=types.INT32)

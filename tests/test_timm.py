@@ -174,8 +174,11 @@ def test_a_parameter_ignored_would_show(fused, monkeypatch):
 
 # -- each operation at a fixed magnitude, pixel against timm ---------------------------------------
 
-# largest |DALI - timm| (levels) and mean over pixels (levels). Warps: timm's PIL warps are
-# bicubic, DALI's bilinear; the colour operations are PIL's arithmetic.
+# largest |DALI - timm| (levels) and mean over pixels (levels), the bounds of the conditionals'
+# path (GPU graphs, no plugin): timm's PIL warps are bicubic, DALI's bilinear; the colour
+# operations are PIL's arithmetic. The fused path (CPU graphs) is exact at float32 arguments
+# (test_fused_rand_augment_equals_timm_replayed_pixel_for_pixel); at timm's double ones its
+# shears differ by 1 level in a few pixels.
 EXACT = (0, 0.0)
 OP_BOUNDS = {"Invert": EXACT, "PosterizeIncreasing": EXACT, "SolarizeIncreasing": EXACT, "SolarizeAdd": EXACT,
              "BrightnessIncreasing": EXACT, "ContrastIncreasing": EXACT, "SharpnessIncreasing": EXACT,
@@ -209,6 +212,57 @@ def test_each_operation_matches_timm_at_a_fixed_magnitude(name, monkeypatch):
     worst, mean = max(int(g.max()) for g in gaps), float(np.mean([g.mean() for g in gaps]))
     print(f"{name}: mean {mean:.3f}, worst {worst}")
     assert worst <= OP_BOUNDS[name][0] and mean <= OP_BOUNDS[name][1], (name, worst, mean)
+
+
+def timm_replays(ops, image):
+    """Every output timm's own AugmentOps give for two layers: each op with each sign (timm's
+    _randomly_negate reads random.random(): above 0.5 negates). The arguments rounded to
+    float32, as the operator takes its parameters (tests/test_augment_op.py)."""
+    from PIL import Image
+
+    from dali_loaders.transforms.python_fallback import as_tensor
+
+    def float32_args(function):
+        return lambda img, *args, **kwargs: function(img, *(float(np.float32(a)) for a in args), **kwargs)
+
+    variants = []
+    for op in ops:
+        signed = timm_aa.LEVEL_TO_ARG[op.name] is not None and op.name in translators.SIGNED
+        variants += [(op, r) for r in ((0.1, 0.9) if signed else (0.1,))]
+    outputs = {}
+    with pytest.MonkeyPatch.context() as patch:
+        for op in ops:
+            patch.setattr(op, "aug_fn", float32_args(op.aug_fn))
+        for (first, r1), (second, r2) in [(a, b) for a in variants for b in variants]:
+            img = Image.fromarray(image)
+            patch.setattr(random, "random", lambda: r1)
+            img = first(img)
+            patch.setattr(random, "random", lambda: r2)
+            outputs[(first.name, r1, second.name, r2)] = as_tensor(second(img)).numpy()
+    return outputs
+
+
+def test_fused_rand_augment_equals_timm_replayed_pixel_for_pixel():
+    """Two layers of five ops (warps bicubic, timm's fill): each output is exactly one of
+    timm's own two-op sequences, and the images together use several sequences."""
+    from torchvision.transforms import v2
+
+    from dali_loaders.ops import plugin
+
+    if not plugin.augment_available():
+        pytest.skip("the augmentation plugin cannot be built here")
+    hparams = dict(translate_const=100, img_mean=(124, 116, 104), interpolation=3)
+    ops = [timm_aa.AugmentOp(name, prob=1.0, magnitude=7, hparams=hparams)
+           for name in ("Rotate", "ShearY", "TranslateYRel", "ColorIncreasing", "SolarizeAdd")]
+    step = timm_aa.RandAugment(ops, num_layers=2)
+    images = photo_arrays(64, 16)
+    ours = dali_outputs(ArraySource(images, np.arange(len(images)), "photos"), [step, v2.PILToTensor()])
+    used = set()
+    for got, image in zip(ours, images):
+        matches = [key for key, out in timm_replays(ops, image).items() if np.array_equal(got, out)]
+        assert matches, "no sequence of timm's ops gives this image"
+        used.add(matches[0])
+    assert len(used) >= 4, used
 
 
 def test_posterize_to_zero_bits_is_black_as_timm_meant_it():

@@ -143,7 +143,8 @@ def compare_draws(dali, reference):
 
 @pytest.mark.parametrize("fused", [True, False], ids=["fused", "conditionals"])
 @pytest.mark.parametrize("policy", [RA, "rand-m7-n3-mstd1.0", "rand-m9-mstd101", "rand-m5-inc0-p0.8",
-                                    "rand-m9-mstd1-mmax9", "rand-m9-n2-inc1"])
+                                    "rand-m9-mstd1-mmax9", "rand-m9-n2-inc1", "rand-m9-n2-tweights-mstd0.5",
+                                    "rand-m7-n3-tweights"])
 def test_rand_augment_draws_as_timm(policy, fused, monkeypatch):
     compare_draws(dali_draws(rand_augment(policy), monkeypatch, fused=fused), timm_draws(rand_augment(policy)))
 
@@ -160,7 +161,8 @@ def test_auto_augment_draws_as_timm(policy, fused, monkeypatch):
 
 @pytest.mark.parametrize("fused", [True, False], ids=["fused", "conditionals"])
 def test_a_parameter_ignored_would_show(fused, monkeypatch):
-    """The comparison fails when the noise, p, the op list or the magnitude bound differ."""
+    """The comparison fails when the noise, p, the op list, the magnitude bound or the choice
+    weights differ."""
     with pytest.raises(AssertionError):
         compare_draws(dali_draws(rand_augment("rand-m9-mstd0.5-inc1"), monkeypatch, fused=fused),
                       timm_draws(rand_augment("rand-m9-mstd0-inc1")))
@@ -170,6 +172,9 @@ def test_a_parameter_ignored_would_show(fused, monkeypatch):
     with pytest.raises(AssertionError):
         compare_draws(dali_draws(rand_augment("rand-m9-mstd1-mmax9"), monkeypatch, fused=fused),
                       timm_draws(rand_augment("rand-m9-mstd1")))
+    with pytest.raises(AssertionError):
+        compare_draws(dali_draws(rand_augment("rand-m9-n2-tweights"), monkeypatch, fused=fused),
+                      timm_draws(rand_augment("rand-m9-n2")))
 
 
 # -- each operation at a fixed magnitude, pixel against timm ---------------------------------------
@@ -320,6 +325,12 @@ def test_random_erasing_boxes_and_fills_as_timm(mode):
 def test_random_erasing_count_above_one_is_refused_by_name():
     with pytest.raises(ValueError, match="timm.RandomErasing: max_count=3"):
         transforms.plan(RandomErasing(0.5, max_count=3), python_fallback=False)
+
+
+def test_weighted_choice_with_too_many_sequences_is_refused_by_name():
+    with pytest.raises(ValueError, match="timm.RandAugment: 32760 op sequences"):
+        transforms.plan(rand_augment("rand-m9-n4-tweights"), python_fallback=False)
+    transforms.plan(rand_augment("rand-m9-n3-tweights"), python_fallback=False)
 
 
 # -- RandomResizedCropAndInterpolation ---------------------------------------------------------------------

@@ -254,7 +254,7 @@ def augment_refusal(step) -> str:
     if unknown:
         return f"operations {unknown} have no DALI translation"
     if getattr(step, "choice_weights", None) is not None:
-        return "weighted op choice ('w' in the policy string) is not supported"
+        return timm_fused.weighted_refusal(step)
     return ""
 
 
@@ -297,16 +297,14 @@ def fused_on_cpu(translator):
 @refuses(augment_refusal)
 @fused_on_cpu
 def rand_augment(step, images: Images) -> None:
-    """num_layers operations per image, each uniform (with repeats), each applied with its p."""
-    from nvidia.dali import fn, types
-
+    """num_layers operations per image, each uniform (with repeats) or by timm's weights
+    (without), each applied with its p."""
     if timm_fused.translate(step, images, lambda: sign()):
         return
     aa.prepare(step, images)
     with aa.quiet_dali():
         table = operations(images, fill_of(step.ops))
-        for _ in range(step.num_layers):
-            index = fn.random.uniform(values=list(range(len(step.ops))), dtype=types.INT32)
+        for index in timm_fused.slot_indices(step):   # uniform, or timm's weighted choice
             apply_one_of(images, step.ops, index, table)
 
 

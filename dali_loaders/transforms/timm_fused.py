@@ -84,9 +84,9 @@ def resamples(augment_op) -> Tuple[int, ...]:
 
 def fusable(step) -> bool:
     """Whether the operator runs the step: its interpolations are PIL's nearest, bilinear or
-    bicubic, one fill and one interpolation set for all its ops, no weighted choice."""
+    bicubic, one fill and one interpolation set for all its ops."""
     ops = [o for o in flat_ops(step) if o is not None]
-    return (getattr(step, "choice_weights", None) is None and len({resamples(o) for o in ops}) <= 1
+    return (len({resamples(o) for o in ops}) <= 1
             and all(set(resamples(o)) <= set(RESAMPLES) for o in ops)
             and len({tuple(o.kwargs.get("fillcolor", (128, 128, 128))) for o in ops}) <= 1)
 
@@ -160,8 +160,46 @@ def fixed_argument(ops, index, sign):
     return by_sign(index, sign, column(ops, lambda o: fixed_value(o, 1.0)), column(ops, lambda o: fixed_value(o, -1.0)))
 
 
+MAX_SEQUENCES = 5000   # weighted choice: the ordered op sequences a graph draws among
+
+
+def weighted_sequences(step) -> Tuple[List[Tuple[int, ...]], np.ndarray]:
+    """numpy's choice(ops, num_layers, replace=False, p=choice_weights): each ordered sequence
+    of distinct ops, with the product of its ops' weights renormalized over those left."""
+    from itertools import permutations
+
+    weights = np.asarray(step.choice_weights, np.float64)
+    weights = weights / weights.sum()
+    sequences, probabilities = [], []
+    for sequence in permutations(np.flatnonzero(weights), step.num_layers):
+        p, left = 1.0, 1.0
+        for k in sequence:
+            p, left = p * weights[k] / left, left - weights[k]
+        sequences.append(tuple(int(k) for k in sequence))
+        probabilities.append(p)
+    return sequences, np.array(probabilities) / np.sum(probabilities)
+
+
+def weighted_refusal(step) -> str:
+    """Why timm's weighted choice (no repeats) cannot be drawn here, or ""."""
+    count, nonzero = 1, int(np.count_nonzero(step.choice_weights))
+    for k in range(step.num_layers):
+        count *= max(nonzero - k, 0)
+    if step.num_layers > nonzero:
+        return f"num_layers={step.num_layers} exceeds the {nonzero} ops with a weight (timm's choice would fail)"
+    return "" if count <= MAX_SEQUENCES else f"{count} op sequences to draw among (at most {MAX_SEQUENCES})"
+
+
 def slot_indices(step):
-    """Per slot, the drawn row of flat_ops(step)."""
+    """Per slot, the drawn row of flat_ops(step): uniform with repeats, or a sequence of
+    distinct ops drawn by timm's choice_weights, or a sub-policy's steps."""
+    from nvidia.dali import fn
+
+    if hasattr(step, "ops") and getattr(step, "choice_weights", None) is not None:
+        sequences, probabilities = weighted_sequences(step)
+        drawn = fn.random.choice(len(sequences), p=[float(p) for p in probabilities]) if len(sequences) > 1 else 0
+        return [lookup(drawn, np.array([s[j] for s in sequences], np.float64), integer=True)
+                for j in range(step.num_layers)]
     if hasattr(step, "ops"):
         return [draw_index(len(step.ops)) for _ in range(step.num_layers)]
     length = max(len(sub) for sub in step.policy)

@@ -327,6 +327,18 @@ def test_random_erasing_count_above_one_is_refused_by_name():
         transforms.plan(RandomErasing(0.5, max_count=3), python_fallback=False)
 
 
+def test_cpu_graphs_of_timm_augments_need_no_conditionals_unless_the_operator_cannot_resample():
+    from dali_loaders.ops import plugin
+
+    if not plugin.augment_available():
+        pytest.skip("the augmentation plugin cannot be built here")
+    fused = transforms.plan([rand_augment(interpolation=3), timm_aa.auto_augment_transform("v0", {})], False)
+    assert not transforms.needs_conditionals(fused, "cpu")
+    assert transforms.needs_conditionals(fused, "gpu")
+    lanczos = transforms.plan([rand_augment(interpolation=1), timm_aa.auto_augment_transform("v0", {})], False)
+    assert transforms.needs_conditionals(lanczos, "cpu")
+
+
 def test_weighted_choice_with_too_many_sequences_is_refused_by_name():
     with pytest.raises(ValueError, match="timm.RandAugment: 32760 op sequences"):
         transforms.plan(rand_augment("rand-m9-n4-tweights"), python_fallback=False)

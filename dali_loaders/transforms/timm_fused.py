@@ -16,7 +16,7 @@ from typing import Callable, List, Optional, Tuple
 import numpy as np
 
 from ..ops import augment as op
-from ._args import coin, stack
+from ._args import stack
 from ._core import Images
 from .fused import draw_index, lookup
 

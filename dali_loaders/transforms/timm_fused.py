@@ -44,7 +44,8 @@ class Level:
 
 def level_of(name: str, hparams: dict) -> Optional[Level]:
     """timm's LEVEL_TO_ARG[name] as a Level (None: the op takes no argument)."""
-    shifts = {"TranslateX": float(hparams.get("translate_const", 250)), "TranslateXRel": hparams.get("translate_pct", 0.45)}
+    shifts = {"TranslateX": float(hparams.get("translate_const", 250)),
+              "TranslateXRel": hparams.get("translate_pct", 0.45)}
     shifts["TranslateY"], shifts["TranslateYRel"] = shifts["TranslateX"], shifts["TranslateXRel"]
     levels = {"Rotate": Level(30.0, signed=True), "ShearX": Level(0.3, signed=True), "ShearY": Level(0.3, signed=True),
               "Posterize": Level(4.0, floor=True), "PosterizeIncreasing": Level(4.0, 4.0, -1.0, floor=True),
@@ -222,7 +223,8 @@ def draws(step, sign: Callable) -> List[Tuple]:
             applied = fn.cast(fn.random.uniform(range=[0.0, 1.0]) <= lookup(index, probability), dtype=types.INT32)
         s = sign()
         s = float(s) if not hasattr(s, "name") else s
-        slots.append((index, applied, (drawn_argument if noisy else fixed_argument)(ops, index, s), None if noisy else s))
+        arg = (drawn_argument if noisy else fixed_argument)(ops, index, s)
+        slots.append((index, applied, arg, None if noisy else s))
     return slots
 
 

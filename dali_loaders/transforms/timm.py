@@ -105,12 +105,27 @@ def random_erasing(step, images: Images) -> None:
     if step.mode == "const":
         images.data = images.data * kept
         return
-    if step.mode == "pixel":
-        noise = fn.random.normal(images.data)
+    if step.mode == "pixel":   # zeros around the box: (1 - kept) hides the 1 x 1 of an empty box
+        noise = box_noise(images, top, left, height, width)
     else:
         per_channel = [images.channels, 1, 1] if images.layout == "CHW" else [1, 1, images.channels]
         noise = images.data * 0.0 + fn.random.normal(shape=per_channel)
     images.data = images.data * kept + noise * (1.0 - kept)
+
+
+def box_noise(images: Images, top, left, height, width):
+    """Normal noise per pixel inside the box, zeros around it: drawn at the box's size (at
+    least 1 x 1) and placed by a padding slice, so that an image draws only its box's noise."""
+    from nvidia.dali import fn, types
+    from nvidia.dali import math as dmath
+
+    box = [fn.cast(dmath.max(side, 1.0), dtype=types.INT32) for side in (height, width)]
+    chw = images.layout == "CHW"
+    noise = fn.random.normal(shape=fn.stack(images.channels, *box) if chw else fn.stack(*box, images.channels))
+    full = [fn.cast(side, dtype=types.INT32) if not isinstance(side, int) else side
+            for side in (images.height, images.width)]
+    return fn.slice(noise, start=fn.stack(0 - top, 0 - left), shape=fn.stack(*full), axes=[1, 2] if chw else [0, 1],
+                    out_of_bounds_policy="pad", fill_values=0.0)
 
 
 # -- RandAugment and AutoAugment ---------------------------------------------------------------------

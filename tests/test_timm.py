@@ -62,7 +62,12 @@ def recording_operations(names):
     return {name: recorder(k) for k, name in enumerate(names)}
 
 
-def dali_draws(step, monkeypatch, samples=2048):
+def dali_draws(step, monkeypatch, samples=2048, fused=True):
+    """Per sample, the (name, argument) of each applied op: on the fused path (the CPU graphs'
+    with the plugin) its slots' draws, else the conditionals' ops recording on a tape."""
+    if fused:
+        return fused_draws(step, samples)
+    monkeypatch.setattr(translators.timm_fused, "translate", lambda *args: False)
     from nvidia.dali import fn, pipeline_def, types
 
     names = sorted(translators.KNOWN_OPS)
@@ -82,6 +87,31 @@ def dali_draws(step, monkeypatch, samples=2048):
     for _ in range(samples // batch):
         for tape in pipeline.run()[0]:
             draws.append(tuple((names[int(i)], round(float(m), 4) + 0.0) for i, m in np.array(tape)[0] if i >= 0))
+    return draws
+
+
+def fused_draws(step, samples):
+    from nvidia.dali import fn, pipeline_def, types
+
+    from dali_loaders.transforms import timm_fused
+
+    batch, ops = 512, timm_fused.flat_ops(step)
+
+    @pipeline_def(batch_size=batch, num_threads=2, device_id=None, seed=7)
+    def pipe():
+        zero = fn.random.uniform(range=[0.0, 1.0]) * 0.0   # numbers made per-sample tensors
+        per_sample = lambda v: zero + (float(v) if isinstance(v, (int, float)) else fn.cast(v, dtype=types.FLOAT))  # noqa: E731
+        rows = [fn.stack(*[per_sample(1 if v is None else v) for v in drawn[:3]])
+                for drawn in timm_fused.draws(step, translators.sign)]
+        return fn.stack(*rows)
+
+    pipeline = pipe()
+    pipeline.build()
+    draws = []
+    for _ in range(samples // batch):
+        for slots in pipeline.run()[0]:
+            draws.append(tuple((ops[int(i)].name, round(float(m), 4) + 0.0) for i, applied, m in np.array(slots)
+                               if applied > 0 and ops[int(i)] is not None))
     return draws
 
 
@@ -111,34 +141,49 @@ def compare_draws(dali, reference):
         assert stats.ks_2samp(ours, theirs).pvalue > P_MIN, name   # the magnitude noise and the signs
 
 
+@pytest.mark.parametrize("fused", [True, False], ids=["fused", "conditionals"])
 @pytest.mark.parametrize("policy", [RA, "rand-m7-n3-mstd1.0", "rand-m9-mstd101", "rand-m5-inc0-p0.8",
-                                    "rand-m9-mstd1-mmax9"])
-def test_rand_augment_draws_as_timm(policy, monkeypatch):
-    compare_draws(dali_draws(rand_augment(policy), monkeypatch), timm_draws(rand_augment(policy)))
+                                    "rand-m9-mstd1-mmax9", "rand-m9-n2-inc1", "rand-m9-n2-tweights-mstd0.5",
+                                    "rand-m7-n3-tweights"])
+def test_rand_augment_draws_as_timm(policy, fused, monkeypatch):
+    compare_draws(dali_draws(rand_augment(policy), monkeypatch, fused=fused), timm_draws(rand_augment(policy)))
 
 
+@pytest.mark.parametrize("fused", [True, False], ids=["fused", "conditionals"])
 @pytest.mark.parametrize("policy", ["original", "v0", "originalr"])
-def test_auto_augment_draws_as_timm(policy, monkeypatch):
+def test_auto_augment_draws_as_timm(policy, fused, monkeypatch):
     make = lambda: timm_aa.auto_augment_transform(policy, dict(translate_const=100, img_mean=(124, 116, 104)))  # noqa: E731
-    dali, reference = dali_draws(make(), monkeypatch), timm_draws(make())
+    dali, reference = dali_draws(make(), monkeypatch, fused=fused), timm_draws(make())
     compare_draws(dali, reference)
     # whole sequences: only the policy's sub-policies produce them
     assert same_distribution([tuple(n for n, _ in d) for d in dali], [tuple(n for n, _ in d) for d in reference]) > P_MIN
 
 
-def test_a_parameter_ignored_would_show(monkeypatch):
-    """The comparison fails when the noise, p or the op list differ."""
+@pytest.mark.parametrize("fused", [True, False], ids=["fused", "conditionals"])
+def test_a_parameter_ignored_would_show(fused, monkeypatch):
+    """The comparison fails when the noise, p, the op list, the magnitude bound or the choice
+    weights differ."""
     with pytest.raises(AssertionError):
-        compare_draws(dali_draws(rand_augment("rand-m9-mstd0.5-inc1"), monkeypatch),
+        compare_draws(dali_draws(rand_augment("rand-m9-mstd0.5-inc1"), monkeypatch, fused=fused),
                       timm_draws(rand_augment("rand-m9-mstd0-inc1")))
     with pytest.raises(AssertionError):
-        compare_draws(dali_draws(rand_augment("rand-m9-inc1-p0.9"), monkeypatch), timm_draws(rand_augment("rand-m9-inc1")))
+        compare_draws(dali_draws(rand_augment("rand-m9-inc1-p0.9"), monkeypatch, fused=fused),
+                      timm_draws(rand_augment("rand-m9-inc1")))
+    with pytest.raises(AssertionError):
+        compare_draws(dali_draws(rand_augment("rand-m9-mstd1-mmax9"), monkeypatch, fused=fused),
+                      timm_draws(rand_augment("rand-m9-mstd1")))
+    with pytest.raises(AssertionError):
+        compare_draws(dali_draws(rand_augment("rand-m9-n2-tweights"), monkeypatch, fused=fused),
+                      timm_draws(rand_augment("rand-m9-n2")))
 
 
 # -- each operation at a fixed magnitude, pixel against timm ---------------------------------------
 
-# largest |DALI - timm| (levels) and mean over pixels (levels). Warps: timm's PIL warps are
-# bicubic, DALI's bilinear; the colour operations are PIL's arithmetic.
+# largest |DALI - timm| (levels) and mean over pixels (levels), the bounds of the conditionals'
+# path (GPU graphs, no plugin): timm's PIL warps are bicubic, DALI's bilinear; the colour
+# operations are PIL's arithmetic. The fused path (CPU graphs) is exact at float32 arguments
+# (test_fused_rand_augment_equals_timm_replayed_pixel_for_pixel); at timm's double ones its
+# shears differ by 1 level in a few pixels.
 EXACT = (0, 0.0)
 OP_BOUNDS = {"Invert": EXACT, "PosterizeIncreasing": EXACT, "SolarizeIncreasing": EXACT, "SolarizeAdd": EXACT,
              "BrightnessIncreasing": EXACT, "ContrastIncreasing": EXACT, "SharpnessIncreasing": EXACT,
@@ -172,6 +217,57 @@ def test_each_operation_matches_timm_at_a_fixed_magnitude(name, monkeypatch):
     worst, mean = max(int(g.max()) for g in gaps), float(np.mean([g.mean() for g in gaps]))
     print(f"{name}: mean {mean:.3f}, worst {worst}")
     assert worst <= OP_BOUNDS[name][0] and mean <= OP_BOUNDS[name][1], (name, worst, mean)
+
+
+def timm_replays(ops, image):
+    """Every output timm's own AugmentOps give for two layers: each op with each sign (timm's
+    _randomly_negate reads random.random(): above 0.5 negates). The arguments rounded to
+    float32, as the operator takes its parameters (tests/test_augment_op.py)."""
+    from PIL import Image
+
+    from dali_loaders.transforms.python_fallback import as_tensor
+
+    def float32_args(function):
+        return lambda img, *args, **kwargs: function(img, *(float(np.float32(a)) for a in args), **kwargs)
+
+    variants = []
+    for op in ops:
+        signed = timm_aa.LEVEL_TO_ARG[op.name] is not None and op.name in translators.SIGNED
+        variants += [(op, r) for r in ((0.1, 0.9) if signed else (0.1,))]
+    outputs = {}
+    with pytest.MonkeyPatch.context() as patch:
+        for op in ops:
+            patch.setattr(op, "aug_fn", float32_args(op.aug_fn))
+        for (first, r1), (second, r2) in [(a, b) for a in variants for b in variants]:
+            img = Image.fromarray(image)
+            patch.setattr(random, "random", lambda: r1)
+            img = first(img)
+            patch.setattr(random, "random", lambda: r2)
+            outputs[(first.name, r1, second.name, r2)] = as_tensor(second(img)).numpy()
+    return outputs
+
+
+def test_fused_rand_augment_equals_timm_replayed_pixel_for_pixel():
+    """Two layers of five ops (warps bicubic, timm's fill): each output is exactly one of
+    timm's own two-op sequences, and the images together use several sequences."""
+    from torchvision.transforms import v2
+
+    from dali_loaders.ops import plugin
+
+    if not plugin.augment_available():
+        pytest.skip("the augmentation plugin cannot be built here")
+    hparams = dict(translate_const=100, img_mean=(124, 116, 104), interpolation=3)
+    ops = [timm_aa.AugmentOp(name, prob=1.0, magnitude=7, hparams=hparams)
+           for name in ("Rotate", "ShearY", "TranslateYRel", "ColorIncreasing", "SolarizeAdd")]
+    step = timm_aa.RandAugment(ops, num_layers=2)
+    images = photo_arrays(64, 16)
+    ours = dali_outputs(ArraySource(images, np.arange(len(images)), "photos"), [step, v2.PILToTensor()])
+    used = set()
+    for got, image in zip(ours, images):
+        matches = [key for key, out in timm_replays(ops, image).items() if np.array_equal(got, out)]
+        assert matches, "no sequence of timm's ops gives this image"
+        used.add(matches[0])
+    assert len(used) >= 4, used
 
 
 def test_posterize_to_zero_bits_is_black_as_timm_meant_it():
@@ -229,6 +325,24 @@ def test_random_erasing_boxes_and_fills_as_timm(mode):
 def test_random_erasing_count_above_one_is_refused_by_name():
     with pytest.raises(ValueError, match="timm.RandomErasing: max_count=3"):
         transforms.plan(RandomErasing(0.5, max_count=3), python_fallback=False)
+
+
+def test_cpu_graphs_of_timm_augments_need_no_conditionals_unless_the_operator_cannot_resample():
+    from dali_loaders.ops import plugin
+
+    if not plugin.augment_available():
+        pytest.skip("the augmentation plugin cannot be built here")
+    fused = transforms.plan([rand_augment(interpolation=3), timm_aa.auto_augment_transform("v0", {})], False)
+    assert not transforms.needs_conditionals(fused, "cpu")
+    assert transforms.needs_conditionals(fused, "gpu")
+    lanczos = transforms.plan([rand_augment(interpolation=1), timm_aa.auto_augment_transform("v0", {})], False)
+    assert transforms.needs_conditionals(lanczos, "cpu")
+
+
+def test_weighted_choice_with_too_many_sequences_is_refused_by_name():
+    with pytest.raises(ValueError, match="timm.RandAugment: 32760 op sequences"):
+        transforms.plan(rand_augment("rand-m9-n4-tweights"), python_fallback=False)
+    transforms.plan(rand_augment("rand-m9-n3-tweights"), python_fallback=False)
 
 
 # -- RandomResizedCropAndInterpolation ---------------------------------------------------------------------

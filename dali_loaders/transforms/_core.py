@@ -352,10 +352,11 @@ def needs_conditionals(recipe: Plan, variant: str = "gpu") -> bool:
 
     # the translated steps run where the pixels are read: the CPU for Python steps
     device = "cpu" if recipe.python or variant == "cpu" else "gpu"
-    branching = [TRANSLATORS[type(step)] for step in recipe.translated]
-    branching = [t for t in branching if getattr(t, "branches", False)]
-    fused = any(getattr(t, "augments", False) for t in branching) and op.usable(device)
-    return any(not (fused and getattr(t, "augments", False)) for t in branching)
+    branching = [(step, TRANSLATORS[type(step)]) for step in recipe.translated]
+    branching = [(step, t) for step, t in branching if getattr(t, "branches", False)]
+    fusing = [getattr(t, "augments", False) and getattr(t, "fuses", lambda s: True)(step) for step, t in branching]
+    fused = any(fusing) and op.usable(device)
+    return bool(branching) and not (fused and all(fusing))
 
 
 def branches(translator):
@@ -366,6 +367,7 @@ def branches(translator):
 
 def augments(translator):
     """Marks a translator that adds slots to the pending DaliLoadersAugment call where the
-    operator is usable (a CPU graph) instead of branching; it flushes them itself otherwise."""
+    operator is usable (a CPU graph) instead of branching; it flushes them itself otherwise.
+    A translator's `fuses(step)`, where it has one, says which of its steps it fuses."""
     translator.augments = True
     return translator

@@ -5,8 +5,10 @@ Each class is registered exactly, so a subclass that changes behaviour is never 
 silently. timm's RandAugment and AutoAugment are not torchvision's: each operation is applied
 with its own probability (0.5 in RandAugment), at a magnitude drawn per application around
 its level (Gaussian noise `mstd`, clipped to 0 .. 10), with a random sign where it has one;
-warps fill with the per-channel mean. The choice is made per sample with DALI conditionals;
-timm's PIL warps are bicubic, DALI's warp is bilinear at most (docs: the measured bound).
+warps fill with the per-channel mean. On CPU graphs with the augment plugin, the draws and
+the operations are one DaliLoadersAugment call in PIL's arithmetic (timm_fused.py, exact);
+elsewhere the choice is made per sample with DALI conditionals, and timm's bicubic warps are
+DALI's bilinear (docs: the measured bound).
 """
 import math
 from types import SimpleNamespace
@@ -19,7 +21,8 @@ from timm.data import transforms as timm_transforms
 
 from . import auto_augment as aa
 from ._args import coin
-from ._core import Images, branches, dtype_after, refuses, register
+from . import timm_fused
+from ._core import Images, augments, branches, dtype_after, refuses, register
 from .auto_augment import erase_box
 from .conversion import to_image, to_tensor
 from .geometry import random_resized_crop
@@ -102,12 +105,27 @@ def random_erasing(step, images: Images) -> None:
     if step.mode == "const":
         images.data = images.data * kept
         return
-    if step.mode == "pixel":
-        noise = fn.random.normal(images.data)
+    if step.mode == "pixel":   # zeros around the box: (1 - kept) hides the 1 x 1 of an empty box
+        noise = box_noise(images, top, left, height, width)
     else:
         per_channel = [images.channels, 1, 1] if images.layout == "CHW" else [1, 1, images.channels]
         noise = images.data * 0.0 + fn.random.normal(shape=per_channel)
     images.data = images.data * kept + noise * (1.0 - kept)
+
+
+def box_noise(images: Images, top, left, height, width):
+    """Normal noise per pixel inside the box, zeros around it: drawn at the box's size (at
+    least 1 x 1) and placed by a padding slice, so that an image draws only its box's noise."""
+    from nvidia.dali import fn, types
+    from nvidia.dali import math as dmath
+
+    box = [fn.cast(dmath.max(side, 1.0), dtype=types.INT32) for side in (height, width)]
+    chw = images.layout == "CHW"
+    noise = fn.random.normal(shape=fn.stack(images.channels, *box) if chw else fn.stack(*box, images.channels))
+    full = [fn.cast(side, dtype=types.INT32) if not isinstance(side, int) else side
+            for side in (images.height, images.width)]
+    return fn.slice(noise, start=fn.stack(0 - top, 0 - left), shape=fn.stack(*full), axes=[1, 2] if chw else [0, 1],
+                    out_of_bounds_policy="pad", fill_values=0.0)
 
 
 # -- RandAugment and AutoAugment ---------------------------------------------------------------------
@@ -251,7 +269,7 @@ def augment_refusal(step) -> str:
     if unknown:
         return f"operations {unknown} have no DALI translation"
     if getattr(step, "choice_weights", None) is not None:
-        return "weighted op choice ('w' in the policy string) is not supported"
+        return timm_fused.weighted_refusal(step)
     return ""
 
 
@@ -282,28 +300,38 @@ def apply_one_of(images: Images, ops, index, table) -> None:
     images.data = data
 
 
+def fused_on_cpu(translator):
+    """On a CPU graph with the plugin (and a step it takes), timm_fused's slots in place of
+    the conditionals."""
+    translator = augments(branches(translator))
+    translator.fuses = timm_fused.fusable
+    return translator
+
+
 @register(timm_aa.RandAugment)
 @refuses(augment_refusal)
-@branches
+@fused_on_cpu
 def rand_augment(step, images: Images) -> None:
-    """num_layers operations per image, each uniform (with repeats), each applied with its p."""
-    from nvidia.dali import fn, types
-
+    """num_layers operations per image, each uniform (with repeats) or by timm's weights
+    (without), each applied with its p."""
+    if timm_fused.translate(step, images, lambda: sign()):
+        return
     aa.prepare(step, images)
     with aa.quiet_dali():
         table = operations(images, fill_of(step.ops))
-        for _ in range(step.num_layers):
-            index = fn.random.uniform(values=list(range(len(step.ops))), dtype=types.INT32)
+        for index in timm_fused.slot_indices(step):   # uniform, or timm's weighted choice
             apply_one_of(images, step.ops, index, table)
 
 
 @register(timm_aa.AutoAugment)
 @refuses(augment_refusal)
-@branches
+@fused_on_cpu
 def auto_augment(step, images: Images) -> None:
     """One sub-policy per image, uniform; each of its operations with its probability."""
     from nvidia.dali import fn, types
 
+    if timm_fused.translate(step, images, lambda: sign()):
+        return
     aa.prepare(step, images)
     ops = [op for sub in step.policy for op in sub]
     index = fn.random.uniform(values=list(range(len(step.policy))), dtype=types.INT32)

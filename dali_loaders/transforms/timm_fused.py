@@ -1,0 +1,313 @@
+"""timm's RandAugment and AutoAugment on CPU graphs: the draws made in the graph (fn.random),
+the operations run by one DaliLoadersAugment call in PIL's arithmetic (ops/augment.py), with
+timm's fill and interpolation (bicubic warps included); no conditionals.
+
+Each of the step's AugmentOps is a row of a table built when the graph is: its op code, how
+timm's LEVEL_TO_ARG turns a magnitude into the argument (scale, floor, clip, sign, offset),
+its magnitude, noise, upper bound and probability. Per sample and slot the graph draws a row
+(uniform among RandAugment's ops, or a sub-policy's step), whether it applies, the magnitude
+and the sign, and computes the argument as timm does; with no magnitude noise the arguments
+are computed here in Python's double arithmetic, as timm computes them.
+"""
+import math
+from dataclasses import dataclass
+from typing import Callable, List, Optional, Tuple
+
+import numpy as np
+
+from ..ops import augment as op
+from ._args import stack
+from ._core import Images
+from .fused import draw_index, lookup
+
+LEVEL_DENOM = 10.0
+NO_BOUND = 1e9
+RESAMPLES = (0, 2, 3)   # PIL's nearest, bilinear, bicubic: what the operator's PIL warps do
+CODE_OF = {"TranslateXRel": "TranslateX", "TranslateYRel": "TranslateY", "PosterizeIncreasing": "Posterize",
+           "PosterizeOriginal": "Posterize", "SolarizeIncreasing": "Solarize", "ColorIncreasing": "Color",
+           "ContrastIncreasing": "Contrast", "BrightnessIncreasing": "Brightness",
+           "SharpnessIncreasing": "Sharpness"}
+
+
+@dataclass
+class Level:
+    """timm's level -> argument: v = (m / 10) * scale, floored if `floor`, min(v, hi), negated
+    at random if `signed`, then offset + flip * v, then max(v, lo)."""
+    scale: float = 0.0
+    offset: float = 0.0
+    flip: float = 1.0
+    floor: bool = False
+    hi: float = NO_BOUND
+    lo: float = -NO_BOUND
+    signed: bool = False
+
+
+def level_of(name: str, hparams: dict) -> Optional[Level]:
+    """timm's LEVEL_TO_ARG[name] as a Level (None: the op takes no argument)."""
+    shifts = {"TranslateX": float(hparams.get("translate_const", 250)),
+              "TranslateXRel": hparams.get("translate_pct", 0.45)}
+    shifts["TranslateY"], shifts["TranslateYRel"] = shifts["TranslateX"], shifts["TranslateXRel"]
+    levels = {"Rotate": Level(30.0, signed=True), "ShearX": Level(0.3, signed=True), "ShearY": Level(0.3, signed=True),
+              "Posterize": Level(4.0, floor=True), "PosterizeIncreasing": Level(4.0, 4.0, -1.0, floor=True),
+              "PosterizeOriginal": Level(4.0, 4.0, floor=True), "Solarize": Level(256.0, floor=True, hi=256.0),
+              "SolarizeIncreasing": Level(256.0, 256.0, -1.0, floor=True, hi=256.0),
+              "SolarizeAdd": Level(110.0, floor=True, hi=128.0)}
+    levels.update({name: Level(scale, signed=True) for name, scale in shifts.items()})
+    for enhance in ("Color", "Contrast", "Brightness", "Sharpness"):
+        levels[enhance] = Level(1.8, 0.1)
+        levels[enhance + "Increasing"] = Level(0.9, 1.0, signed=True, lo=0.1)
+    return levels.get(name)
+
+
+def argument(level: Level, magnitude: float, sign: float) -> float:
+    """timm's argument at `magnitude` (already clipped) and `sign`, in double as timm."""
+    v = (magnitude / LEVEL_DENOM) * level.scale
+    v = min(float(math.floor(v)) if level.floor else v, level.hi)
+    v = v * sign if level.signed else v
+    return max(level.offset + level.flip * v, level.lo)
+
+
+# -- which steps the operator takes -------------------------------------------------------------
+
+
+def flat_ops(step) -> List:
+    """RandAugment's ops, or AutoAugment's sub-policies padded with None to one length."""
+    if hasattr(step, "ops"):
+        return list(step.ops)
+    length = max(len(sub) for sub in step.policy)
+    return [sub[j] if j < len(sub) else None for sub in step.policy for j in range(length)]
+
+
+def resamples(augment_op) -> Tuple[int, ...]:
+    chosen = augment_op.kwargs.get("resample", 3)
+    return tuple(int(r) for r in chosen) if isinstance(chosen, (list, tuple)) else (int(chosen),)
+
+
+def fusable(step) -> bool:
+    """Whether the operator runs the step: its interpolations are PIL's nearest, bilinear or
+    bicubic, one fill and one interpolation set for all its ops."""
+    ops = [o for o in flat_ops(step) if o is not None]
+    return (len({resamples(o) for o in ops}) <= 1
+            and all(set(resamples(o)) <= set(RESAMPLES) for o in ops)
+            and len({tuple(o.kwargs.get("fillcolor", (128, 128, 128))) for o in ops}) <= 1)
+
+
+# -- the draws: per slot the row, whether it applies, the argument ----------------------------------
+
+
+def column(ops, value: Callable, default: float = 0.0) -> np.ndarray:
+    return np.array([value(o) if o is not None else default for o in ops], np.float64)
+
+
+def noise_of(o) -> float:
+    std = float(o.magnitude_std)
+    return std if std > 0 else 0.0
+
+
+def drawn_magnitude(ops, index):
+    """timm's AugmentOp: the magnitude, with Gaussian noise (std) or uniform in 0 .. m
+    (std inf), clipped to 0 .. magnitude_max (10 when unset)."""
+    from nvidia.dali import fn
+    from nvidia.dali import math as dmath
+
+    stds = column(ops, noise_of)
+    uniform = np.isinf(stds).astype(np.float64)
+    magnitude = lookup(index, column(ops, lambda o: float(o.magnitude)))
+    drawn = magnitude
+    if uniform.any():
+        fraction = fn.random.uniform(range=[0.0, 1.0])
+        drawn = magnitude * (lookup(index, uniform) * (fraction - 1.0) + 1.0)
+    gaussian = np.where(np.isinf(stds), 0.0, stds)
+    if gaussian.any():
+        drawn = drawn + lookup(index, gaussian) * fn.random.normal()
+    upper = column(ops, lambda o: float(o.magnitude_max or LEVEL_DENOM), LEVEL_DENOM)
+    return dmath.clamp(drawn, 0.0, lookup(index, upper))
+
+
+def level_columns(ops):
+    levels = [level_of(o.name, o.hparams) if o is not None else None for o in ops]
+    fields = ("scale", "offset", "flip", "floor", "hi", "lo", "signed")
+    return {f: column(levels, lambda lv, f=f: float(getattr(lv, f)), float(getattr(Level(), f))) for f in fields}
+
+
+def drawn_argument(ops, index, sign):
+    """The argument as timm computes it (in float32) from the drawn magnitude and sign."""
+    from nvidia.dali import math as dmath
+
+    c = {name: lookup(index, values) for name, values in level_columns(ops).items()}
+    v = (drawn_magnitude(ops, index) / LEVEL_DENOM) * c["scale"]
+    v = dmath.min(v - c["floor"] * (v - dmath.floor(v)), c["hi"])
+    v = v * (c["signed"] * (sign - 1.0) + 1.0)
+    return dmath.max(c["offset"] + c["flip"] * v, c["lo"])
+
+
+def fixed_value(o, s: float) -> float:
+    level = level_of(o.name, o.hparams) if o is not None else None
+    clipped = max(0.0, min(float(o.magnitude), float(o.magnitude_max or LEVEL_DENOM))) if o is not None else 0.0
+    return argument(level, clipped, s) if level is not None else 0.0
+
+
+def by_sign(index, sign, plus: np.ndarray, minus: np.ndarray):
+    """plus[index] or minus[index] as the sign (+-1, a number or per sample) says."""
+    if np.array_equal(plus, minus):
+        return lookup(index, plus)
+    if isinstance(sign, float):
+        return lookup(index, plus if sign > 0 else minus)
+    return lookup(index, plus) * ((sign + 1.0) * 0.5) + lookup(index, minus) * ((1.0 - sign) * 0.5)
+
+
+def fixed_argument(ops, index, sign):
+    """With no noise: each row's argument for sign + and -, in double; the drawn one looked up."""
+    return by_sign(index, sign, column(ops, lambda o: fixed_value(o, 1.0)), column(ops, lambda o: fixed_value(o, -1.0)))
+
+
+MAX_SEQUENCES = 5000   # weighted choice: the ordered op sequences a graph draws among
+
+
+def weighted_sequences(step) -> Tuple[List[Tuple[int, ...]], np.ndarray]:
+    """numpy's choice(ops, num_layers, replace=False, p=choice_weights): each ordered sequence
+    of distinct ops, with the product of its ops' weights renormalized over those left."""
+    from itertools import permutations
+
+    weights = np.asarray(step.choice_weights, np.float64)
+    weights = weights / weights.sum()
+    sequences, probabilities = [], []
+    for sequence in permutations(np.flatnonzero(weights), step.num_layers):
+        p, left = 1.0, 1.0
+        for k in sequence:
+            p, left = p * weights[k] / left, left - weights[k]
+        sequences.append(tuple(int(k) for k in sequence))
+        probabilities.append(p)
+    return sequences, np.array(probabilities) / np.sum(probabilities)
+
+
+def weighted_refusal(step) -> str:
+    """Why timm's weighted choice (no repeats) cannot be drawn here, or ""."""
+    count, nonzero = 1, int(np.count_nonzero(step.choice_weights))
+    for k in range(step.num_layers):
+        count *= max(nonzero - k, 0)
+    if step.num_layers > nonzero:
+        return f"num_layers={step.num_layers} exceeds the {nonzero} ops with a weight (timm's choice would fail)"
+    return "" if count <= MAX_SEQUENCES else f"{count} op sequences to draw among (at most {MAX_SEQUENCES})"
+
+
+def slot_indices(step):
+    """Per slot, the drawn row of flat_ops(step): uniform with repeats, or a sequence of
+    distinct ops drawn by timm's choice_weights, or a sub-policy's steps."""
+    from nvidia.dali import fn
+
+    if hasattr(step, "ops") and getattr(step, "choice_weights", None) is not None:
+        sequences, probabilities = weighted_sequences(step)
+        drawn = fn.random.choice(len(sequences), p=[float(p) for p in probabilities]) if len(sequences) > 1 else 0
+        return [lookup(drawn, np.array([s[j] for s in sequences], np.float64), integer=True)
+                for j in range(step.num_layers)]
+    if hasattr(step, "ops"):
+        return [draw_index(len(step.ops)) for _ in range(step.num_layers)]
+    length = max(len(sub) for sub in step.policy)
+    policy = draw_index(len(step.policy))
+    return [policy * length + j for j in range(length)]
+
+
+def draws(step, sign: Callable) -> List[Tuple]:
+    """Per slot (row index, applied 0/1 or None when always, argument, sign) for timm's step;
+    the sign None when the magnitude is noisy."""
+    from nvidia.dali import fn, types
+
+    ops = flat_ops(step)
+    noisy = any(noise_of(o) > 0 for o in ops if o is not None)
+    probability = column(ops, lambda o: float(o.prob))
+    slots = []
+    for index in slot_indices(step):
+        applied = None
+        if (probability < 1.0).any():
+            applied = fn.cast(fn.random.uniform(range=[0.0, 1.0]) <= lookup(index, probability), dtype=types.INT32)
+        s = sign()
+        s = float(s) if not hasattr(s, "name") else s
+        arg = (drawn_argument if noisy else fixed_argument)(ops, index, s)
+        slots.append((index, applied, arg, None if noisy else s))
+    return slots
+
+
+# -- the operator's slots ---------------------------------------------------------------------------
+
+
+def parameter_columns(ops):
+    """Per row: op code, and how the argument becomes p0 and p1 (augment_kernels.h)."""
+    names = [o.name if o is not None else "Identity" for o in ops]
+    code = np.array([op.CODES[CODE_OF.get(n, n)] for n in names], np.float64)
+    warp = np.array([CODE_OF.get(n, n) in op.WARPS for n in names], np.float64)
+    # timm's translation matrix (1, 0, pixels, ...) moves the content left: the operator's p0 is -pixels
+    direction = np.array([-1.0 if CODE_OF.get(n, n).startswith("Translate") else 1.0 for n in names])
+    rel_x = np.array([n == "TranslateXRel" for n in names], np.float64)
+    rel_y = np.array([n == "TranslateYRel" for n in names], np.float64)
+    p1 = np.array([128.0 if n == "SolarizeAdd" else 0.0 for n in names])   # SolarizeAdd's threshold
+    return code, warp, direction, rel_x, rel_y, p1
+
+
+def pixels_per_unit(index, rel_x, rel_y, images: Images):
+    """1, or the image's width / height for timm's relative translations."""
+    from nvidia.dali import fn, types
+
+    if not (rel_x.any() or rel_y.any()):
+        return 1.0
+    to_float = lambda side: float(side) if isinstance(side, (int, float)) else fn.cast(side, dtype=types.FLOAT)  # noqa: E731
+    x, y = lookup(index, rel_x), lookup(index, rel_y)
+    return (1.0 - x - y) + x * to_float(images.width) + y * to_float(images.height)
+
+
+def resample_draw(ops):
+    choices = resamples(next(o for o in ops if o is not None))
+    return float(choices[0]) if len(choices) == 1 else lookup(draw_index(len(choices)), np.array(choices, np.float64))
+
+
+def operator_slot(ops, drawn, images: Images, resample):
+    """(op code, parameter row) of one drawn slot."""
+    from nvidia.dali import fn, types
+
+    index, applied, arg, sign = drawn
+    code, warp, direction, rel_x, rel_y, p1 = parameter_columns(ops)
+    op_code = lookup(index, code, integer=True)
+    if applied is not None:
+        op_code = (op_code - op.SKIP) * applied + op.SKIP
+    op_code = types.Constant(np.int32(op_code)) if isinstance(op_code, int) else fn.cast(op_code, dtype=types.INT32)
+    if sign is not None and sized(images):
+        p0 = fixed_p0(ops, index, sign, images)
+    else:
+        p0 = arg * lookup(index, direction) * pixels_per_unit(index, rel_x, rel_y, images)
+    p1_value = lookup(index, warp) * resample + lookup(index, p1)
+    return op_code, stack(p0, p1_value, 0.0, 0.0)   # p2 = 0: timm's shear matrix
+
+
+def sized(images: Images) -> bool:
+    return isinstance(images.width, (int, float)) and isinstance(images.height, (int, float))
+
+
+def fixed_p0(ops, index, sign, images: Images):
+    """With no noise and a known size: p0 per row and sign computed in double, as timm does
+    (the operator then takes it as float32)."""
+    _, _, direction, rel_x, rel_y, _ = parameter_columns(ops)
+    size = (1.0 - rel_x - rel_y) + rel_x * float(images.width) + rel_y * float(images.height)
+    plus, minus = (column(ops, lambda o: fixed_value(o, s)) * direction * size for s in (1.0, -1.0))
+    return by_sign(index, sign, plus, minus)
+
+
+def translate(step, images: Images, sign: Callable) -> bool:
+    """On a CPU graph with the plugin, the step's slots queued for DaliLoadersAugment (kernels
+    "pil", timm's fill) and True; else False, for the conditionals' path."""
+    if not (op.usable(images.device) and fusable(step)):
+        return False
+    images.uint8_pixels(step)
+    images.decode()
+    ops = flat_ops(step)
+    present = [o for o in ops if o is not None]
+    if not present or (hasattr(step, "ops") and step.num_layers == 0):
+        return True
+    fill = [float(v) for v in present[0].kwargs.get("fillcolor", (128, 128, 128))]
+    fill = (fill * images.channels)[:images.channels] if len(fill) != images.channels else fill
+    warps = any(CODE_OF.get(o.name, o.name) in op.WARPS for o in present)
+    pending = images.pending_augment("pil", fill if warps else None, warps)
+    for drawn in draws(step, sign):   # timm picks the interpolation per application
+        code, params = operator_slot(ops, drawn, images, resample_draw(ops) if warps else 0.0)
+        pending.ops.append(code)
+        pending.params.append(params)
+    return True

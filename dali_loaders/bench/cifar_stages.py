@@ -29,9 +29,10 @@ def _graph_stage(source, stage: int):
     """The loader's train graph up to stage `stage` (see STAGES)."""
     from .. import transforms
     from ..loader import build
+    from ..loader.pipeline import EpochOrder
 
     steps = transforms.flatten(recipes.cifar(True))   # RandomCrop, flip, ToImage, ToDtype, Normalize
-    order = np.random.default_rng(0).permutation(len(source))
+    order = EpochOrder(np.random.default_rng(0).permutation(len(source)))   # what graph() hands a source
     if stage == len(STAGES) - 1:
         return build.graph(source, order, BATCH, transforms.plan(recipes.cifar(True), False), "CHW", "cpu")
     images, labels = source.read(order, BATCH, "cpu")

@@ -4,7 +4,6 @@ import zlib
 import numpy as np
 
 from .. import transforms
-from ..loader.pipeline import EpochOrder
 from .array_batches import BatchSteps
 
 
@@ -35,7 +34,7 @@ class ArraySource:
         the loader sets its indices and seed each epoch), as (Images, labels)."""
         from nvidia.dali import fn, types
 
-        feeder = _ArrayFeeder(self, EpochOrder.of(order), batch_size, _pipeline_seed())
+        feeder = _ArrayFeeder(self, order, batch_size, _pipeline_seed())
         images, labels = fn.external_source(source=feeder, num_outputs=2, batch=True, batch_info=True,
                                             layout=["HWC", ""], dtype=[types.UINT8, types.INT64])
         fed = images.gpu() if device == "gpu" else images

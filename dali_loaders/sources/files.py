@@ -6,7 +6,6 @@ from typing import List, Optional, Sequence
 import numpy as np
 
 from .. import transforms
-from ..loader.pipeline import EpochOrder
 
 
 class FileSource:
@@ -35,7 +34,7 @@ class FileSource:
         names and labels fed by external_source, the files read by fn.io.file.read."""
         from nvidia.dali import fn, types
 
-        names, labels = fn.external_source(source=_NameFeeder(self, EpochOrder.of(order), batch_size), num_outputs=2, batch=True,
+        names, labels = fn.external_source(source=_NameFeeder(self, order, batch_size), num_outputs=2, batch=True,
                                            batch_info=True, dtype=[types.UINT8, types.INT64])
         return encoded_images(fn.io.file.read(names), device), labels
 

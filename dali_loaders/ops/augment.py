@@ -34,3 +34,34 @@ def call(data, ops, params, kernels: str, fill: Optional[Sequence[float]] = None
     if erase_value is not None:
         extra["erase_value"] = [float(v) for v in erase_value]
     return fn.dali_loaders_augment(data, ops=ops, params=params, kernels=kernels, **extra)
+
+
+ERASE_ATTEMPTS = 10   # torchvision's and timm's tries before an image is left as it is
+ERASE_NOISE = ("none", "pixel", "channel")
+
+
+def erase_draws():
+    """The uniforms DaliLoadersErase draws its box from, and the seed of its noise: two
+    random operators per graph, where the box drawn in DALI arithmetic took about a hundred."""
+    from nvidia.dali import fn, types
+
+    draws = fn.random.uniform(range=[0.0, 1.0], shape=[2 * ERASE_ATTEMPTS + 3])
+    seed = fn.random.uniform(range=[0, 2 ** 31 - 1], dtype=types.INT32)
+    return draws, seed
+
+
+def erase(data, probability: float, scale: Sequence[float], ratio: Sequence[float],
+          value: Optional[Sequence[float]] = None, noise: str = "none"):
+    """fn.dali_loaders_erase on float32 CHW/HWC images: one box per image, drawn as
+    torchvision's and timm's RandomErasing draw it, set to `value` per channel (None: zeros)
+    or to standard normal noise per pixel or per channel."""
+    import math
+
+    from nvidia.dali import fn
+
+    if noise not in ERASE_NOISE:
+        raise ValueError(f"noise={noise!r}: one of {', '.join(ERASE_NOISE)}")
+    draws, seed = erase_draws()
+    return fn.dali_loaders_erase(data, draws=draws, noise_seed=seed, probability=float(probability),
+                                 scale=[float(s) for s in scale], log_ratio=[math.log(r) for r in ratio],
+                                 value=[float(v) for v in value or []], noise=noise, attempts=ERASE_ATTEMPTS)

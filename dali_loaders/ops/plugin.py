@@ -41,7 +41,7 @@ class Library:
     file: str
     schema: str           # the DALI operator it registers
     function: str         # its name in nvidia.dali.fn
-    operator: str         # the source with the DALI operator
+    operators: Tuple[str, ...]   # the sources with the DALI operators
     kernels: Tuple[str, ...]
     headers: Tuple[str, ...]
     kernel_flags: Tuple[str, ...]
@@ -51,16 +51,17 @@ class Library:
 
     @property
     def sources(self) -> Tuple[str, ...]:
-        return (self.operator, *self.kernels, *self.headers)
+        return (*self.operators, *self.kernels, *self.headers)
 
 
-RESIZE = Library("libdali_loaders_resize.so", "DaliLoadersResize", "dali_loaders_resize", "resize_op.cc",
+RESIZE = Library("libdali_loaders_resize.so", "DaliLoadersResize", "dali_loaders_resize", ("resize_op.cc",),
                  ("pil_resample.cc",), ("pil_resample.h", "pil_resample_api.h"), (),
                  "the PIL-exact resize plugin", "resizing with DALI's fn.resize instead")
 # The augmentations' float arithmetic must round one operation at a time (no contraction),
 # with explicit fused multiply-adds where torch's vectorized loops use them: in hardware
 # when the CPU has FMA (the flag is in the build's key, so another CPU builds its own).
-AUGMENT = Library("libdali_loaders_augment.so", "DaliLoadersAugment", "dali_loaders_augment", "augment_op.cc",
+AUGMENT = Library("libdali_loaders_augment.so", "DaliLoadersAugment", "dali_loaders_augment",
+                  ("augment_op.cc", "erase_op.cc"),
                   ("augment_color.cc", "augment_geometry.cc", "augment_hue.cc"), ("augment_kernels.h",),
                   ("-ffp-contract=off",), "the augmentation plugin",
                   "augmenting with DALI's conditionals and operators instead", DISABLE_AUGMENT_ENV)
@@ -179,7 +180,8 @@ def _commands(library: Library, compiler: str, work: str) -> List[List[str]]:
     objects = [os.path.join(work, name[:-3] + ".o") for name in library.kernels]
     commands = [[*common, "-O3", *library.kernel_flags, "-c", os.path.join(SOURCE_DIR, name), "-o", obj]
                 for name, obj in zip(library.kernels, objects)]
-    return commands + [[*common, "-O1", "-shared", *cuda, os.path.join(SOURCE_DIR, library.operator), *objects,
+    return commands + [[*common, "-O1", "-shared", *cuda,
+                        *(os.path.join(SOURCE_DIR, name) for name in library.operators), *objects,
                         "-o", os.path.join(work, library.file), *dali_config.get_link_flags(),
                         f"-Wl,-rpath,{dali_config.get_lib_dir()}"]]
 

@@ -446,20 +446,24 @@ def uint8_erasing(step, images: Images) -> None:
 @augments
 def random_erasing(step, images: Images) -> None:
     """On the output tensor (normalized, in the output layout), as torchvision's references
-    and timm do, with DALI's fn.erase: exact there, and without branches. Only a twin that
-    erases uint8 pixels gets the fused operator's Erase (uint8_erasing)."""
+    and timm do: one DaliLoadersErase call on CPU graphs, else the box drawn in DALI
+    arithmetic and DALI's fn.erase; no branches. Only a twin that erases uint8 pixels gets
+    the fused operator's Erase (uint8_erasing)."""
     from nvidia.dali import fn, types
 
     if not images.is_float:
         return uint8_erasing(step, images)
     images.materialize()
+    value = erase_value(step)
+    if value is not None:
+        value = value * images.channels if len(value) == 1 else value
+    if fused.erase_float(images, step.p, step.scale, step.ratio, value, "none" if value is not None else "pixel"):
+        return
     top, left, height, width = erase_box(step, images)
     window = dict(anchor=fn.stack(fn.cast(top, dtype=types.FLOAT), fn.cast(left, dtype=types.FLOAT)),
                   shape=fn.stack(height, width), axis_names="HW")
-    value = erase_value(step)
     if value is not None:
-        fill = value * images.channels if len(value) == 1 else value
-        images.data = fn.erase(images.data, fill_value=fill, **window)
+        images.data = fn.erase(images.data, fill_value=value, **window)
         return
     kept = fn.erase(images.data * 0.0 + 1.0, fill_value=0.0, **window)
     images.data = images.data * kept + fn.random.normal(images.data) * (1.0 - kept)

@@ -269,3 +269,16 @@ def erase(step, images: Images, box, value: List[float]) -> None:
     pending = images.pending_augment(kernels(step, images), None, warps=False, erase_value=value)
     pending.ops.append(types.Constant(np.int32(op.CODES["Erase"])))
     pending.params.append(stack(*box))
+
+
+def erase_float(images: Images, probability: float, scale, ratio, value: Optional[List[float]], noise: str) -> bool:
+    """RandomErasing on the normalized float32 output, one DaliLoadersErase call (the box drawn
+    inside it from the graph's uniforms) when the graph can run it; False: not done."""
+    from nvidia.dali import types
+
+    from ._core import dali_dtype
+
+    if not (usable(images) and dali_dtype(images.dtype) == types.FLOAT):
+        return False
+    images.data = op.erase(images.data, probability, scale, ratio, value, noise)
+    return True

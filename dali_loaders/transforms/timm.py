@@ -21,7 +21,7 @@ from timm.data import transforms as timm_transforms
 
 from . import auto_augment as aa
 from ._args import coin
-from . import timm_fused
+from . import fused, timm_fused
 from ._core import Images, augments, branches, dtype_after, refuses, register
 from .auto_augment import erase_box
 from .conversion import to_image, to_tensor
@@ -97,6 +97,10 @@ def random_erasing(step, images: Images) -> None:
         raise ValueError("timm.RandomErasing on uint8 pixels is not translated: put it after MaybeToTensor and "
                          "Normalize, as timm's create_transform does, or pass python_fallback=True")
     images.materialize()
+    noise = {"const": "none", "rand": "channel", "pixel": "pixel"}[step.mode]
+    ratio = tuple(math.exp(r) for r in step.log_aspect_ratio)
+    if fused.erase_float(images, step.probability, (step.min_area, step.max_area), ratio, None, noise):
+        return
     box = SimpleNamespace(scale=(step.min_area, step.max_area), p=step.probability,
                           ratio=tuple(math.exp(r) for r in step.log_aspect_ratio))
     top, left, height, width = erase_box(box, images)

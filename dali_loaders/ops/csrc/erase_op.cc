@@ -1,0 +1,152 @@
+// DaliLoadersErase: RandomErasing (torchvision's, timm's) on a normalized float image, CHW or
+// HWC, one box per image, in one pass. The random draws are the graph's (fn.random, so
+// checkpoints resume them), handed in per sample:
+//   draws       float32 (2 * attempts + 3,) uniforms in [0, 1): per attempt an area fraction
+//               and a log aspect ratio, then the coin, then the box's row and column offsets
+//   noise_seed  int32: seeds the normal noise of value="random" / timm's "rand" and "pixel"
+// The box is drawn as both libraries draw it: up to `attempts` tries of an area
+// (scale * H * W) and aspect (exp of a uniform log ratio), h = round(sqrt(area * aspect)),
+// w = round(sqrt(area / aspect)); the first with h < H and w < W wins, placed at a uniform
+// offset; none fitting (or the coin) leaves the image as it is. In the graph this took ~100
+// small arithmetic operators per batch and several passes over the image (transforms/erasing.py).
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "dali/pipeline/operator/arg_helper.h"
+#include "dali/pipeline/operator/checkpointing/stateless_operator.h"
+#include "dali/pipeline/operator/operator.h"
+
+namespace dali_loaders {
+
+using dali::CPUBackend;
+
+struct EraseBox {
+  int top = 0, left = 0, height = 0, width = 0;
+};
+
+// The drawn box of an H x W image, or an empty one
+EraseBox DrawBox(const float *u, int attempts, int h_img, int w_img, float p, const float *scale,
+                 const float *log_ratio) {
+  EraseBox box;
+  if (!(u[2 * attempts] < p)) return box;
+  const double area = static_cast<double>(h_img) * w_img;
+  for (int k = 0; k < attempts; k++) {
+    const double target = area * (scale[0] + u[2 * k] * (scale[1] - scale[0]));
+    const double aspect = std::exp(log_ratio[0] + u[2 * k + 1] * (log_ratio[1] - log_ratio[0]));
+    const int h = static_cast<int>(std::nearbyint(std::sqrt(target * aspect)));   // Python's round
+    const int w = static_cast<int>(std::nearbyint(std::sqrt(target / aspect)));
+    if (h < h_img && w < w_img) {
+      box.height = h;
+      box.width = w;
+      box.top = std::min(h_img - h, static_cast<int>(u[2 * attempts + 1] * (h_img - h + 1)));
+      box.left = std::min(w_img - w, static_cast<int>(u[2 * attempts + 2] * (w_img - w + 1)));
+      return box;
+    }
+  }
+  return box;
+}
+
+class Erase : public dali::StatelessOperator<CPUBackend> {
+ public:
+  explicit Erase(const dali::OpSpec &spec)
+      : dali::StatelessOperator<CPUBackend>(spec), draws_("draws", spec), seeds_("noise_seed", spec) {
+    scale_ = spec.GetRepeatedArgument<float>("scale");
+    log_ratio_ = spec.GetRepeatedArgument<float>("log_ratio");
+    value_ = spec.GetRepeatedArgument<float>("value");
+    p_ = spec.GetArgument<float>("probability");
+    attempts_ = spec.GetArgument<int>("attempts");
+    noise_ = spec.GetArgument<std::string>("noise");
+    DALI_ENFORCE(scale_.size() == 2 && log_ratio_.size() == 2, "DaliLoadersErase: scale and log_ratio are pairs");
+    DALI_ENFORCE(noise_ == "none" || noise_ == "pixel" || noise_ == "channel",
+                 "DaliLoadersErase: noise must be \"none\", \"pixel\" or \"channel\", got \"" + noise_ + "\"");
+    DALI_ENFORCE(attempts_ >= 1, "DaliLoadersErase: attempts must be >= 1");
+  }
+
+ protected:
+  bool SetupImpl(std::vector<dali::OutputDesc> &output_desc, const dali::Workspace &ws) override {
+    const auto &input = ws.Input<CPUBackend>(0);
+    DALI_ENFORCE(input.type() == DALI_FLOAT, "DaliLoadersErase takes float32 images");
+    DALI_ENFORCE(input.sample_dim() == 3, "DaliLoadersErase takes CHW or HWC images");
+    const int n = input.num_samples();
+    draws_.Acquire(spec_, ws, n);
+    seeds_.Acquire(spec_, ws, n);
+    for (int i = 0; i < n; i++)
+      DALI_ENFORCE(draws_[i].shape[0] == 2 * attempts_ + 3,
+                   dali::make_string("DaliLoadersErase: draws must have 2 * attempts + 3 values, got ",
+                                     draws_[i].shape[0]));
+    output_desc.resize(1);
+    output_desc[0] = {input.shape(), DALI_FLOAT};
+    return true;
+  }
+
+  void RunImpl(dali::Workspace &ws) override {
+    const auto &input = ws.Input<CPUBackend>(0);
+    auto &output = ws.Output<CPUBackend>(0);
+    const auto layout = input.GetLayout();
+    output.SetLayout(layout);
+    const bool chw = layout.empty() || layout[0] == 'C';
+    auto &pool = ws.GetThreadPool();
+    for (int i = 0; i < input.num_samples(); i++) {
+      const auto shape = input.tensor_shape(i);
+      pool.AddWork([&, i, shape](int) {
+        const int c = static_cast<int>(chw ? shape[0] : shape[2]);
+        const int h = static_cast<int>(chw ? shape[1] : shape[0]);
+        const int w = static_cast<int>(chw ? shape[2] : shape[1]);
+        DALI_ENFORCE(value_.empty() || static_cast<int>(value_.size()) == c,
+                     dali::make_string("DaliLoadersErase: value must have one entry per channel (", c, ")"));
+        float *out = output.mutable_tensor<float>(i);
+        std::memcpy(out, input.tensor<float>(i), sizeof(float) * c * h * w);
+        const EraseBox box = DrawBox(draws_[i].data, attempts_, h, w, p_, scale_.data(), log_ratio_.data());
+        if (box.height > 0 && box.width > 0) Fill(out, box, c, h, w, chw, static_cast<uint32_t>(seeds_[i].data[0]));
+      }, shape.num_elements());
+    }
+    pool.RunAll();
+  }
+
+ private:
+  void Fill(float *out, const EraseBox &box, int c, int h, int w, bool chw, uint32_t seed) const {
+    std::mt19937 gen(seed);
+    std::normal_distribution<float> normal;
+    std::vector<float> per_channel(c);
+    for (int b = 0; b < c; b++) per_channel[b] = noise_ == "channel" ? normal(gen) : (value_.empty() ? 0.f : value_[b]);
+    const bool pixel = noise_ == "pixel";
+    for (int b = 0; b < c; b++) {
+      for (int y = box.top; y < box.top + box.height; y++) {
+        for (int x = box.left; x < box.left + box.width; x++) {
+          const int64_t at = chw ? (static_cast<int64_t>(b) * h + y) * w + x : (static_cast<int64_t>(y) * w + x) * c + b;
+          out[at] = pixel ? normal(gen) : per_channel[b];
+        }
+      }
+    }
+  }
+
+  dali::ArgValue<float, 1> draws_;
+  dali::ArgValue<int, 0> seeds_;
+  std::vector<float> scale_, log_ratio_, value_;
+  float p_;
+  int attempts_;
+  std::string noise_;
+};
+
+}  // namespace dali_loaders
+
+DALI_REGISTER_OPERATOR(DaliLoadersErase, ::dali_loaders::Erase, ::dali::CPU);
+
+DALI_SCHEMA(DaliLoadersErase)
+    .DocStr(R"(RandomErasing on float32 CHW or HWC images: one box per image drawn from the
+per-sample uniforms `draws` (2 * attempts + 3 of them) as torchvision and timm draw it, filled
+with `value` (per channel), or with normal noise per pixel or per channel seeded by `noise_seed`.)")
+    .NumInput(1)
+    .NumOutput(1)
+    .AddArg("draws", "float32 (2 * attempts + 3,) uniforms in [0, 1) per sample.", DALI_FLOAT_VEC, true)
+    .AddArg("noise_seed", "int32 per sample: the seed of the normal noise.", DALI_INT32, true)
+    .AddArg("scale", "(lo, hi): the box's area as a fraction of the image's.", DALI_FLOAT_VEC)
+    .AddArg("log_ratio", "(lo, hi): the log of the box's aspect ratio.", DALI_FLOAT_VEC)
+    .AddArg("probability", "The chance that an image is erased.", DALI_FLOAT)
+    .AddOptionalArg("attempts", "Tries before the image is left as it is.", 10)
+    .AddOptionalArg("value", "Per channel, the fill (noise \"none\"); empty: zeros.", std::vector<float>())
+    .AddOptionalArg("noise", "\"none\" (value), \"pixel\" or \"channel\" (standard normal).", std::string("none"));

@@ -20,7 +20,7 @@ from torchvision.transforms import v2
 
 from dali_loaders import get_cifar_iter_dali, get_cifar_iter_torch
 from dali_loaders.loader.distributed import EpochSampler, Shard
-from dali_loaders.transforms.mixing import BatchMixer
+from dali_loaders.transforms.mixing import BatchMixer, mixup
 
 P_MIN = 1e-3
 CLASSES = 10
@@ -202,3 +202,31 @@ def test_resume_in_a_new_process_is_bit_identical_with_trivial_augment_erasing_a
         rest, following = expected_after(state, reference)
         assert_same_batches(resumed[name]["rest"], rest, f"{name}: rest of epoch {state['epoch']}")
         assert_same_batches(resumed[name]["next_epoch"], following, f"{name}: the epoch after")
+
+
+@pytest.mark.parametrize("channels_last", [False, True])
+def test_mixup_is_torchvisions_arithmetic_bit_for_bit(channels_last):
+    """The mixer blends in numpy (one thread): each rounded product and sum must be
+    torchvision's own MixUp.transform's, for any lambda, in either memory format."""
+    images = torch.rand(6, 3, 9, 11, generator=torch.Generator().manual_seed(1)) * 4 - 2
+    if channels_last:
+        images = images.contiguous(memory_format=torch.channels_last)
+    labels = torch.arange(6)
+    theirs = v2.MixUp(alpha=1.0, num_classes=CLASSES)
+    for lam in torch.rand(20, dtype=torch.float64, generator=torch.Generator().manual_seed(2)).tolist():
+        mixed = mixup(images, lam)
+        assert torch.equal(mixed, theirs.transform(images, dict(lam=lam, labels=labels, batch_size=6)))
+        assert mixed.is_contiguous(memory_format=torch.channels_last) == channels_last
+
+
+def test_timm_mixup_blend_is_timms_arithmetic_bit_for_bit(monkeypatch):
+    timm_mixup = pytest.importorskip("timm.data.mixup")
+    from dali_loaders.transforms.mixing import timm_blend
+
+    images = torch.rand(6, 3, 9, 11, generator=torch.Generator().manual_seed(3)) * 4 - 2
+    theirs = timm_mixup.Mixup(mixup_alpha=1.0, cutmix_alpha=0.0, num_classes=CLASSES)
+    for lam in (0.123456789, 0.5, 0.987654321):
+        monkeypatch.setattr(theirs, "_params_per_batch", lambda lam=lam: (lam, False))
+        want = images.clone()
+        theirs._mix_batch(want)
+        assert torch.equal(timm_blend(images, lam, "Mixup"), want)

@@ -102,8 +102,27 @@ def mixup(images: torch.Tensor, lam: float) -> torch.Tensor:
     if not images.is_floating_point():
         raise TypeError(f"batch_transform MixUp needs float images, got {images.dtype}: end the transform with "
                         f"ToDtype(torch.float32, scale=True) (torchvision's MixUp cannot mix integers either)")
+    if images.device.type == "cpu" and images.dtype in (torch.float32, torch.float64):
+        return numpy_blend(images, lam, "roll")
     mixed = images.roll(1, 0).mul_(1.0 - lam).add_(images.mul(lam))
     return mixed.contiguous(memory_format=_memory_format(images))
+
+
+def numpy_blend(images: torch.Tensor, lam: float, partner: str) -> torch.Tensor:
+    """partner * (1 - lam) + images * lam, each product rounded, as torchvision (partner: the
+    batch rolled by one) and timm (flipped) compute it, in numpy: one thread, where torch's intra-op threads made the same three passes 6x slower on
+    a 2-core machine (37 ms against 6 ms a 64 x 3 x 176 x 176 batch), beside DALI's threads."""
+    import numpy as np
+
+    batch = images.numpy()
+    mixed = np.empty_like(batch)   # the same strides: channels_last stays channels_last
+    if partner == "flip":
+        np.multiply(batch[::-1], 1.0 - lam, out=mixed)
+    else:
+        np.multiply(batch[:-1], 1.0 - lam, out=mixed[1:])
+        np.multiply(batch[-1:], 1.0 - lam, out=mixed[:1])
+    mixed += batch * lam
+    return torch.from_numpy(mixed)
 
 
 def cutmix(images: torch.Tensor, lam: float, generator: torch.Generator):
@@ -116,7 +135,7 @@ def cutmix(images: torch.Tensor, lam: float, generator: torch.Generator):
     box = (max(r_x - half_w, 0), max(r_y - half_h, 0), min(r_x + half_w, width), min(r_y + half_h, height))
     x1, y1, x2, y2 = box
     mixed = images.clone(memory_format=_memory_format(images))
-    mixed[..., y1:y2, x1:x2] = images.roll(1, 0)[..., y1:y2, x1:x2]
+    mixed[..., y1:y2, x1:x2] = images[..., y1:y2, x1:x2].roll(1, 0)   # only the box is rolled
     return mixed, box
 
 
@@ -235,6 +254,8 @@ def timm_box(size, lam: float, mixup, generator: torch.Generator):
 
 def timm_blend(images: torch.Tensor, lam: float, name: str) -> torch.Tensor:
     """x * lam + x.flip(0) * (1 - lam); on uint8 (FastCollateMixup's collate) in float32, rounded."""
+    if images.device.type == "cpu" and images.dtype in (torch.float32, torch.float64):
+        return numpy_blend(images, lam, "flip")
     if images.is_floating_point():
         return images.flip(0).mul_(1.0 - lam).add_(images.mul(lam)).contiguous(memory_format=_memory_format(images))
     if name != "FastCollateMixup":

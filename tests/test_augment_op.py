@@ -203,7 +203,7 @@ def drawn_and_augmented(step, kind, photos):
         shape = data.shape(dtype=types.INT32)
         images = Images(data, shape[0], shape[1], 3, "cpu", kind=kind)
         made["table"], slots = SLOTS[type(step).__name__](step, images)
-        fused.queue(images, step, [fused.slot(made["table"], i, a, images) for i, a in slots], warps=True)
+        fused.queue(images, step, made["table"], slots, warps=True)
         images.flush_augment()
         rows = [fn.cast(i, dtype=types.INT32) if a is None else
                 (fn.cast(i, dtype=types.INT32) + 1) * fn.cast(a, dtype=types.INT32) - 1 for i, a in slots]

@@ -12,6 +12,8 @@ CODES = {name: code for code, name in enumerate((
     "FlipV", "Erase", "Grayscale"))}
 WARPS = ("ShearX", "ShearY", "TranslateX", "TranslateY", "Rotate")
 KERNELS = ("pil", "tensor", "tensor_v1")
+# A table row: code, p0 .. p3, relative x, relative y, span, probability (csrc/augment_op.cc)
+TABLE_COLUMNS = 9
 RESAMPLE = {"INTERP_NN": 0, "INTERP_LINEAR": 2, "INTERP_CUBIC": 3}   # PIL's numbers, as the operator takes them
 
 
@@ -22,10 +24,12 @@ def usable(device: str) -> bool:
     return device == "cpu" and plugin.augment_available()
 
 
-def call(data, ops, params, kernels: str, fill: Optional[Sequence[float]] = None,
-         erase_value: Optional[Sequence[float]] = None):
-    """fn.dali_loaders_augment: `ops` int32 (K,) and `params` float32 (K, 4) per sample; `fill`
-    per channel for the warps (None: torchvision's fill=None), `erase_value` for Erase."""
+def call(data, ops=None, params=None, kernels: str = "tensor", fill: Optional[Sequence[float]] = None,
+         erase_value: Optional[Sequence[float]] = None, *, table=None, rows=None, draws=None):
+    """fn.dali_loaders_augment: `ops` int32 (K,) and `params` float32 (K, 4) per sample, or
+    `rows` int32 (K,) per sample into `table` (TABLE_COLUMNS values a row, flattened) with
+    `draws` float32 (K,) (see csrc/augment_op.cc); `fill` per channel for the warps (None:
+    torchvision's fill=None), `erase_value` for Erase."""
     from nvidia.dali import fn
 
     if kernels not in KERNELS:
@@ -33,8 +37,12 @@ def call(data, ops, params, kernels: str, fill: Optional[Sequence[float]] = None
     extra = {} if fill is None else {"fill": [float(v) for v in fill]}
     if erase_value is not None:
         extra["erase_value"] = [float(v) for v in erase_value]
-    return fn.dali_loaders_augment(data, ops=ops, params=params, kernels=kernels, **extra)
-
+    for name, value in (("ops", ops), ("params", params), ("rows", rows), ("draws", draws)):
+        if value is not None:
+            extra[name] = value
+    if table is not None and len(table):
+        extra["table"] = [float(v) for v in table]
+    return fn.dali_loaders_augment(data, kernels=kernels, **extra)
 
 ERASE_ATTEMPTS = 10   # torchvision's and timm's tries before an image is left as it is
 ERASE_NOISE = ("none", "pixel", "channel")

@@ -5,6 +5,7 @@ Pixels stay HWC uint8 in DALI while the twin holds a PIL image or a uint8 tensor
 horizontal flip, the conversion to float and Normalize are kept pending and done last,
 by one crop_mirror_normalize that also writes the output layout, as DALI does fastest.
 """
+import numbers
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
@@ -53,14 +54,51 @@ def supported_names() -> List[str]:
 @dataclass
 class PendingAugment:
     """Augmentation steps drawn in the graph and not run yet: consecutive translated steps
-    share one DaliLoadersAugment call (ops/augment.py). Each slot is an op code (int32) and
-    its parameter row (float32 (4,)), per sample."""
+    share one DaliLoadersAugment call (ops/augment.py). Each slot is a row of the call's
+    constant table (per sample, an int32 index, with a uniform draw when the row has a
+    probability or a span), or a direct op code (int32) and parameter row (float32 (4,))."""
     kernels: str
     fill: Optional[List[float]]
     warps: bool = False
     erase_value: Optional[List[float]] = None
-    ops: List[Any] = field(default_factory=list)
+    ops: List[Any] = field(default_factory=list)      # the direct slots
     params: List[Any] = field(default_factory=list)
+    table: List[np.ndarray] = field(default_factory=list)   # blocks of table rows
+    rows: List[Any] = field(default_factory=list)     # per slot: a table row, -1 (skip) or -2 - k (direct k)
+    draws: List[Any] = field(default_factory=list)    # per slot: its uniform draw, or 0.0
+
+    def add_table(self, rows: np.ndarray) -> int:
+        """Appends a block of table rows; returns the index of its first row."""
+        first = sum(len(block) for block in self.table)
+        self.table.append(np.asarray(rows, np.float64))
+        return first
+
+    def add_slot(self, row, draw=0.0) -> None:
+        self.rows.append(row)
+        self.draws.append(draw)
+
+    def add_direct(self, code, params) -> None:
+        self.ops.append(code)
+        self.params.append(params)
+        self.add_slot(-1 - len(self.ops))
+
+    def call(self, data):
+        """The one DaliLoadersAugment call for the slots, on `data`."""
+        from nvidia.dali import fn, types
+
+        from ..ops import augment as op
+
+        def stacked(values, dtype):
+            if all(isinstance(v, numbers.Number) for v in values):
+                return types.Constant(np.array(values, np.int32 if dtype == types.INT32 else np.float32))
+            return fn.stack(*[v if isinstance(v, numbers.Number) else fn.cast(v, dtype=dtype) for v in values])
+
+        drawn = any(not isinstance(d, numbers.Number) or d != 0.0 for d in self.draws)
+        return op.call(data, fn.stack(*self.ops) if self.ops else None, fn.stack(*self.params) if self.ops else None,
+                       self.kernels, self.fill, self.erase_value,
+                       table=np.concatenate(self.table).ravel() if self.table else None,
+                       rows=stacked(self.rows, types.INT32),
+                       draws=stacked(self.draws, types.FLOAT) if drawn else None)
 
 
 @dataclass
@@ -148,22 +186,16 @@ class Images:
         if erase_value:
             pending.erase_value = erase_value
         if (warps or erase_value) and self.mirror is not None:   # a flip does not commute with the warps: it comes first
-            flip = fn.cast(self.mirror, dtype=types.INT32)
-            pending.ops.append(flip * (op.CODES["FlipH"] - op.SKIP) + op.SKIP)
-            pending.params.append(types.Constant(np.zeros(op.NUM_PARAMS, np.float32)))
+            row = pending.add_table([[op.CODES["FlipH"]] + [0.0] * (op.TABLE_COLUMNS - 2) + [1.0]])
+            pending.add_slot(fn.cast(self.mirror, dtype=types.INT32) * (row + 1) - 1)
             self.mirror = None
         return pending
 
     def flush_augment(self) -> None:
         """Runs the pending slots, in one call."""
-        from nvidia.dali import fn
-
-        from ..ops import augment as op
-
         pending, self.augment = self.augment, None
-        if pending and pending.ops:
-            self.data = op.call(self.data, fn.stack(*pending.ops), fn.stack(*pending.params), pending.kernels,
-                                pending.fill, pending.erase_value)
+        if pending and pending.rows:
+            self.data = pending.call(self.data)
 
     def flush_mirror(self) -> None:
         """Applies the pending augmentation slots and the pending flip: before any step that a

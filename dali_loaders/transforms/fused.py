@@ -5,9 +5,11 @@ DaliLoadersAugment call (ops/augment.py) in the twin's own arithmetic; no condit
 Each translator builds, in numpy when the graph is built, a table of every operation it can
 apply: one row per (operation, magnitude bin, sign) with the op code and its parameters,
 computed from the torchvision object's augmentation space in Python's double arithmetic,
-as torchvision computes them. Per sample the graph draws a row index (and whether the step
-applies) and looks the row up. Translations whose magnitudes scale with an image size not
-known at build time keep the fraction in the table; the graph scales and truncates it.
+as torchvision computes them. The table goes to the operator as a constant; per sample the
+graph draws only a row index per slot (and whether the step applies), which the operator
+looks up: one random operator per slot, where looking the row up in DALI arithmetic took a
+dozen, each costing ~0.1 ms a batch. Translations whose magnitudes scale with an image size
+not known at build time keep the fraction in the table; the operator scales and truncates it.
 """
 import math
 from dataclasses import dataclass
@@ -16,7 +18,7 @@ from typing import Any, List, Optional, Sequence, Tuple
 import numpy as np
 
 from ..ops import augment as op
-from ._args import coin, fill_values, interp_type, stack, uniform
+from ._args import coin, fill_values, interp_type, stack
 from ._core import Images, is_v1
 
 COLUMNS = 7   # code, p0 .. p3, relative x, relative y
@@ -92,7 +94,13 @@ def operation_rows(step, images: Images, names, magnitudes_of, signed_of, relati
     return Table(np.array(rows, np.float64), labels)
 
 
-# -- the graph: draw a row per slot, look it up, queue the slot ---------------------------------
+# -- the graph: draw a row per slot, queue the slots, the operator looks the rows up -----------
+
+
+def table_rows(table: Table) -> np.ndarray:
+    """The operator's rows (ops/augment.TABLE_COLUMNS): ours, then span 0 and probability 1."""
+    rows = table.rows
+    return np.concatenate([rows, np.zeros((len(rows), 1)), np.ones((len(rows), 1))], axis=1)
 
 
 def lookup(index, column: np.ndarray, integer: bool = False):
@@ -106,38 +114,17 @@ def lookup(index, column: np.ndarray, integer: bool = False):
                            dtype=types.INT32 if integer else types.FLOAT)
 
 
-def truncated(x):
-    """int(x) per sample (toward zero), as float."""
-    from nvidia.dali import fn, types
-    from nvidia.dali import math as dmath
-
-    return fn.cast(x >= 0, dtype=types.FLOAT) * dmath.floor(x) + fn.cast(x < 0, dtype=types.FLOAT) * dmath.ceil(x)
-
-
-def slot(table: Table, index, applied, images: Images):
-    """(op code, parameter row) of the drawn row; `applied` (0/1 or None): else a skip."""
+def queue(images: Images, step, table: Table, slots: Sequence[Tuple[Any, Any]], warps: bool) -> None:
+    """Each slot's drawn row of `table` (`applied` 0/1 or None: else the slot skips)."""
     from nvidia.dali import fn, types
 
-    code = lookup(index, table.rows[:, 0], integer=True)
-    if applied is not None:
-        code = (code - op.SKIP) * fn.cast(applied, dtype=types.INT32) + op.SKIP
-    params = [lookup(index, table.rows[:, k]) for k in range(1, 1 + op.NUM_PARAMS)]
-    if table.rows[:, 5:].any():   # translations by a fraction of the size: to whole pixels
-        rel_x, rel_y = lookup(index, table.rows[:, 5]), lookup(index, table.rows[:, 6])
-        pixels = truncated(params[0] * (rel_x * images.width + rel_y * images.height))
-        params[0] = params[0] * (1.0 - rel_x - rel_y) + pixels * (rel_x + rel_y)
-    if not isinstance(code, int):
-        code = fn.cast(code, dtype=types.INT32)
-    else:
-        code = types.Constant(np.int32(code))
-    return code, stack(*params)
-
-
-def queue(images: Images, step, slots: Sequence[Tuple[Any, Any]], warps: bool) -> None:
     pending = images.pending_augment(kernels(step, images), warp_fill(step, images) if warps else None, warps)
-    for code, params in slots:
-        pending.ops.append(code)
-        pending.params.append(params)
+    first = pending.add_table(table_rows(table))
+    for index, applied in slots:
+        row = index + first if first else index
+        if applied is not None:
+            row = (row + 1) * fn.cast(applied, dtype=types.INT32) - 1
+        pending.add_slot(row)
 
 
 def draw_index(count: int):
@@ -177,18 +164,19 @@ def automatic_table(step, images: Images, num_bins: int, magnitudes_of) -> Tuple
 
 
 def trivial_augment_slots(step, images: Images):
-    """One operation, uniform; a magnitude bin, uniform; a sign, fair."""
+    """One operation, uniform; a magnitude bin, uniform; a sign, fair: one row of the table
+    (operation x bin x sign, each operation with as many rows), uniform."""
     bins = step.num_magnitude_bins
-    table, names = automatic_table(step, images, bins, lambda mags: list(mags) if mags is not None else [0.0] * bins)
-    index = (draw_index(len(names)) * bins + draw_index(bins)) * 2 + sign_draw()
-    return table, [(index, None)]
+    table, _ = automatic_table(step, images, bins, lambda mags: list(mags) if mags is not None else [0.0] * bins)
+    return table, [(draw_index(len(table.rows)), None)]
 
 
 def rand_augment_slots(step, images: Images):
-    """num_ops operations, each uniform (repeats allowed), at the one magnitude, signs fair."""
-    table, names = automatic_table(step, images, step.num_magnitude_bins,
-                                   lambda mags: [mags[step.magnitude]] if mags is not None else [0.0])
-    return table, [(draw_index(len(names)) * 2 + sign_draw(), None) for _ in range(step.num_ops)]
+    """num_ops operations, each uniform (repeats allowed), at the one magnitude, signs fair:
+    a row of the table (operation x sign), uniform, per slot."""
+    table, _ = automatic_table(step, images, step.num_magnitude_bins,
+                               lambda mags: [mags[step.magnitude]] if mags is not None else [0.0])
+    return table, [(draw_index(len(table.rows)), None) for _ in range(step.num_ops)]
 
 
 def auto_augment_slots(step, images: Images):
@@ -223,41 +211,38 @@ def auto_augment_slots(step, images: Images):
 def automatic(step, images: Images, make_slots) -> None:
     """Queues the step's drawn operations; a pending flip goes first."""
     table, drawn = make_slots(step, images)
-    queue(images, step, [slot(table, index, applied, images) for index, applied in drawn],
-          warps=any(name in op.WARPS for name, _ in table.labels))
+    queue(images, step, table, drawn, warps=any(name in op.WARPS for name, _ in table.labels))
 
 
 def color_jitter(step, images: Images, active: Sequence[str]) -> None:
     """The active adjustments in a random order (a permutation, uniform), each factor uniform
-    in its range: a slot per adjustment, its op code and factor chosen by the permutation."""
+    in its range: n rows per permutation (its adjustments in order, each row's factor its
+    range's low end plus the slot's uniform draw times its span), one permutation drawn."""
     from itertools import permutations
 
-    from nvidia.dali import fn, types
+    from nvidia.dali import fn
 
     codes = {"brightness": "Brightness", "contrast": "Contrast", "saturation": "Color", "hue": "Hue"}
-    factors = [uniform(*getattr(step, name)) for name in active]
     orders = list(permutations(range(len(active))))
-    order = draw_index(len(orders))
-    slots = []
+    rows = []
+    for order in orders:
+        for k in order:
+            low, high = (float(v) for v in getattr(step, active[k]))
+            rows.append([op.CODES[codes[active[k]]], low, 0.0, 0.0, 0.0, 0.0, 0.0, high - low, 1.0])
+    pending = images.pending_augment(kernels(step, images), None, warps=False)
+    first = pending.add_table(np.array(rows, np.float64))
+    start = draw_index(len(orders)) * len(active) if len(orders) > 1 else 0
     for position in range(len(active)):
-        column = np.array([o[position] for o in orders], np.float64)
-        chosen = lookup(order, column, integer=True)
-        code = lookup(chosen, np.array([op.CODES[codes[name]] for name in active], np.float64), integer=True)
-        if isinstance(chosen, int):
-            factor = factors[chosen]
-        else:
-            factor = sum(fn.cast(chosen == k, dtype=types.FLOAT) * f for k, f in enumerate(factors))
-        code = fn.cast(code, dtype=types.INT32) if not isinstance(code, int) else types.Constant(np.int32(code))
-        slots.append((code, stack(factor, 0.0, 0.0, 0.0)))
-    queue(images, step, slots, warps=False)
+        pending.add_slot(start + (first + position), fn.random.uniform(range=[0.0, 1.0]))
 
 
 def random_grayscale(step, images: Images) -> None:
-    from nvidia.dali import fn, types
+    """The Grayscale row, applied when the slot's draw is below p."""
+    from nvidia.dali import fn
 
-    applied = fn.cast(coin(step.p), dtype=types.INT32)
-    code = (op.CODES["Grayscale"] - op.SKIP) * applied + op.SKIP
-    queue(images, step, [(code, stack(0.0, 0.0, 0.0, 0.0))], warps=False)
+    pending = images.pending_augment(kernels(step, images), None, warps=False)
+    first = pending.add_table(np.array([[op.CODES["Grayscale"], 0, 0, 0, 0, 0, 0, 0, float(step.p)]], np.float64))
+    pending.add_slot(first, fn.random.uniform(range=[0.0, 1.0]))
 
 
 def erase(step, images: Images, box, value: List[float]) -> None:
@@ -267,8 +252,7 @@ def erase(step, images: Images, box, value: List[float]) -> None:
 
     value = value * images.channels if len(value) == 1 else value
     pending = images.pending_augment(kernels(step, images), None, warps=False, erase_value=value)
-    pending.ops.append(types.Constant(np.int32(op.CODES["Erase"])))
-    pending.params.append(stack(*box))
+    pending.add_direct(types.Constant(np.int32(op.CODES["Erase"])), stack(*box))
 
 
 def erase_float(images: Images, probability: float, scale, ratio, value: Optional[List[float]], noise: str) -> bool:

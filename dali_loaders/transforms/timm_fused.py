@@ -308,6 +308,5 @@ def translate(step, images: Images, sign: Callable) -> bool:
     pending = images.pending_augment("pil", fill if warps else None, warps)
     for drawn in draws(step, sign):   # timm picks the interpolation per application
         code, params = operator_slot(ops, drawn, images, resample_draw(ops) if warps else 0.0)
-        pending.ops.append(code)
-        pending.params.append(params)
+        pending.add_direct(code, params)
     return True

@@ -3,7 +3,16 @@
 // arithmetic of torchvision's tensor kernels or of PIL. The random choices (which ops, their
 // magnitudes, signs and order) are the graph's own fn.random draws, handed in as argument
 // inputs: the operator is stateless and deterministic, so checkpoints need nothing from it.
+//
+// A sample's steps come as `ops` + `params` rows, or as `rows` into a constant `table` (each
+// table row: code, p0 .. p3, relative x, relative y, span, probability) with a uniform `draws`
+// value per slot: the row applies if draw <= probability, p0 gains draw * span, and a relative
+// translation becomes whole pixels of this image (trunc(p0 * (rel_x * W + rel_y * H))). A row
+// index of -1 skips the slot; -2 - k takes the k-th of the sample's `ops`/`params` instead.
+// With the table, drawing a TrivialAugment step is one random operator in the graph, where
+// looking its code and parameters up took a dozen small ones per slot.
 // dali_loaders/ops/plugin.py compiles this file against the installed DALI on first use.
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -23,6 +32,8 @@ class Augment : public dali::StatelessOperator<CPUBackend> {
       : dali::StatelessOperator<CPUBackend>(spec),
         ops_("ops", spec),
         params_("params", spec),
+        rows_("rows", spec),
+        draws_("draws", spec),
         fill_("fill", spec),
         erase_value_("erase_value", spec) {
     const std::string kernels = spec.GetArgument<std::string>("kernels");
@@ -30,6 +41,9 @@ class Augment : public dali::StatelessOperator<CPUBackend> {
                  "DaliLoadersAugment: kernels must be \"pil\", \"tensor\" or \"tensor_v1\", got \"" + kernels + "\"");
     flavour_ = kernels == "pil" ? augk::Flavour::kPil
                : kernels == "tensor" ? augk::Flavour::kTensor : augk::Flavour::kTensorV1;
+    table_ = spec.GetRepeatedArgument<float>("table");
+    DALI_ENFORCE(table_.size() % kTableColumns == 0,
+                 dali::make_string("DaliLoadersAugment: table must hold rows of ", kTableColumns, " values"));
   }
 
  protected:
@@ -38,13 +52,20 @@ class Augment : public dali::StatelessOperator<CPUBackend> {
     DALI_ENFORCE(input.type() == DALI_UINT8, "DaliLoadersAugment takes uint8 images");
     DALI_ENFORCE(input.sample_dim() == 3, "DaliLoadersAugment takes HWC images");
     const int n = input.num_samples();
-    ops_.Acquire(spec_, ws, n, dali::ArgValue_AllowEmpty);
-    params_.Acquire(spec_, ws, n, dali::ArgValue_AllowEmpty,
-                    [](int64_t size) { return TensorShape<2>(size / augk::kNumParams, augk::kNumParams); });
+    if (ops_.HasExplicitValue()) {
+      ops_.Acquire(spec_, ws, n, dali::ArgValue_AllowEmpty);
+      params_.Acquire(spec_, ws, n, dali::ArgValue_AllowEmpty,
+                      [](int64_t size) { return TensorShape<2>(size / augk::kNumParams, augk::kNumParams); });
+    }
+    if (rows_.HasExplicitValue()) rows_.Acquire(spec_, ws, n, dali::ArgValue_AllowEmpty);
+    if (draws_.HasExplicitValue()) draws_.Acquire(spec_, ws, n, dali::ArgValue_AllowEmpty);
     if (fill_.HasExplicitValue()) fill_.Acquire(spec_, ws, n);
     if (erase_value_.HasExplicitValue()) erase_value_.Acquire(spec_, ws, n);
     steps_.resize(n);
-    for (int i = 0; i < n; i++) ReadSteps(i, static_cast<int>(input.tensor_shape(i)[2]));
+    for (int i = 0; i < n; i++) {
+      const auto shape = input.tensor_shape(i);
+      ReadSteps(i, static_cast<int>(shape[0]), static_cast<int>(shape[1]), static_cast<int>(shape[2]));
+    }
     output_desc.resize(1);
     output_desc[0] = {input.shape(), DALI_UINT8};
     return true;
@@ -71,25 +92,67 @@ class Augment : public dali::StatelessOperator<CPUBackend> {
 
  private:
   // Sample i's steps, checked: the op codes against the parameter rows, the per-channel values
-  void ReadSteps(int i, int channels) {
-    const auto ops = ops_[i];
-    const auto params = params_[i];
-    const int k = static_cast<int>(ops.shape[0]);
-    DALI_ENFORCE(params.shape[0] == k && params.shape[1] == augk::kNumParams,
-                 dali::make_string("DaliLoadersAugment: params must be (len(ops), ", augk::kNumParams,
-                                   ") per sample; sample ", i, " has ", k, " ops and params of shape ", params.shape));
+  void ReadSteps(int i, int height, int width, int channels) {
     DALI_ENFORCE(channels <= 4, "DaliLoadersAugment: images of up to 4 channels");
     if (fill_.HasExplicitValue()) CheckPerChannel(fill_, i, channels);
     if (erase_value_.HasExplicitValue()) CheckPerChannel(erase_value_, i, channels);
+    const int direct = DirectSteps(i);
     auto &steps = steps_[i];
-    steps.resize(k);
-    for (int j = 0; j < k; j++) {
-      steps[j].op = ops.data[j];
-      for (int p = 0; p < augk::kNumParams; p++) steps[j].p[p] = params.data[j * augk::kNumParams + p];
-      const std::string why = augk::check_step(steps[j], flavour_);
-      DALI_ENFORCE(why.empty(), dali::make_string("DaliLoadersAugment: ops[", j, "] = ", steps[j].op, " of sample ", i,
-                                                  ": ", why));
+    if (!rows_.HasExplicitValue()) {
+      steps.resize(direct);
+      for (int j = 0; j < direct; j++) steps[j] = Direct(i, j);
+    } else {
+      const auto rows = rows_[i];
+      const int k = static_cast<int>(rows.shape[0]);
+      DALI_ENFORCE(!draws_.HasExplicitValue() || draws_[i].shape[0] == k,
+                   dali::make_string("DaliLoadersAugment: draws must have one value per row; sample ", i, " has ", k,
+                                     " rows and ", draws_[i].shape[0], " draws"));
+      steps.resize(k);
+      for (int j = 0; j < k; j++) {
+        const int r = rows.data[j];
+        const float u = draws_.HasExplicitValue() ? draws_[i].data[j] : 0.0f;
+        DALI_ENFORCE(r >= -1 - direct && r < static_cast<int>(table_.size() / kTableColumns),
+                     dali::make_string("DaliLoadersAugment: rows[", j, "] = ", r, " of sample ", i, " is out of range"));
+        steps[j] = r >= 0 ? FromTable(r, u, height, width) : r == -1 ? augk::Step{augk::kSkip, {0, 0, 0, 0}}
+                                                                        : Direct(i, -2 - r);
+      }
     }
+    for (size_t j = 0; j < steps.size(); j++) {
+      const std::string why = augk::check_step(steps[j], flavour_);
+      DALI_ENFORCE(why.empty(), dali::make_string("DaliLoadersAugment: step ", j, " (op ", steps[j].op, ") of sample ",
+                                                  i, ": ", why));
+    }
+  }
+
+  int DirectSteps(int i) {
+    if (!ops_.HasExplicitValue()) return 0;
+    const int k = static_cast<int>(ops_[i].shape[0]);
+    const auto params = params_[i];
+    DALI_ENFORCE(params.shape[0] == k && params.shape[1] == augk::kNumParams,
+                 dali::make_string("DaliLoadersAugment: params must be (len(ops), ", augk::kNumParams,
+                                   ") per sample; sample ", i, " has ", k, " ops and params of shape ", params.shape));
+    return k;
+  }
+
+  augk::Step Direct(int i, int j) {
+    augk::Step step;
+    step.op = ops_[i].data[j];
+    for (int p = 0; p < augk::kNumParams; p++) step.p[p] = params_[i].data[j * augk::kNumParams + p];
+    return step;
+  }
+
+  // Table row r, drawn with u, for a height x width image
+  augk::Step FromTable(int r, float u, int height, int width) const {
+    const float *row = &table_[static_cast<size_t>(r) * kTableColumns];
+    augk::Step step;
+    step.op = u <= row[8] ? static_cast<int32_t>(row[0]) : augk::kSkip;
+    for (int p = 0; p < augk::kNumParams; p++) step.p[p] = row[1 + p];
+    step.p[0] += u * row[7];
+    if (row[5] != 0.0f || row[6] != 0.0f) {   // a fraction of the size, to whole pixels (toward zero)
+      const float size = row[5] * static_cast<float>(width) + row[6] * static_cast<float>(height);
+      step.p[0] = std::trunc(step.p[0] * size);
+    }
+    return step;
   }
 
   void CheckPerChannel(const dali::ArgValue<float, 1> &arg, int i, int channels) {
@@ -98,8 +161,12 @@ class Augment : public dali::StatelessOperator<CPUBackend> {
                                    "), got ", arg[i].shape[0]));
   }
 
+  static constexpr int kTableColumns = 9;
   dali::ArgValue<int, 1> ops_;
   dali::ArgValue<float, 2> params_;
+  dali::ArgValue<int, 1> rows_;
+  dali::ArgValue<float, 1> draws_;
+  std::vector<float> table_;
   dali::ArgValue<float, 1> fill_, erase_value_;
   augk::Flavour flavour_;
   const float zeros_[4] = {0, 0, 0, 0};
@@ -120,8 +187,16 @@ argument inputs, drawn by the graph; see augment_kernels.h for the op codes.)")
     .NumInput(1)
     .NumOutput(1)
     .InputLayout(0, "HWC")
-    .AddArg("ops", "Op codes, int32 (K,) per sample, applied in order; -1 skips.", DALI_INT_VEC, true)
-    .AddArg("params", "float32 (K, 4) per sample: row k the parameters of ops[k].", DALI_FLOAT_VEC, true)
+    .AddOptionalArg<std::vector<int>>("ops", "Op codes, int32 (K,) per sample, applied in order; -1 skips.",
+                                      nullptr, true)
+    .AddOptionalArg<std::vector<float>>("params", "float32 (K, 4) per sample: row k the parameters of ops[k].",
+                                        nullptr, true)
+    .AddOptionalArg("table", "Rows of (code, p0, p1, p2, p3, relative x, relative y, span, probability), "
+                    "flattened; `rows` pick them.", std::vector<float>())
+    .AddOptionalArg<std::vector<int>>("rows", "int32 (K,) per sample: table rows applied in order; -1 skips, "
+                                      "-2 - k takes ops[k] and params[k].", nullptr, true)
+    .AddOptionalArg<std::vector<float>>("draws", "float32 (K,) per sample, uniform in [0, 1): whether row k "
+                                        "applies (draw <= probability) and its p0 (+ draw * span).", nullptr, true)
     .AddOptionalArg<std::vector<float>>("fill", "Per channel, where a warp has no source pixel; "
                                         "absent: torchvision's fill=None.", nullptr, true)
     .AddOptionalArg<std::vector<float>>("erase_value", "Per channel, the value of an erased box.", nullptr, true)

@@ -29,6 +29,16 @@ def resize(data, size, interp_type, antialias: bool, roi_start=None, roi_end=Non
     return fn.resize(data, size=size, interp_type=interp_type, antialias=antialias, **roi)
 
 
+def resize_centre_crop(data, short_side: int, crop, interp_type):
+    """The plugin's torchvision Resize(short_side) then CenterCrop(crop), the geometry worked
+    out per image inside the operator (uses_plugin must hold): a graph that computed it from
+    the image's shape took ~50 small arithmetic operators, ~0.1 ms a batch each."""
+    from nvidia.dali import fn
+
+    return fn.dali_loaders_resize(data, size=[float(c) for c in crop], short_side=int(short_side),
+                                  filter=_FILTERS[_name(interp_type)], pillow_major=pillow_major())
+
+
 _FILTERS = {"INTERP_LINEAR": "bilinear", "INTERP_CUBIC": "bicubic", "INTERP_NN": "nearest"}
 
 

@@ -124,6 +124,11 @@ def resize_center_crop(resize_step, crop_step, images: Images) -> None:
         return
     images.decode()
     images.flush_mirror()
+    interp, smooth = interp_type(resize_step), antialias(resize_step, images)
+    if short is not None and resample.uses_plugin(interp, smooth, images.device, images.kind == "pil"):
+        images.data = resample.resize_centre_crop(images.data, short, (crop_h, crop_w), interp)
+        images.height, images.width = crop_h, crop_w
+        return
     height, width = resized_shape(size, None, images.height, images.width)
     top, left = centre_offset(height - crop_h), centre_offset(width - crop_w)
     scale_y, scale_x = _ratio(images.height, height), _ratio(images.width, width)

@@ -29,6 +29,7 @@ class Resize : public dali::StatelessOperator<CPUBackend> {
         resized_size_("resized_size", spec),
         window_start_("window_start", spec),
         pillow_major_(spec.GetArgument<int>("pillow_major")),
+        short_side_(spec.GetArgument<int>("short_side")),
         simd_(!spec.GetArgument<bool>("_portable")) {
     const std::string filter = spec.GetArgument<std::string>("filter");
     DALI_ENFORCE(filter == "bilinear" || filter == "bicubic" || filter == "nearest",
@@ -89,9 +90,29 @@ class Resize : public dali::StatelessOperator<CPUBackend> {
 
   // Sample i's two axes (height, width): the box (default: the whole image), the size the box
   // is resized to (default: `size`), and the window of that resize to output (default: all).
+  // With short_side: torchvision's Resize(short_side) of this image (the long side scaled and
+  // truncated), of which the centred `size` window is output (CenterCrop's offsets, rounded
+  // half to even as Python's round): the graph needs no arithmetic on the image's shape.
   std::array<pilrs::Axis, 2> Geometry(int i, int h, int w) const {
     std::array<pilrs::Axis, 2> axes;
     const int extent[2] = {h, w};
+    if (short_side_ > 0) {
+      const bool width_short = w <= h;
+      const int64_t long_side = static_cast<int64_t>(short_side_) * (width_short ? h : w) / (width_short ? w : h);
+      const int resized[2] = {width_short ? static_cast<int>(long_side) : short_side_,
+                              width_short ? short_side_ : static_cast<int>(long_side)};
+      for (int d = 0; d < 2; d++) {
+        pilrs::Axis &a = axes[d];
+        a.count = Round(size_[i].data[d]);
+        DALI_ENFORCE(a.count > 0 && a.count <= resized[d],
+                     "DaliLoadersResize: with short_side, size must fit inside the resized image");
+        a.start = 0.0f;
+        a.end = static_cast<float>(extent[d]);
+        a.resized = resized[d];
+        a.offset = static_cast<int>(std::nearbyint((resized[d] - a.count) / 2.0));
+      }
+      return axes;
+    }
     for (int d = 0; d < 2; d++) {
       pilrs::Axis &a = axes[d];
       a.count = Round(size_[i].data[d]);
@@ -108,6 +129,7 @@ class Resize : public dali::StatelessOperator<CPUBackend> {
 
   dali::ArgValue<float, 1> size_, roi_start_, roi_end_, resized_size_, window_start_;
   int pillow_major_;
+  int short_side_;
   bool simd_;
   pilrs::Filter filter_;
   std::vector<std::array<pilrs::Axis, 2>> geometry_;
@@ -137,5 +159,7 @@ resized image (a crop of the whole resize, computed without the rest of it).)")
     .AddOptionalArg<std::vector<float>>("window_start", "(top, left) of the output in the resized image.",
                                         nullptr, true)
     .AddOptionalArg("filter", "\"bilinear\", \"bicubic\" or \"nearest\".", std::string("bilinear"))
+    .AddOptionalArg("short_side", "If > 0: the image is resized so that its short side is this (torchvision's "
+                    "Resize(int)), and the centred `size` window of it is output (CenterCrop).", 0)
     .AddOptionalArg("pillow_major", "The Pillow major version whose pass order to follow.", 13)
     .AddOptionalArg("_portable", "Tests: the plain C++ path (as on aarch64) even where AVX2 is.", false);

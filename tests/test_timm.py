@@ -91,27 +91,49 @@ def dali_draws(step, monkeypatch, samples=2048, fused=True):
 
 
 def fused_draws(step, samples):
+    """The fused path's draws as the operator resolves them (its test-only `_record` writes
+    each sample's steps, op code and p0 .. p3, into the output): (timm name, argument) of
+    each applied op, translations back from pixels to timm's fraction or pixels."""
     from nvidia.dali import fn, pipeline_def, types
 
+    from dali_loaders.ops import augment as augment_op
     from dali_loaders.transforms import timm_fused
 
-    batch, ops = 512, timm_fused.flat_ops(step)
+    ops = [o for o in timm_fused.flat_ops(step) if o is not None]
+    by_code = {augment_op.CODES[timm_fused.CODE_OF.get(o.name, o.name)]: o.name for o in ops}
+    assert len(by_code) == len({o.name for o in ops}), "two of the step's ops share an op code"
+    from dali_loaders.ops import plugin
+
+    if not plugin.augment_available():
+        pytest.skip("the augmentation plugin cannot be built here")
+    augment = fn.dali_loaders_augment
+    batch, side = 512, 32
 
     @pipeline_def(batch_size=batch, num_threads=2, device_id=None, seed=7)
     def pipe():
-        zero = fn.random.uniform(range=[0.0, 1.0]) * 0.0   # numbers made per-sample tensors
-        per_sample = lambda v: zero + (float(v) if isinstance(v, (int, float)) else fn.cast(v, dtype=types.FLOAT))  # noqa: E731
-        rows = [fn.stack(*[per_sample(1 if v is None else v) for v in drawn[:3]])
-                for drawn in timm_fused.draws(step, translators.sign)]
-        return fn.stack(*rows)
+        data = fn.constant(idata=0, shape=[side, side, 3], dtype=types.UINT8)
+        images = Images(fn.reshape(data, layout="HWC"), side, side, 3, "cpu")
+        assert timm_fused.translate(step, images)
+        images.flush_augment()
+        return images.data
 
-    pipeline = pipe()
-    pipeline.build()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(fn, "dali_loaders_augment", lambda *args, **kwargs: augment(*args, **kwargs, _record=True))
+        pipeline = pipe()
+        pipeline.build()
     draws = []
     for _ in range(samples // batch):
-        for slots in pipeline.run()[0]:
-            draws.append(tuple((ops[int(i)].name, round(float(m), 4) + 0.0) for i, applied, m in np.array(slots)
-                               if applied > 0 and ops[int(i)] is not None))
+        for out in pipeline.run()[0]:
+            steps = np.frombuffer(np.array(out).tobytes()[:20 * 8], np.float32).reshape(-1, 5)
+            drawn = []
+            for code, p0, *_ in steps:
+                if code < 0 or int(code) not in by_code:
+                    continue
+                name = by_code[int(code)]
+                if name.startswith("Translate"):   # the operator's p0: the content moved, in pixels
+                    p0 = -p0 / side if name.endswith("Rel") else -p0
+                drawn.append((name, round(float(p0), 4) + 0.0))
+            draws.append(tuple(drawn))
     return draws
 
 
@@ -210,6 +232,7 @@ def test_each_operation_matches_timm_at_a_fixed_magnitude(name, monkeypatch):
     source = ArraySource(images, np.arange(len(images)), "photos")
     step = single_op(name)
     monkeypatch.setattr(translators, "sign", lambda: 1.0)
+    monkeypatch.setattr(translators.timm_fused, "FIXED_SIGN", 1.0)
     ours = dali_outputs(source, [step, v2.PILToTensor()])
     monkeypatch.setattr(random, "random", lambda: 0.1)
     gaps = [np.abs(got.astype(int) - as_tensor(step(Image.fromarray(image))).numpy().astype(int))

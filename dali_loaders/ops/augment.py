@@ -14,6 +14,9 @@ WARPS = ("ShearX", "ShearY", "TranslateX", "TranslateY", "Rotate")
 KERNELS = ("pil", "tensor", "tensor_v1")
 # A table row: code, p0 .. p3, relative x, relative y, span, probability (csrc/augment_op.cc)
 TABLE_COLUMNS = 9
+# timm's rows: how a magnitude becomes the argument (csrc/augment_op.cc), and its 5 uniforms per slot
+LEVEL_COLUMNS = 20
+LEVEL_DRAWS = 5
 RESAMPLE = {"INTERP_NN": 0, "INTERP_LINEAR": 2, "INTERP_CUBIC": 3}   # PIL's numbers, as the operator takes them
 
 
@@ -25,7 +28,8 @@ def usable(device: str) -> bool:
 
 
 def call(data, ops=None, params=None, kernels: str = "tensor", fill: Optional[Sequence[float]] = None,
-         erase_value: Optional[Sequence[float]] = None, *, table=None, rows=None, draws=None):
+         erase_value: Optional[Sequence[float]] = None, *, table=None, rows=None, draws=None, levels=None,
+         level_draws=None, resamples=None):
     """fn.dali_loaders_augment: `ops` int32 (K,) and `params` float32 (K, 4) per sample, or
     `rows` int32 (K,) per sample into `table` (TABLE_COLUMNS values a row, flattened) with
     `draws` float32 (K,) (see csrc/augment_op.cc); `fill` per channel for the warps (None:
@@ -37,11 +41,13 @@ def call(data, ops=None, params=None, kernels: str = "tensor", fill: Optional[Se
     extra = {} if fill is None else {"fill": [float(v) for v in fill]}
     if erase_value is not None:
         extra["erase_value"] = [float(v) for v in erase_value]
-    for name, value in (("ops", ops), ("params", params), ("rows", rows), ("draws", draws)):
+    for name, value in (("ops", ops), ("params", params), ("rows", rows), ("draws", draws),
+                        ("level_draws", level_draws)):
         if value is not None:
             extra[name] = value
-    if table is not None and len(table):
-        extra["table"] = [float(v) for v in table]
+    for name, value in (("table", table), ("levels", levels), ("resamples", resamples)):
+        if value is not None and len(value):
+            extra[name] = [float(v) for v in value]
     return fn.dali_loaders_augment(data, kernels=kernels, **extra)
 
 ERASE_ATTEMPTS = 10   # torchvision's and timm's tries before an image is left as it is

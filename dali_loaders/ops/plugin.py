@@ -180,7 +180,7 @@ def _commands(library: Library, compiler: str, work: str) -> List[List[str]]:
     objects = [os.path.join(work, name[:-3] + ".o") for name in library.kernels]
     commands = [[*common, "-O3", *library.kernel_flags, "-c", os.path.join(SOURCE_DIR, name), "-o", obj]
                 for name, obj in zip(library.kernels, objects)]
-    return commands + [[*common, "-O1", "-shared", *cuda,
+    return commands + [[*common, "-O1", *library.kernel_flags, "-shared", *cuda,
                         *(os.path.join(SOURCE_DIR, name) for name in library.operators), *objects,
                         "-o", os.path.join(work, library.file), *dali_config.get_link_flags(),
                         f"-Wl,-rpath,{dali_config.get_lib_dir()}"]]

@@ -66,16 +66,21 @@ class PendingAugment:
     table: List[np.ndarray] = field(default_factory=list)   # blocks of table rows
     rows: List[Any] = field(default_factory=list)     # per slot: a table row, -1 (skip) or -2 - k (direct k)
     draws: List[Any] = field(default_factory=list)    # per slot: its uniform draw, or 0.0
+    levels: List[Optional[np.ndarray]] = field(default_factory=list)   # per table block: timm's levels, or None
+    level_draws: List[Any] = field(default_factory=list)   # per slot: 5 uniforms (timm's rows), or None
+    resamples: Optional[List[float]] = None           # what timm's warps draw among
 
-    def add_table(self, rows: np.ndarray) -> int:
-        """Appends a block of table rows; returns the index of its first row."""
+    def add_table(self, rows: np.ndarray, levels: Optional[np.ndarray] = None) -> int:
+        """Appends a block of table rows (and their timm levels); returns its first row's index."""
         first = sum(len(block) for block in self.table)
         self.table.append(np.asarray(rows, np.float64))
+        self.levels.append(None if levels is None else np.asarray(levels, np.float64))
         return first
 
-    def add_slot(self, row, draw=0.0) -> None:
+    def add_slot(self, row, draw=0.0, level_draws=None) -> None:
         self.rows.append(row)
         self.draws.append(draw)
+        self.level_draws.append(level_draws)
 
     def add_direct(self, code, params) -> None:
         self.ops.append(code)
@@ -94,11 +99,18 @@ class PendingAugment:
             return fn.stack(*[v if isinstance(v, numbers.Number) else fn.cast(v, dtype=dtype) for v in values])
 
         drawn = any(not isinstance(d, numbers.Number) or d != 0.0 for d in self.draws)
+        levels = {}
+        if any(block is not None for block in self.levels):
+            none = types.Constant(np.zeros(op.LEVEL_DRAWS, np.float32))
+            levels = dict(levels=np.concatenate([np.zeros((len(rows), op.LEVEL_COLUMNS)) if block is None else block
+                                                 for rows, block in zip(self.table, self.levels)]).ravel(),
+                          level_draws=fn.stack(*[none if d is None else d for d in self.level_draws]),
+                          resamples=self.resamples)
         return op.call(data, fn.stack(*self.ops) if self.ops else None, fn.stack(*self.params) if self.ops else None,
                        self.kernels, self.fill, self.erase_value,
                        table=np.concatenate(self.table).ravel() if self.table else None,
                        rows=stacked(self.rows, types.INT32),
-                       draws=stacked(self.draws, types.FLOAT) if drawn else None)
+                       draws=stacked(self.draws, types.FLOAT) if drawn else None, **levels)
 
 
 @dataclass

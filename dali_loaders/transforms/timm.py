@@ -318,7 +318,7 @@ def fused_on_cpu(translator):
 def rand_augment(step, images: Images) -> None:
     """num_layers operations per image, each uniform (with repeats) or by timm's weights
     (without), each applied with its p."""
-    if timm_fused.translate(step, images, lambda: sign()):
+    if timm_fused.translate(step, images):
         return
     aa.prepare(step, images)
     with aa.quiet_dali():
@@ -334,7 +334,7 @@ def auto_augment(step, images: Images) -> None:
     """One sub-policy per image, uniform; each of its operations with its probability."""
     from nvidia.dali import fn, types
 
-    if timm_fused.translate(step, images, lambda: sign()):
+    if timm_fused.translate(step, images):
         return
     aa.prepare(step, images)
     ops = [op for sub in step.policy for op in sub]

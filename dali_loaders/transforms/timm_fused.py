@@ -2,12 +2,14 @@
 the operations run by one DaliLoadersAugment call in PIL's arithmetic (ops/augment.py), with
 timm's fill and interpolation (bicubic warps included); no conditionals.
 
-Each of the step's AugmentOps is a row of a table built when the graph is: its op code, how
-timm's LEVEL_TO_ARG turns a magnitude into the argument (scale, floor, clip, sign, offset),
-its magnitude, noise, upper bound and probability. Per sample and slot the graph draws a row
-(uniform among RandAugment's ops, or a sub-policy's step), whether it applies, the magnitude
-and the sign, and computes the argument as timm does; with no magnitude noise the arguments
-are computed here in Python's double arithmetic, as timm computes them.
+Each of the step's AugmentOps is a row of a table built when the graph is and handed to the
+operator as a constant: its op code, probability, how timm's LEVEL_TO_ARG turns a magnitude
+into the argument (scale, floor, clip, sign, offset), its magnitude, noise and upper bound.
+Per sample and slot the graph draws a row (uniform among RandAugment's ops, or a sub-policy's
+step) and uniforms; the operator decides whether the row applies, draws the magnitude and the
+sign from them and computes the argument as timm does (csrc/augment_op.cc). With no magnitude
+noise the arguments are computed here in Python's double arithmetic, as timm computes them.
+Computed in the graph, the same took ~60 small DALI operators a slot.
 """
 import math
 from dataclasses import dataclass
@@ -16,11 +18,11 @@ from typing import Callable, List, Optional, Tuple
 import numpy as np
 
 from ..ops import augment as op
-from ._args import stack
 from ._core import Images
 from .fused import draw_index, lookup
 
 LEVEL_DENOM = 10.0
+FIXED_SIGN: Optional[float] = None   # tests: +1 or -1 for every signed argument; None: drawn
 NO_BOUND = 1e9
 RESAMPLES = (0, 2, 3)   # PIL's nearest, bilinear, bicubic: what the operator's PIL warps do
 CODE_OF = {"TranslateXRel": "TranslateX", "TranslateYRel": "TranslateY", "PosterizeIncreasing": "Posterize",
@@ -104,61 +106,10 @@ def noise_of(o) -> float:
     return std if std > 0 else 0.0
 
 
-def drawn_magnitude(ops, index):
-    """timm's AugmentOp: the magnitude, with Gaussian noise (std) or uniform in 0 .. m
-    (std inf), clipped to 0 .. magnitude_max (10 when unset)."""
-    from nvidia.dali import fn
-    from nvidia.dali import math as dmath
-
-    stds = column(ops, noise_of)
-    uniform = np.isinf(stds).astype(np.float64)
-    magnitude = lookup(index, column(ops, lambda o: float(o.magnitude)))
-    drawn = magnitude
-    if uniform.any():
-        fraction = fn.random.uniform(range=[0.0, 1.0])
-        drawn = magnitude * (lookup(index, uniform) * (fraction - 1.0) + 1.0)
-    gaussian = np.where(np.isinf(stds), 0.0, stds)
-    if gaussian.any():
-        drawn = drawn + lookup(index, gaussian) * fn.random.normal()
-    upper = column(ops, lambda o: float(o.magnitude_max or LEVEL_DENOM), LEVEL_DENOM)
-    return dmath.clamp(drawn, 0.0, lookup(index, upper))
-
-
-def level_columns(ops):
-    levels = [level_of(o.name, o.hparams) if o is not None else None for o in ops]
-    fields = ("scale", "offset", "flip", "floor", "hi", "lo", "signed")
-    return {f: column(levels, lambda lv, f=f: float(getattr(lv, f)), float(getattr(Level(), f))) for f in fields}
-
-
-def drawn_argument(ops, index, sign):
-    """The argument as timm computes it (in float32) from the drawn magnitude and sign."""
-    from nvidia.dali import math as dmath
-
-    c = {name: lookup(index, values) for name, values in level_columns(ops).items()}
-    v = (drawn_magnitude(ops, index) / LEVEL_DENOM) * c["scale"]
-    v = dmath.min(v - c["floor"] * (v - dmath.floor(v)), c["hi"])
-    v = v * (c["signed"] * (sign - 1.0) + 1.0)
-    return dmath.max(c["offset"] + c["flip"] * v, c["lo"])
-
-
 def fixed_value(o, s: float) -> float:
     level = level_of(o.name, o.hparams) if o is not None else None
     clipped = max(0.0, min(float(o.magnitude), float(o.magnitude_max or LEVEL_DENOM))) if o is not None else 0.0
     return argument(level, clipped, s) if level is not None else 0.0
-
-
-def by_sign(index, sign, plus: np.ndarray, minus: np.ndarray):
-    """plus[index] or minus[index] as the sign (+-1, a number or per sample) says."""
-    if np.array_equal(plus, minus):
-        return lookup(index, plus)
-    if isinstance(sign, float):
-        return lookup(index, plus if sign > 0 else minus)
-    return lookup(index, plus) * ((sign + 1.0) * 0.5) + lookup(index, minus) * ((1.0 - sign) * 0.5)
-
-
-def fixed_argument(ops, index, sign):
-    """With no noise: each row's argument for sign + and -, in double; the drawn one looked up."""
-    return by_sign(index, sign, column(ops, lambda o: fixed_value(o, 1.0)), column(ops, lambda o: fixed_value(o, -1.0)))
 
 
 MAX_SEQUENCES = 5000   # weighted choice: the ordered op sequences a graph draws among
@@ -208,27 +159,7 @@ def slot_indices(step):
     return [policy * length + j for j in range(length)]
 
 
-def draws(step, sign: Callable) -> List[Tuple]:
-    """Per slot (row index, applied 0/1 or None when always, argument, sign) for timm's step;
-    the sign None when the magnitude is noisy."""
-    from nvidia.dali import fn, types
-
-    ops = flat_ops(step)
-    noisy = any(noise_of(o) > 0 for o in ops if o is not None)
-    probability = column(ops, lambda o: float(o.prob))
-    slots = []
-    for index in slot_indices(step):
-        applied = None
-        if (probability < 1.0).any():
-            applied = fn.cast(fn.random.uniform(range=[0.0, 1.0]) <= lookup(index, probability), dtype=types.INT32)
-        s = sign()
-        s = float(s) if not hasattr(s, "name") else s
-        arg = (drawn_argument if noisy else fixed_argument)(ops, index, s)
-        slots.append((index, applied, arg, None if noisy else s))
-    return slots
-
-
-# -- the operator's slots ---------------------------------------------------------------------------
+# -- the operator's rows ------------------------------------------------------------------------
 
 
 def parameter_columns(ops):
@@ -244,56 +175,42 @@ def parameter_columns(ops):
     return code, warp, direction, rel_x, rel_y, p1
 
 
-def pixels_per_unit(index, rel_x, rel_y, images: Images):
-    """1, or the image's width / height for timm's relative translations."""
-    from nvidia.dali import fn, types
-
-    if not (rel_x.any() or rel_y.any()):
-        return 1.0
-    to_float = lambda side: float(side) if isinstance(side, (int, float)) else fn.cast(side, dtype=types.FLOAT)  # noqa: E731
-    x, y = lookup(index, rel_x), lookup(index, rel_y)
-    return (1.0 - x - y) + x * to_float(images.width) + y * to_float(images.height)
-
-
-def resample_draw(ops):
-    choices = resamples(next(o for o in ops if o is not None))
-    return float(choices[0]) if len(choices) == 1 else lookup(draw_index(len(choices)), np.array(choices, np.float64))
-
-
-def operator_slot(ops, drawn, images: Images, resample):
-    """(op code, parameter row) of one drawn slot."""
-    from nvidia.dali import fn, types
-
-    index, applied, arg, sign = drawn
-    code, warp, direction, rel_x, rel_y, p1 = parameter_columns(ops)
-    op_code = lookup(index, code, integer=True)
-    if applied is not None:
-        op_code = (op_code - op.SKIP) * applied + op.SKIP
-    op_code = types.Constant(np.int32(op_code)) if isinstance(op_code, int) else fn.cast(op_code, dtype=types.INT32)
-    if sign is not None and sized(images):
-        p0 = fixed_p0(ops, index, sign, images)
-    else:
-        p0 = arg * lookup(index, direction) * pixels_per_unit(index, rel_x, rel_y, images)
-    p1_value = lookup(index, warp) * resample + lookup(index, p1)
-    return op_code, stack(p0, p1_value, 0.0, 0.0)   # p2 = 0: timm's shear matrix
-
-
 def sized(images: Images) -> bool:
     return isinstance(images.width, (int, float)) and isinstance(images.height, (int, float))
 
 
-def fixed_p0(ops, index, sign, images: Images):
-    """With no noise and a known size: p0 per row and sign computed in double, as timm does
-    (the operator then takes it as float32)."""
-    _, _, direction, rel_x, rel_y, _ = parameter_columns(ops)
-    size = (1.0 - rel_x - rel_y) + rel_x * float(images.width) + rel_y * float(images.height)
-    plus, minus = (column(ops, lambda o: fixed_value(o, s)) * direction * size for s in (1.0, -1.0))
-    return by_sign(index, sign, plus, minus)
+def operator_rows(ops, images: Images) -> Tuple[np.ndarray, np.ndarray]:
+    """The operator's table rows (op code, probability) and timm levels (csrc/augment_op.cc)
+    for flat_ops: the magnitude, its noise, LEVEL_TO_ARG's constants, and, without noise, the
+    argument for each sign in double as timm computes it (with a known size, in pixels)."""
+    code, warp, direction, rel_x, rel_y, p1 = parameter_columns(ops)
+    noisy = any(noise_of(o) > 0 for o in ops if o is not None)
+    rows = np.zeros((len(ops), op.TABLE_COLUMNS))
+    rows[:, 0], rows[:, -1] = code, column(ops, lambda o: float(o.prob), 1.0)
+    levels = [level_of(o.name, o.hparams) if o is not None else None for o in ops]
+    fields = {f: column(levels, lambda lv, f=f: float(getattr(lv, f)), float(getattr(Level(), f)))
+              for f in ("scale", "offset", "flip", "floor", "hi", "lo", "signed")}
+    stds = column(ops, noise_of)
+    plus, minus = (column(ops, lambda o: fixed_value(o, s)) for s in (1.0, -1.0))
+    if sized(images) and not noisy:   # pixels in double, as timm; the operator takes them as they are
+        size = (1.0 - rel_x - rel_y) + rel_x * float(images.width) + rel_y * float(images.height)
+        plus, minus = plus * direction * size, minus * direction * size
+        direction, rel_x, rel_y = np.ones(len(ops)), np.zeros(len(ops)), np.zeros(len(ops))
+    level_rows = np.stack([
+        np.ones(len(ops)), column(ops, lambda o: float(o.magnitude)), np.where(np.isinf(stds), 0.0, stds),
+        np.isinf(stds).astype(np.float64), column(ops, lambda o: float(o.magnitude_max or LEVEL_DENOM), LEVEL_DENOM),
+        fields["scale"], fields["offset"], fields["flip"], fields["floor"], fields["hi"], fields["lo"],
+        fields["signed"], direction, rel_x, rel_y, warp, p1, plus, minus, np.full(len(ops), float(noisy))], axis=1)
+    return rows, level_rows
 
 
-def translate(step, images: Images, sign: Callable) -> bool:
+def translate(step, images: Images) -> bool:
     """On a CPU graph with the plugin, the step's slots queued for DaliLoadersAugment (kernels
-    "pil", timm's fill) and True; else False, for the conditionals' path."""
+    "pil", timm's fill) and True; else False, for the conditionals' path. Per slot the graph
+    draws the row (slot_indices), a uniform for whether it applies, and five for the operator's
+    magnitude noise, sign and resample: two or three random operators a slot."""
+    from nvidia.dali import fn
+
     if not (op.usable(images.device) and fusable(step)):
         return False
     images.uint8_pixels(step)
@@ -305,8 +222,28 @@ def translate(step, images: Images, sign: Callable) -> bool:
     fill = [float(v) for v in present[0].kwargs.get("fillcolor", (128, 128, 128))]
     fill = (fill * images.channels)[:images.channels] if len(fill) != images.channels else fill
     warps = any(CODE_OF.get(o.name, o.name) in op.WARPS for o in present)
+    choices = [float(r) for r in resamples(present[0])]   # timm picks the interpolation per application
     pending = images.pending_augment("pil", fill if warps else None, warps)
-    for drawn in draws(step, sign):   # timm picks the interpolation per application
-        code, params = operator_slot(ops, drawn, images, resample_draw(ops) if warps else 0.0)
-        pending.add_direct(code, params)
+    if pending.resamples not in (None, choices):
+        images.flush_augment()
+        pending = images.pending_augment("pil", fill if warps else None, warps)
+    pending.resamples = choices
+    rows, levels = operator_rows(ops, images)
+    first = pending.add_table(rows, levels)
+    sometimes = bool((rows[:, -1] < 1.0).any())
+    for index in slot_indices(step):
+        applied = fn.random.uniform(range=[0.0, 1.0]) if sometimes else 0.0
+        pending.add_slot(index + first if first else index, applied, level_draws())
     return True
+
+
+def level_draws():
+    """A slot's five uniforms: the magnitude's noise (two), its fraction, the sign (< 0.5:
+    negative), the resample."""
+    from nvidia.dali import fn, types
+
+    draws = fn.random.uniform(range=[0.0, 1.0], shape=[op.LEVEL_DRAWS])
+    if FIXED_SIGN is None:
+        return draws
+    sign = types.Constant(np.array([0.75 if FIXED_SIGN > 0 else 0.25], np.float32))
+    return fn.cat(draws[0:3], sign, draws[4:5])

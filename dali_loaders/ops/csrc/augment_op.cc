@@ -11,8 +11,17 @@
 // index of -1 skips the slot; -2 - k takes the k-th of the sample's `ops`/`params` instead.
 // With the table, drawing a TrivialAugment step is one random operator in the graph, where
 // looking its code and parameters up took a dozen small ones per slot.
+//
+// timm's ops (`levels`, a row per table row, and `level_draws`, per slot five uniforms) turn a
+// magnitude into p0 and p1 as timm's AugmentOp does: the magnitude, uniform in 0 .. m (std inf)
+// or plus std * N(0, 1) (Box-Muller on the first two uniforms), clipped to 0 .. upper; then
+// LEVEL_TO_ARG: v = m / 10 * scale, floored, at most hi, negated on the fourth uniform < 0.5,
+// offset + flip * v, at least lo; without noise the argument precomputed for each sign. p0 is
+// the argument times direction times the size for relative translations; p1 is the warp's
+// resample (the fifth uniform picks one of `resamples`) or the row's fixed p1.
 // dali_loaders/ops/plugin.py compiles this file against the installed DALI on first use.
 #include <cmath>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -34,6 +43,7 @@ class Augment : public dali::StatelessOperator<CPUBackend> {
         params_("params", spec),
         rows_("rows", spec),
         draws_("draws", spec),
+        level_draws_("level_draws", spec),
         fill_("fill", spec),
         erase_value_("erase_value", spec) {
     const std::string kernels = spec.GetArgument<std::string>("kernels");
@@ -41,7 +51,13 @@ class Augment : public dali::StatelessOperator<CPUBackend> {
                  "DaliLoadersAugment: kernels must be \"pil\", \"tensor\" or \"tensor_v1\", got \"" + kernels + "\"");
     flavour_ = kernels == "pil" ? augk::Flavour::kPil
                : kernels == "tensor" ? augk::Flavour::kTensor : augk::Flavour::kTensorV1;
+    record_ = spec.GetArgument<bool>("_record");
     table_ = spec.GetRepeatedArgument<float>("table");
+    levels_ = spec.GetRepeatedArgument<float>("levels");
+    resamples_ = spec.GetRepeatedArgument<float>("resamples");
+    DALI_ENFORCE(levels_.empty() || levels_.size() / kLevelColumns == table_.size() / kTableColumns,
+                 dali::make_string("DaliLoadersAugment: levels must hold ", kLevelColumns, " values per table row"));
+    DALI_ENFORCE(levels_.empty() || !resamples_.empty(), "DaliLoadersAugment: levels need resamples");
     DALI_ENFORCE(table_.size() % kTableColumns == 0,
                  dali::make_string("DaliLoadersAugment: table must hold rows of ", kTableColumns, " values"));
   }
@@ -59,6 +75,9 @@ class Augment : public dali::StatelessOperator<CPUBackend> {
     }
     if (rows_.HasExplicitValue()) rows_.Acquire(spec_, ws, n, dali::ArgValue_AllowEmpty);
     if (draws_.HasExplicitValue()) draws_.Acquire(spec_, ws, n, dali::ArgValue_AllowEmpty);
+    if (level_draws_.HasExplicitValue())
+      level_draws_.Acquire(spec_, ws, n, dali::ArgValue_AllowEmpty,
+                           [](int64_t size) { return TensorShape<2>(size / kLevelDraws, kLevelDraws); });
     if (fill_.HasExplicitValue()) fill_.Acquire(spec_, ws, n);
     if (erase_value_.HasExplicitValue()) erase_value_.Acquire(spec_, ws, n);
     steps_.resize(n);
@@ -75,6 +94,7 @@ class Augment : public dali::StatelessOperator<CPUBackend> {
     const auto &input = ws.Input<CPUBackend>(0);
     auto &output = ws.Output<CPUBackend>(0);
     output.SetLayout(input.GetLayout());
+    if (record_) return Record(input, output);
     auto &pool = ws.GetThreadPool();
     scratch_.resize(pool.NumThreads());
     for (int i = 0; i < input.num_samples(); i++) {
@@ -111,9 +131,15 @@ class Augment : public dali::StatelessOperator<CPUBackend> {
       for (int j = 0; j < k; j++) {
         const int r = rows.data[j];
         const float u = draws_.HasExplicitValue() ? draws_[i].data[j] : 0.0f;
+        const float *level_u = nullptr;
+        if (level_draws_.HasExplicitValue()) {
+          DALI_ENFORCE(level_draws_[i].shape[0] == k, dali::make_string("DaliLoadersAugment: level_draws must have "
+                                                                         "a row per slot; sample ", i, " has ", k, " slots"));
+          level_u = level_draws_[i].data + static_cast<int64_t>(j) * kLevelDraws;
+        }
         DALI_ENFORCE(r >= -1 - direct && r < static_cast<int>(table_.size() / kTableColumns),
                      dali::make_string("DaliLoadersAugment: rows[", j, "] = ", r, " of sample ", i, " is out of range"));
-        steps[j] = r >= 0 ? FromTable(r, u, height, width) : r == -1 ? augk::Step{augk::kSkip, {0, 0, 0, 0}}
+        steps[j] = r >= 0 ? FromTable(r, u, level_u, height, width) : r == -1 ? augk::Step{augk::kSkip, {0, 0, 0, 0}}
                                                                         : Direct(i, -2 - r);
       }
     }
@@ -141,8 +167,26 @@ class Augment : public dali::StatelessOperator<CPUBackend> {
     return step;
   }
 
-  // Table row r, drawn with u, for a height x width image
-  augk::Step FromTable(int r, float u, int height, int width) const {
+  // Tests: each sample's resolved steps (op code, p0 .. p3 as float32) in its output's first
+  // bytes, in place of the augmented image, so that the draws can be compared with timm's
+  void Record(const dali::TensorList<CPUBackend> &input, dali::TensorList<CPUBackend> &output) {
+    for (int i = 0; i < input.num_samples(); i++) {
+      const auto &steps = steps_[i];
+      const int64_t bytes = static_cast<int64_t>(steps.size()) * (1 + augk::kNumParams) * sizeof(float);
+      DALI_ENFORCE(bytes <= input.tensor_shape(i).num_elements(), "DaliLoadersAugment: _record needs bigger images");
+      std::vector<float> values;
+      for (const auto &step : steps) {
+        values.push_back(static_cast<float>(step.op));
+        values.insert(values.end(), step.p, step.p + augk::kNumParams);
+      }
+      uint8_t *out = output.mutable_tensor<uint8_t>(i);
+      std::memset(out, 0, input.tensor_shape(i).num_elements());
+      std::memcpy(out, values.data(), bytes);
+    }
+  }
+
+  // Table row r, drawn with u (and level_u, timm's), for a height x width image
+  augk::Step FromTable(int r, float u, const float *level_u, int height, int width) const {
     const float *row = &table_[static_cast<size_t>(r) * kTableColumns];
     augk::Step step;
     step.op = u <= row[8] ? static_cast<int32_t>(row[0]) : augk::kSkip;
@@ -152,7 +196,41 @@ class Augment : public dali::StatelessOperator<CPUBackend> {
       const float size = row[5] * static_cast<float>(width) + row[6] * static_cast<float>(height);
       step.p[0] = std::trunc(step.p[0] * size);
     }
+    if (!levels_.empty() && levels_[static_cast<size_t>(r) * kLevelColumns] != 0.0f) {
+      DALI_ENFORCE(level_u != nullptr, "DaliLoadersAugment: a row with a level needs level_draws");
+      Level(&levels_[static_cast<size_t>(r) * kLevelColumns], level_u, height, width, step);
+    }
     return step;
+  }
+
+  // timm's magnitude -> argument (see the top of the file); L: a row of `levels`
+  void Level(const float *L, const float *u, int height, int width, augk::Step &step) const {
+    enum { kActive, kMagnitude, kStd, kUniform, kUpper, kScale, kOffset, kFlip, kFloor, kHi, kLo, kSigned,
+           kDirection, kRelX, kRelY, kWarp, kP1, kFixedPlus, kFixedMinus, kNoisy };
+    const float sign = u[3] < 0.5f ? -1.0f : 1.0f;
+    float arg;
+    if (L[kNoisy] != 0.0f) {
+      float m = L[kMagnitude];
+      if (L[kUniform] != 0.0f) m = m * u[2];
+      const double gaussian = std::sqrt(-2.0 * std::log(1.0 - static_cast<double>(u[0]))) *
+                              std::cos(6.283185307179586 * static_cast<double>(u[1]));
+      m = m + L[kStd] * static_cast<float>(gaussian);
+      m = std::min(std::max(m, 0.0f), L[kUpper]);
+      float v = (m / 10.0f) * L[kScale];
+      if (L[kFloor] != 0.0f) v = std::floor(v);
+      v = std::min(v, L[kHi]);
+      if (L[kSigned] != 0.0f) v = v * sign;
+      arg = std::max(L[kOffset] + L[kFlip] * v, L[kLo]);
+    } else {
+      arg = sign > 0.0f ? L[kFixedPlus] : L[kFixedMinus];
+    }
+    const float unit = (1.0f - L[kRelX] - L[kRelY]) + L[kRelX] * static_cast<float>(width) +
+                       L[kRelY] * static_cast<float>(height);
+    step.p[0] = arg * L[kDirection] * unit;
+    const int choices = static_cast<int>(resamples_.size());
+    const float resample = resamples_[std::min(choices - 1, static_cast<int>(u[4] * choices))];
+    step.p[1] = L[kWarp] * resample + L[kP1];
+    step.p[2] = step.p[3] = 0.0f;
   }
 
   void CheckPerChannel(const dali::ArgValue<float, 1> &arg, int i, int channels) {
@@ -162,11 +240,15 @@ class Augment : public dali::StatelessOperator<CPUBackend> {
   }
 
   static constexpr int kTableColumns = 9;
+  static constexpr int kLevelColumns = 20;
+  static constexpr int kLevelDraws = 5;
   dali::ArgValue<int, 1> ops_;
   dali::ArgValue<float, 2> params_;
   dali::ArgValue<int, 1> rows_;
   dali::ArgValue<float, 1> draws_;
-  std::vector<float> table_;
+  dali::ArgValue<float, 2> level_draws_;
+  std::vector<float> table_, levels_, resamples_;
+  bool record_ = false;
   dali::ArgValue<float, 1> fill_, erase_value_;
   augk::Flavour flavour_;
   const float zeros_[4] = {0, 0, 0, 0};
@@ -197,6 +279,14 @@ argument inputs, drawn by the graph; see augment_kernels.h for the op codes.)")
                                       "-2 - k takes ops[k] and params[k].", nullptr, true)
     .AddOptionalArg<std::vector<float>>("draws", "float32 (K,) per sample, uniform in [0, 1): whether row k "
                                         "applies (draw <= probability) and its p0 (+ draw * span).", nullptr, true)
+    .AddOptionalArg("levels", "timm's magnitude -> argument, 20 values per table row (all 0: none); see the "
+                    "top of augment_op.cc.", std::vector<float>())
+    .AddOptionalArg<std::vector<float>>("level_draws", "float32 (K, 5) per sample, uniforms in [0, 1): "
+                                        "timm's magnitude noise, sign and resample per slot.", nullptr, true)
+    .AddOptionalArg("_record", "Tests: output each sample's resolved steps (op code, p0 .. p3, float32) in "
+                    "its first bytes instead of augmenting it.", false)
+    .AddOptionalArg("resamples", "The resamples (PIL's numbers) a warp with a level draws among.",
+                    std::vector<float>())
     .AddOptionalArg<std::vector<float>>("fill", "Per channel, where a warp has no source pixel; "
                                         "absent: torchvision's fill=None.", nullptr, true)
     .AddOptionalArg<std::vector<float>>("erase_value", "Per channel, the value of an erased box.", nullptr, true)

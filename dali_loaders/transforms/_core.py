@@ -93,10 +93,11 @@ class PendingAugment:
 
         from ..ops import augment as op
 
-        def stacked(values, dtype):
+        def stacked(values, dtype):   # the translators' DataNodes are int32 rows and float32 draws already
+            np_type = np.int32 if dtype == types.INT32 else np.float32
             if all(isinstance(v, numbers.Number) for v in values):
-                return types.Constant(np.array(values, np.int32 if dtype == types.INT32 else np.float32))
-            return fn.stack(*[v if isinstance(v, numbers.Number) else fn.cast(v, dtype=dtype) for v in values])
+                return types.Constant(np.array(values, np_type))
+            return fn.stack(*[types.Constant(np_type(v)) if isinstance(v, numbers.Number) else v for v in values])
 
         drawn = any(not isinstance(d, numbers.Number) or d != 0.0 for d in self.draws)
         levels = {}

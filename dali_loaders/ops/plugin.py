@@ -98,7 +98,8 @@ def available(library: Library = RESIZE) -> bool:
     with _lock:
         if "ok" not in state:
             try:
-                load(build(library), library)
+                state["path"] = build(library)
+                load(state["path"], library)
                 state["ok"] = True
             except Unavailable as e:
                 state.update(ok=False, why=str(e))
@@ -113,6 +114,13 @@ def augment_available() -> bool:
 
 def normalize_available() -> bool:
     return available(NORMALIZE)
+
+
+def loaded_path(library: Library) -> Optional[str]:
+    """The file of a library available() has loaded (None if it has not): its plain C
+    functions, if any, are called through ctypes (ops/gather.py)."""
+    state = _states[library.file]
+    return state.get("path") if state.get("ok") else None
 
 
 def forget() -> None:

@@ -16,6 +16,8 @@ from typing import List, Optional, Sequence, Tuple
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
+from ..ops import gather
+
 
 def batch_rng(seed: int, epoch: int, iteration: int, stream: int) -> np.random.Generator:
     """The generator of one batch's draws of one kind (stream 0: crops, 1, 2, ...: coins)."""
@@ -39,12 +41,24 @@ class BatchCrop:
         self._padded: Optional[np.ndarray] = None   # kept between batches: its border never changes
 
     def __call__(self, images: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        n = len(images)
-        offsets_y = rng.integers(0, self.span[0] + 1, n)
-        offsets_x = rng.integers(0, self.span[1] + 1, n)
+        """The windows of a gathered batch."""
+        offsets_y, offsets_x = self._offsets(len(images), rng)
         padded = self._padded_batch(images)
         windows = self._windows(padded)
-        return windows[np.arange(n), offsets_y, offsets_x]   # one gather: a new array, (n, h, w, c)
+        return windows[np.arange(len(images)), offsets_y, offsets_x]   # one gather: a new array, (n, h, w, c)
+
+    def gathered(self, images: np.ndarray, indices: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """The windows of images[indices], the same draws as __call__(images[indices], rng):
+        in one pass of C when the plugin is here (ops/gather.py), else gathered, then cut."""
+        if not (gather.usable() and images.flags.c_contiguous):
+            return self(images[indices], rng)
+        offsets_y, offsets_x = self._offsets(len(indices), rng)
+        left, top, _, _ = self.ltrb
+        return gather.gather_windows(images, indices, offsets_y - top, offsets_x - left, self.size, self.fill)
+
+    def _offsets(self, n: int, rng: np.random.Generator):
+        """Each window's origin in the padded image: rows, then columns."""
+        return rng.integers(0, self.span[0] + 1, n), rng.integers(0, self.span[1] + 1, n)
 
     def _padded_batch(self, images: np.ndarray) -> np.ndarray:
         """The images inside their border, in a buffer reused while batches are no larger."""
@@ -84,10 +98,11 @@ class BatchSteps:
         self.coins.append(float(p))
         return len(self.coins) - 1
 
-    def images(self, images: np.ndarray, seed: int, epoch: int, iteration: int) -> np.ndarray:
+    def images(self, images: np.ndarray, indices: np.ndarray, seed: int, epoch: int, iteration: int) -> np.ndarray:
+        """The batch of images[indices], cut if the source crops."""
         if self.crop is None:
-            return images
-        return self.crop(images, batch_rng(seed, epoch, iteration, 0))
+            return images[indices]
+        return self.crop.gathered(images, indices, batch_rng(seed, epoch, iteration, 0))
 
     def coin(self, k: int, n: int, seed: int, epoch: int, iteration: int) -> np.ndarray:
         """Coin stream k of the batch: n int32 values, 1 with its probability."""

@@ -75,7 +75,7 @@ class _ArrayFeeder:
 
     def __call__(self, info):
         indices = self.indices(info)
-        images = self.steps.images(self.source.images[indices], *self.stream(info), info.iteration)
+        images = self.steps.images(self.source.images, indices, *self.stream(info), info.iteration)
         return images, self.source.labels[indices]
 
     def coins(self, k: int):

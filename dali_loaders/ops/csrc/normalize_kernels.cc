@@ -4,7 +4,10 @@
 // the inverse std. Both round each operation to float32, so they agree bit for bit.
 #include "normalize_kernels.h"
 
+#include <algorithm>
 #include <cstddef>
+#include <cstring>
+#include <vector>
 
 #if defined(__x86_64__) || defined(_M_X64)
 #define NORMK_X86 1
@@ -154,3 +157,57 @@ void to_uint8(const Image& in, uint8_t* out, bool chw) {
 }
 
 }  // namespace normk
+
+namespace {
+
+// n bytes, in 16-byte moves (the last one overlapping): far cheaper than a memcpy call for
+// the short rows of small images. Reads and writes stay inside [src, src + n), [dst, dst + n).
+inline void copy_bytes(uint8_t* dst, const uint8_t* src, size_t n) {
+#ifdef NORMK_X86
+  if (n >= 16) {
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16)
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i), _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i)));
+    if (i < n)
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + n - 16),
+                       _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + n - 16)));
+    return;
+  }
+#endif
+  std::memcpy(dst, src, n);
+}
+
+// One output row of a window: image row `row` (null: outside the image) from column `left`,
+// `fill_row` where the window leaves the image.
+void window_row(const uint8_t* row, int w, int c, int left, int out_w, const uint8_t* fill_row, uint8_t* out) {
+  const int x0 = row ? std::min(out_w, std::max(0, -left)) : out_w;
+  const int x1 = row ? std::max(x0, std::min(out_w, w - left)) : out_w;
+  if (x0 > 0) copy_bytes(out, fill_row, static_cast<size_t>(x0) * c);
+  if (x1 > x0) copy_bytes(out + static_cast<size_t>(x0) * c, row + static_cast<size_t>(left + x0) * c,
+                          static_cast<size_t>(x1 - x0) * c);
+  if (out_w > x1) copy_bytes(out + static_cast<size_t>(x1) * c, fill_row, static_cast<size_t>(out_w - x1) * c);
+}
+
+}  // namespace
+
+extern "C" int dali_loaders_gather_windows(const uint8_t* images, int64_t count, int32_t h, int32_t w, int32_t c,
+                                           const int64_t* indices, int32_t n, const int32_t* tops,
+                                           const int32_t* lefts, int32_t out_h, int32_t out_w,
+                                           const uint8_t* fill, uint8_t* out) {
+  for (int i = 0; i < n; i++)
+    if (indices[i] < 0 || indices[i] >= count) return 1 + i;
+  std::vector<uint8_t> fill_row(static_cast<size_t>(out_w) * c);
+  for (int x = 0; x < out_w; x++) std::memcpy(&fill_row[static_cast<size_t>(x) * c], fill, c);
+  const size_t image_bytes = static_cast<size_t>(h) * w * c, out_row = static_cast<size_t>(out_w) * c;
+  for (int i = 0; i < n; i++) {
+    const uint8_t* image = images + static_cast<size_t>(indices[i]) * image_bytes;
+    const int top = tops ? tops[i] : 0, left = lefts ? lefts[i] : 0;
+    uint8_t* dst = out + static_cast<size_t>(i) * out_h * out_row;
+    for (int y = 0; y < out_h; y++) {
+      const int sy = top + y;
+      const uint8_t* row = sy >= 0 && sy < h ? image + static_cast<size_t>(sy) * w * c : nullptr;
+      window_row(row, w, c, left, out_w, fill_row.data(), dst + y * out_row);
+    }
+  }
+  return 0;
+}

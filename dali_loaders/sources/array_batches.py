@@ -11,7 +11,7 @@ Every draw comes from a generator seeded by (pipeline seed, epoch, batch, stream
 batch is a pure function of where it stands: a pipeline restored from a DALI checkpoint
 draws what the original would have.
 """
-from typing import List, Optional, Sequence, Tuple
+from typing import Callable, List, Optional, Sequence, Tuple
 
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
@@ -39,6 +39,7 @@ class BatchCrop:
         if min(self.span) < 0:
             raise ValueError(f"a {height}x{width} crop does not fit in {in_h}x{in_w} images padded by {self.ltrb}")
         self._padded: Optional[np.ndarray] = None   # kept between batches: its border never changes
+        self._in_c = GatherInC(self.size, self.fill)
 
     def __call__(self, images: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         """The windows of a gathered batch."""
@@ -47,14 +48,17 @@ class BatchCrop:
         windows = self._windows(padded)
         return windows[np.arange(len(images)), offsets_y, offsets_x]   # one gather: a new array, (n, h, w, c)
 
-    def gathered(self, images: np.ndarray, indices: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        """The windows of images[indices], the same draws as __call__(images[indices], rng):
-        in one pass of C when the plugin is here (ops/gather.py), else gathered, then cut."""
-        if not (gather.usable() and images.flags.c_contiguous):
-            return self(images[indices], rng)
+    def gathered(self, images: np.ndarray, indices: np.ndarray, rng: np.random.Generator,
+                 flips: Optional[np.ndarray] = None) -> np.ndarray:
+        """The windows of images[indices], the same draws as __call__(images[indices], rng),
+        flipped where `flips` says: in one pass of C when the plugin is here (ops/gather.py),
+        else in numpy."""
+        gather_windows = self._in_c.over(images)
+        if gather_windows is None:
+            return mirrored(self(images[indices], rng), flips)
         offsets_y, offsets_x = self._offsets(len(indices), rng)
         left, top, _, _ = self.ltrb
-        return gather.gather_windows(images, indices, offsets_y - top, offsets_x - left, self.size, self.fill)
+        return gather_windows(indices, offsets_y - top, offsets_x - left, flips)
 
     def _offsets(self, n: int, rng: np.random.Generator):
         """Each window's origin in the padded image: rows, then columns."""
@@ -87,6 +91,8 @@ class BatchSteps:
         self.image_shape = image_shape
         self.crop: Optional[BatchCrop] = None
         self.coins: List[float] = []   # the probability of each coin stream
+        self.flips: List[int] = []     # the coin streams of the flips the feeder applies itself
+        self._in_c = GatherInC(None, None)   # images as they are, flipped
 
     def add_crop(self, ltrb, fill, height: int, width: int) -> None:
         if self.crop is not None:
@@ -98,12 +104,59 @@ class BatchSteps:
         self.coins.append(float(p))
         return len(self.coins) - 1
 
+    def add_flip(self, p: float) -> int:
+        """A horizontal flip the feeder applies, after the crop: a coin stream (as add_coin)."""
+        k = self.add_coin(p)
+        self.flips.append(k)
+        return k
+
     def images(self, images: np.ndarray, indices: np.ndarray, seed: int, epoch: int, iteration: int) -> np.ndarray:
-        """The batch of images[indices], cut if the source crops."""
-        if self.crop is None:
+        """The batch of images[indices], cut if the source crops, flipped if it flips."""
+        flips = self._flips(len(indices), seed, epoch, iteration)
+        if self.crop is not None:
+            return self.crop.gathered(images, indices, batch_rng(seed, epoch, iteration, 0), flips)
+        if flips is None:
             return images[indices]
-        return self.crop.gathered(images, indices, batch_rng(seed, epoch, iteration, 0))
+        gather_windows = self._in_c.over(images)
+        return mirrored(images[indices], flips) if gather_windows is None else gather_windows(indices, None, None, flips)
+
+    def _flips(self, n: int, seed: int, epoch: int, iteration: int) -> Optional[np.ndarray]:
+        """Per sample, whether the feeder's flips leave it mirrored (their coins' parity)."""
+        if not self.flips:
+            return None
+        flips = np.zeros(n, np.int32)
+        for k in self.flips:
+            flips ^= self.coin(k, n, seed, epoch, iteration)
+        return flips
 
     def coin(self, k: int, n: int, seed: int, epoch: int, iteration: int) -> np.ndarray:
         """Coin stream k of the batch: n int32 values, 1 with its probability."""
         return (batch_rng(seed, epoch, iteration, 1 + k).random(n) < self.coins[k]).astype(np.int32)
+
+
+def mirrored(batch: np.ndarray, flips: Optional[np.ndarray]) -> np.ndarray:
+    """The batch (n, h, w, c), its samples i with flips[i] flipped horizontally, in place."""
+    if flips is not None and flips.any():
+        chosen = np.flatnonzero(flips)
+        batch[chosen] = batch[chosen, :, ::-1]
+    return batch
+
+
+class GatherInC:
+    """ops.gather's one-pass gather over a source's images, made on first use and kept (one
+    per batch step, so it lives as long as the source's feeder)."""
+
+    def __init__(self, size, fill):
+        self.size, self.fill = size, fill
+        self.gather: Optional[gather.WindowGather] = None
+
+    def over(self, images: np.ndarray) -> Optional[Callable]:
+        """The gather over `images`, or None (no plugin, or an array it cannot take): the
+        caller then does it in numpy."""
+        if not gather.usable() or not images.flags.c_contiguous or images.dtype != np.uint8:
+            return None
+        if self.gather is None or self.gather.images is not images:
+            size = self.size if self.size is not None else images.shape[1:3]
+            fill = self.fill if self.fill is not None else np.zeros(images.shape[3])
+            self.gather = gather.WindowGather(images, size, fill)
+        return self.gather

@@ -39,8 +39,10 @@ class ArraySource:
                                             layout=["HWC", ""], dtype=[types.UINT8, types.INT64])
         fed = images.gpu() if device == "gpu" else images
         _, height, width, channels = self.images.shape
-        return transforms.Images(fed, height, width, channels, device, at_source=_SourceSteps(feeder),
-                                 source_data=fed), labels
+        at_source = _SourceSteps(feeder)
+        batch = transforms.Images(fed, height, width, channels, device, at_source=at_source, source_data=fed)
+        at_source.images = batch
+        return batch, labels
 
 
 def _pipeline_seed() -> int:
@@ -87,22 +89,33 @@ class _ArrayFeeder:
 
 
 class _SourceSteps:
-    """What transforms.Images may ask of an ArraySource (see Images.at_source)."""
+    """What transforms.Images may ask of an ArraySource (see Images.at_source): a leading
+    random crop, then horizontal flips, done by the feeder to whole batches."""
 
     def __init__(self, feeder: _ArrayFeeder):
         self.feeder = feeder
+        self.images = None   # the transforms.Images this source's read() made
 
     def crop(self, ltrb, fill, height: int, width: int) -> bool:
         """Every image padded by ltrb pixels of `fill`, then a random height x width window of it;
-        False if the source crops already (a second crop is DALI's)."""
-        if self.feeder.steps.crop is not None:
+        False if the source crops already, or flips already (a crop after a flip is DALI's)."""
+        steps = self.feeder.steps
+        if steps.crop is not None or steps.flips:
             return False
-        self.feeder.steps.add_crop(ltrb, fill, height, width)
+        steps.add_crop(ltrb, fill, height, width)
         return True
 
     def coin(self, p: float):
-        """Per sample, 1 with probability p, drawn by the feeder for the whole batch."""
+        """For a horizontal flip with probability p: None when the feeder flips the images
+        itself (nothing has touched them in the graph yet: the flip comes right after the
+        source's crop, or first), else per sample 1 with probability p, drawn by the feeder
+        for the whole batch, for the graph to flip by."""
         from nvidia.dali import fn, types
 
+        images = self.images
+        if images is not None and images.data is images.source_data and images.mirror is None \
+                and images.augment is None:
+            self.feeder.steps.add_flip(p)
+            return None
         k = self.feeder.steps.add_coin(p)
         return fn.external_source(source=self.feeder.coins(k), batch=True, batch_info=True, dtype=types.INT32)

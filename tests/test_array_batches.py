@@ -114,3 +114,34 @@ def test_a_second_random_crop_is_dalis_and_both_are_applied():
     tops = np.array([(p[..., 0][m] // 8 - np.nonzero(m)[0]).min() for p, m in zip(pixels, inside)])
     # offset = (0 .. 8 of the padded crop) - 4 + (0 .. 8 of the second): beyond 4 only if both cropped
     assert tops.min() >= -4 and tops.max() <= 12 and tops.min() < 0 and tops.max() > 4
+
+
+def test_a_flip_is_the_feeders_only_while_nothing_else_touched_the_images():
+    """Right after the source's crop (or first) the feeder flips; after another step the
+    graph flips, by coins the feeder draws; a crop after the feeder's flip is DALI's."""
+    pytest.importorskip("nvidia.dali")
+    source = ArraySource(np.zeros((16, 32, 32, 3), np.uint8), np.zeros(16, np.int64), "zeros")
+    default = _graph_ops(recipes.cifar(True), source)
+    later = _graph_ops(v2.Compose([v2.RandomGrayscale(0.5), v2.RandomHorizontalFlip()]), source)
+    assert later.count(b"ExternalSource") > default.count(b"ExternalSource")   # the coins' own source
+    first = _graph_ops(v2.Compose([v2.RandomHorizontalFlip(), v2.RandomCrop(32, padding=4)]), source)
+    assert b"Slice" in first and b"Slice" not in default
+
+
+def test_the_feeders_flip_follows_the_crop_pixel_for_pixel():
+    """Images that encode their pixel positions: each output is a window of its padded image,
+    mirrored or not, and both happen."""
+    from dali_loaders.loader.build import dali_loader
+
+    rows, cols = np.meshgrid(np.arange(32), np.arange(32), indexing="ij")
+    image = np.stack([rows * 8, cols * 8, np.full_like(rows, 255)], axis=-1).astype(np.uint8)
+    source = ArraySource(np.repeat(image[None], 64, axis=0), np.zeros(64, np.int64), "coords")
+    transform = v2.Compose([v2.RandomCrop(32, padding=4), v2.RandomHorizontalFlip(), v2.PILToTensor()])
+    images, _ = next(iter(dali_loader(source, transform, train=True, batch_size=64, num_threads=1, seed=5)))
+    padded = F.pad(torch.from_numpy(image).permute(2, 0, 1), [4, 4, 4, 4])
+    windows = {(t, l, f): (F.horizontal_flip(w) if f else w)
+               for t in range(9) for l in range(9) for f in (0, 1)
+               for w in [F.crop(padded, t, l, 32, 32)]}
+    found = [next((key for key, w in windows.items() if torch.equal(w, out)), None) for out in images]
+    assert None not in found
+    assert {f for _, _, f in found} == {0, 1} and len({(t, l) for t, l, _ in found}) > 10

@@ -103,19 +103,25 @@ def test_usable_only_on_cpu_graphs_for_float32_and_uint8():
     ((9, 7, 1), (3, 0, 6, 2), (77,), (6, 12)),
     ((10, 10, 4), (0, 0, 0, 0), (1, 2, 3, 4), (10, 10)),
     ((5, 5, 3), (9, 9, 9, 9), (10, 200, 30), (20, 20)),     # windows wholly in the padding too
+    ((8, 13, 3), (2, 1, 2, 1), (5, 6, 7), (8, 13)),          # an odd width, as wide as the image
+    ((8, 13, 3), (0, 0, 0, 0), (0, 0, 0), (3, 4)),           # narrower than the SIMD flip's 5 pixels
 ])
-def test_gather_windows_equals_torchvisions_pad_then_crop(shape, ltrb, fill, size):
+def test_gather_windows_equals_torchvisions_pad_crop_and_flip(shape, ltrb, fill, size):
     rng = np.random.default_rng(7)
     images = rng.integers(0, 256, (50, *shape), dtype=np.uint8)
     indices = rng.permutation(50)[:40]
     left, top, right, bottom = ltrb
     tops = rng.integers(0, shape[0] + top + bottom - size[0] + 1, 40)
     lefts = rng.integers(0, shape[1] + left + right - size[1] + 1, 40)
+    flips = rng.integers(0, 2, 40)
     ours = gather.gather_windows(images, indices, tops - top, lefts - left, size, np.array(fill))
+    flipped = gather.gather_windows(images, indices, tops - top, lefts - left, size, np.array(fill), flips)
     for i, index in enumerate(indices):
         padded = F.pad(torch.from_numpy(images[index]).permute(2, 0, 1), list(ltrb), fill=list(fill))
-        theirs = F.crop(padded, int(tops[i]), int(lefts[i]), *size).permute(1, 2, 0).numpy()
-        assert np.array_equal(ours[i], theirs)
+        theirs = F.crop(padded, int(tops[i]), int(lefts[i]), *size)
+        assert np.array_equal(ours[i], theirs.permute(1, 2, 0).numpy())
+        theirs = F.horizontal_flip(theirs) if flips[i] else theirs
+        assert np.array_equal(flipped[i], theirs.permute(1, 2, 0).numpy())
 
 
 def test_gather_windows_refuses_an_index_outside_the_images_and_a_wrong_fill():

@@ -1,11 +1,12 @@
-"""What ArraySource's feeder does to a whole batch in numpy, before DALI sees it.
+"""What ArraySource's feeder does to a whole batch, before DALI sees it.
 
 On 32x32 images a DALI CPU operator costs about as much per sample whatever it does, and
 every per-sample argument (a crop position, a flip) adds to it: for CIFAR the random crop's
 two positions cost more than the crop itself. So the leading random crop of a recipe on
-fixed-size arrays is cut here, for the whole batch in one vectorized gather, and the coins
-of the flips are drawn here too, a batch at a time; DALI gets plain images of the final
-size and one integer per sample for each flip.
+fixed-size arrays is cut here, for the whole batch, and so is a flip right after it (or
+first); a flip after other steps gets its coins drawn here, a batch at a time, and DALI
+flips by them. With the normalization plugin the gather, crop and flips are one pass of C
+over the source array (ops/gather.py); without it, numpy's gather, padded copy and windows.
 
 Every draw comes from a generator seeded by (pipeline seed, epoch, batch, stream), so a
 batch is a pure function of where it stands: a pipeline restored from a DALI checkpoint

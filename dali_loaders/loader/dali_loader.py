@@ -113,6 +113,7 @@ class DaliLoader:
         warn_skipped(self.dataset, live.epoch)
         order = self._epoch_order(live.epoch)
         batches = self._num_batches(len(order))
+        unpadded = self.sampler.unpadded_len()   # as the order was made: once an epoch
         if live.done < batches:
             seed = derived_seed(self.sampler.seed, live.epoch, self.sampler.shard.rank)
             # A checkpoint restores the pipeline's position; without one (a state taken on
@@ -132,7 +133,7 @@ class DaliLoader:
             n = min(self.batch_size, len(order) - k * self.batch_size)
             live.done = k + 1
             images, labels = self._finish(out["images"][:n]), out["labels"][:n].view(-1).long()
-            self.padded = self.sampler.padding_mask(k * self.batch_size, n)
+            self.padded = self.sampler.padding_mask(k * self.batch_size, n, unpadded)
             if self._batch_transform is not None:
                 images, labels = self._batch_transform(images, labels, live.epoch, k)
             yield images, labels

@@ -145,3 +145,54 @@ def test_the_feeders_flip_follows_the_crop_pixel_for_pixel():
     found = [next((key for key, w in windows.items() if torch.equal(w, out)), None) for out in images]
     assert None not in found
     assert {f for _, _, f in found} == {0, 1} and len({(t, l) for t, l, _ in found}) > 10
+
+
+def _indexed_source(n: int) -> ArraySource:
+    """Image i: every pixel (i % 256, i // 256, 7); its label i."""
+    index = np.arange(n)
+    pixels = np.stack([index % 256, index // 256, np.full(n, 7)], axis=-1).astype(np.uint8)
+    return ArraySource(np.ascontiguousarray(np.broadcast_to(pixels[:, None, None], (n, 8, 8, 3))), index, "indexed")
+
+
+def _served(loader, batches=None):
+    out = []
+    for images, labels in loader:
+        shown = images[:, 0, 4, 4].long() + 256 * images[:, 1, 4, 4].long()   # inside every window
+        out.append((shown, labels))
+        if len(out) == batches:
+            break
+    return out
+
+
+def test_labels_read_on_the_host_stay_with_their_images_through_a_resume():
+    """An array source's labels leave the graph (the loader reads them by index): each image
+    still comes with its own label, each sample once an epoch, and a resumed epoch serves
+    exactly what the uninterrupted one did."""
+    from dali_loaders.loader.build import dali_loader
+
+    source = _indexed_source(600)
+    transform = v2.Compose([v2.RandomCrop(8, padding=2), v2.RandomHorizontalFlip(), v2.PILToTensor()])
+
+    def make():
+        return dali_loader(source, transform, train=True, batch_size=64, num_threads=1, seed=3)
+
+    loader = make()
+    whole = _served(loader)
+    assert loader.pipeline.num_outputs == 1   # the images alone
+    shown = torch.cat([s for s, _ in whole])
+    assert torch.equal(shown, torch.cat([labels for _, labels in whole]))
+    assert sorted(shown.tolist()) == list(range(600))
+
+    interrupted = make()
+    interrupted.set_epoch(1)
+    first = _served(interrupted, batches=3)
+    state = interrupted.state_dict()
+    resumed = make()
+    resumed.load_state_dict(state)
+    rest = _served(resumed)
+    uninterrupted = make()
+    uninterrupted.set_epoch(1)
+    expected = _served(uninterrupted)
+    assert len(first) + len(rest) == len(expected) == 10
+    for (s, l), (es, el) in zip(first + rest, expected):
+        assert torch.equal(s, es) and torch.equal(l, el) and torch.equal(s, l)

@@ -36,21 +36,24 @@ def _graph_stage(source, stage: int):
 
     steps = transforms.flatten(recipes.cifar(True))   # RandomCrop, flip, ToImage, ToDtype, Normalize
     order = EpochOrder(np.random.default_rng(0).permutation(len(source)))   # what graph() hands a source
+    # the labels stay on the host, as the loader's graph leaves them (DaliLoader reads them)
     if stage == len(STAGES) - 1:
-        return build.graph(source, order, BATCH, transforms.plan(recipes.cifar(True), False), "CHW", "cpu")
-    images, labels = source.read(order, BATCH, "cpu")
+        return build.graph(source, order, BATCH, transforms.plan(recipes.cifar(True), False), "CHW", "cpu", True)
+    images, _ = source.read(order, BATCH, "cpu", labels=False)
     transforms.apply(steps[:stage], images)
-    outputs = (images.data, labels)
-    return outputs + (images.mirror,) if images.mirror is not None else outputs
+    return (images.data,) + ((images.mirror,) if images.mirror is not None else ())
 
 
 def _pipelines(source, threads: int) -> dict:
     from nvidia.dali import pipeline_def
 
+    from ..loader import lean_api_checks
+
     def made(stage):
         def make():
             pipeline = pipeline_def(_graph_stage, batch_size=BATCH, num_threads=threads, device_id=None,
                                     seed=0)(source, stage)
+            lean_api_checks(pipeline)   # as the loader's pipeline
             pipeline.build()
             return exact_runs(pipeline, -(-len(source) // BATCH))
         return make

@@ -105,7 +105,9 @@ def _define_epoch_iterator():
             # A pipeline's first schedule_run puts `depth` runs in flight, later ones one.
             self._new_pipeline = getattr(pipeline, "_first_iter", True)
             self._in_flight = 0     # runs scheduled whose outputs nobody has taken yet
-            super().__init__([pipeline], ["images", "labels"], auto_reset=False, prepare_first_batch=False)
+            # a graph whose loader reads the labels itself has the images alone (build.graph)
+            outputs = ["images", "labels"][:pipeline.num_outputs]
+            super().__init__([pipeline], outputs, auto_reset=False, prepare_first_batch=False)
 
         def _schedule_runs(self, release_outputs=True):
             # Overrides a private method of DALI's base iterator (the one place it schedules).

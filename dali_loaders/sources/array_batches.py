@@ -119,7 +119,9 @@ class BatchSteps:
         if flips is None:
             return images[indices]
         gather_windows = self._in_c.over(images)
-        return mirrored(images[indices], flips) if gather_windows is None else gather_windows(indices, None, None, flips)
+        if gather_windows is None:
+            return mirrored(images[indices], flips)
+        return gather_windows(indices, None, None, flips)
 
     def _flips(self, n: int, seed: int, epoch: int, iteration: int) -> Optional[np.ndarray]:
         """Per sample, whether the feeder's flips leave it mirrored (their coins' parity)."""

@@ -83,9 +83,9 @@ def dali_loader(source, transform, *, train: bool, batch_size: int, num_threads:
     host_labels = getattr(source, "host_labels", None)
 
     def build_pipeline(pipeline_seed, checkpoint):
-        return build_dali_pipeline(graph, source, feed, batch_size, recipe, layout, variant, host_labels is not None,
-                                   batch_size=batch_size, num_threads=num_threads, device_id=gpu,
-                                   seed=pipeline_seed, checkpoint=checkpoint,
+        return build_dali_pipeline(graph, source, feed, batch_size, recipe, layout, variant,
+                                   host_labels is not None, batch_size=batch_size, num_threads=num_threads,
+                                   device_id=gpu, seed=pipeline_seed, checkpoint=checkpoint,
                                    conditionals=transforms.needs_conditionals(recipe, variant))
 
     loader = DaliLoader(source, build_pipeline, feed, batch_size=batch_size, sampler=sampler, drop_last=drop_last,

@@ -14,7 +14,7 @@ ALLOWED = {
     "transforms": {"seeds", "ops"},
     "recipes": {"transforms"},
     "loader": {"seeds", "transforms"},
-    "sources": {"transforms", "loader", "recipes"},
+    "sources": {"ops", "transforms", "loader", "recipes"},
     "datasets": {"sources", "loader", "transforms", "recipes", "seeds"},
 }
 TOP = {"integrations", "bench", "cli", "demo", "testing", "lightning", "__init__", "__main__"}  # may import anything

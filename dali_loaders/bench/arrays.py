@@ -11,6 +11,8 @@
   writes them as float32 (CIFAR: 3 KB read and 12 KB written per image), nothing else.
 Each runs over the split in a seeded order, a fresh order per pass, as the loaders do.
 """
+from typing import Optional
+
 import numpy as np
 
 PAD = 4   # CIFAR's RandomCrop(32, padding=4)
@@ -26,24 +28,32 @@ def _orders(n: int, shuffle: bool):
 class TorchBatched:
     """The recipe's v2 transforms on whole uint8 NCHW batches; `batch_transform` after it."""
 
-    def __init__(self, source, transform, batch_size: int, shuffle: bool, batch_transform=None):
+    def __init__(self, source, transform, batch_size: int, shuffle: bool, batch_transform=None,
+                 threads: Optional[int] = None):
         import torch
 
         self.images = torch.from_numpy(np.ascontiguousarray(source.images.transpose(0, 3, 1, 2)))
         self.labels = torch.from_numpy(source.labels)
         self.transform, self.batch_transform, self.batch_size = transform, batch_transform, batch_size
         self.orders = _orders(len(self.labels), shuffle)
+        self.threads = threads   # torch's intra-op threads during a pass (None: as they are)
 
     def __iter__(self):
         import torch
 
-        order = torch.from_numpy(next(self.orders))
-        for start in range(0, len(order), self.batch_size):
-            index = order[start:start + self.batch_size]
-            images, labels = self.transform(self.images[index]), self.labels[index]
-            if self.batch_transform is not None:
-                images, labels = self.batch_transform(images, labels)
-            yield images, labels
+        before = torch.get_num_threads()
+        if self.threads:
+            torch.set_num_threads(self.threads)
+        try:
+            order = torch.from_numpy(next(self.orders))
+            for start in range(0, len(order), self.batch_size):
+                index = order[start:start + self.batch_size]
+                images, labels = self.transform(self.images[index]), self.labels[index]
+                if self.batch_transform is not None:
+                    images, labels = self.batch_transform(images, labels)
+                yield images, labels
+        finally:
+            torch.set_num_threads(before)
 
 
 class CifarReference:

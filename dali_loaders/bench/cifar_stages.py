@@ -2,8 +2,11 @@
 
 The loader's graph for the default recipe (RandomCrop(32, padding=4), flip, normalize),
 built one stage at a time from the array source, then the whole loader (the graph plus
-DaliLoader's per-batch work: the copy into a torch tensor, the labels), beside 38d94aa's
-loader (bench/arrays.py) and torch's v2 ops on whole batches. Every row runs whole passes
+DaliLoader's per-batch work: the torch tensors, the labels), beside 38d94aa's loader
+(bench/arrays.py) and torch's v2 ops on whole batches (one crop and one flip per batch, not
+per image: cheaper work than the loaders'), with 1 torch thread and with as many as DALI's
+(torch's intra-op threads are the batched contender's only parallelism; with 2 on 2 shared
+cores it slows down far more than the loaders under load). Every row runs whole passes
 over the split, the rows taking turns round after round (A, B, C, A, B, C, ...), with the
 same threads and batch; the median of the rounds is printed. The difference between
 consecutive rows is the cost of what was added.
@@ -21,8 +24,8 @@ from .run import cores
 
 BATCH = 256
 
-STAGES = ("external_source: the batch gathered by index", "  + the source's pad and random crop (numpy)",
-          "  + the flips' coins (numpy)", "  + crop_mirror_normalize (= the loader's graph)")
+STAGES = ("external_source: the batch gathered by index", "  + the source's pad and random crop",
+          "  + the flips (the source's too)", "  + the final normalize (= the loader's graph)")
 
 
 def _graph_stage(source, stage: int):
@@ -33,21 +36,24 @@ def _graph_stage(source, stage: int):
 
     steps = transforms.flatten(recipes.cifar(True))   # RandomCrop, flip, ToImage, ToDtype, Normalize
     order = EpochOrder(np.random.default_rng(0).permutation(len(source)))   # what graph() hands a source
+    # the labels stay on the host, as the loader's graph leaves them (DaliLoader reads them)
     if stage == len(STAGES) - 1:
-        return build.graph(source, order, BATCH, transforms.plan(recipes.cifar(True), False), "CHW", "cpu")
-    images, labels = source.read(order, BATCH, "cpu")
+        return build.graph(source, order, BATCH, transforms.plan(recipes.cifar(True), False), "CHW", "cpu", True)
+    images, _ = source.read(order, BATCH, "cpu", labels=False)
     transforms.apply(steps[:stage], images)
-    outputs = (images.data, labels)
-    return outputs + (images.mirror,) if images.mirror is not None else outputs
+    return (images.data,) + ((images.mirror,) if images.mirror is not None else ())
 
 
 def _pipelines(source, threads: int) -> dict:
     from nvidia.dali import pipeline_def
 
+    from ..loader import lean_api_checks
+
     def made(stage):
         def make():
             pipeline = pipeline_def(_graph_stage, batch_size=BATCH, num_threads=threads, device_id=None,
                                     seed=0)(source, stage)
+            lean_api_checks(pipeline)   # as the loader's pipeline
             pipeline.build()
             return exact_runs(pipeline, -(-len(source) // BATCH))
         return make
@@ -60,10 +66,13 @@ def _loaders(root: str, source, threads: int) -> dict:
 
     loader = get_cifar_iter_dali("train", root, BATCH, threads, seed=0)
     reference = CifarReference(source, BATCH, threads, recipes.CIFAR_MEAN["cifar10"], recipes.CIFAR_STD["cifar10"])
-    batched = TorchBatched(source, recipes.cifar(True), BATCH, shuffle=True)
-    return {"the DALI loader (graph + DaliLoader's per-batch work)": lambda: iter(loader),
-            "38d94aa's loader, rebuilt (bench/arrays.py)": lambda: iter(reference),
-            "torch v2 on whole uint8 batches": lambda: iter(batched)}
+    rows = {"the DALI loader (graph + DaliLoader's per-batch work)": lambda: iter(loader),
+            "38d94aa's loader, rebuilt (bench/arrays.py)": lambda: iter(reference)}
+    for torch_threads in sorted({1, threads}):   # torch's intra-op threads: 1, and DALI's count
+        batched = TorchBatched(source, recipes.cifar(True), BATCH, shuffle=True, threads=torch_threads)
+        rows[f"torch v2 on whole uint8 batches, {torch_threads} torch thread(s)"] = \
+            lambda batched=batched: iter(batched)
+    return rows
 
 
 def _rate(make_pass, images: int) -> float:

@@ -19,8 +19,11 @@ from .pipeline import EpochOrder
 # -- the DALI loader ---------------------------------------------------------------------
 
 
-def graph(source, feed, per_batch: int, recipe: transforms.Plan, layout: str, variant: str):
-    """The whole pipeline: read, the translated steps, the Python steps if any; (images, labels).
+def graph(source, feed, per_batch: int, recipe: transforms.Plan, layout: str, variant: str,
+          host_labels: bool = False):
+    """The whole pipeline: read, the translated steps, the Python steps if any; (images, labels),
+    or the images alone with `host_labels` (the loader reads the labels itself: see
+    dali_loader; the source must have host_labels).
     (`per_batch`, not batch_size: pipeline_def takes that name for itself.) `variant`: one
     graph for all three (options.DEVICES); they differ only in the devices named.
 
@@ -32,7 +35,8 @@ def graph(source, feed, per_batch: int, recipe: transforms.Plan, layout: str, va
     feed = EpochOrder.of(feed)
     device = "cpu" if variant == "cpu" else "gpu"
     read_on = "cpu" if recipe.python else device   # Python steps need the pixels on the CPU
-    images, labels = source.read(feed, per_batch, read_on)
+    images, labels = source.read(feed, per_batch, read_on, labels=False) if host_labels else \
+        source.read(feed, per_batch, read_on)
     if variant == "cpu-decode" and images.encoded:
         images.decode_args = dict(images.decode_args, device="cpu")   # Images.decode moves them to the GPU
     images.layout = layout
@@ -43,8 +47,9 @@ def graph(source, feed, per_batch: int, recipe: transforms.Plan, layout: str, va
     else:
         images.materialize()
     if device == "gpu":
-        images.data, labels = images.data.gpu(), labels.gpu()
-    return images.data, labels
+        images.data = images.data.gpu()
+        labels = None if labels is None else labels.gpu()
+    return images.data if labels is None else (images.data, labels)
 
 
 def dali_loader(source, transform, *, train: bool, batch_size: int, num_threads: int, seed=None,
@@ -75,16 +80,17 @@ def dali_loader(source, transform, *, train: bool, batch_size: int, num_threads:
     gpu = None if variant == "cpu" else pick_device_id(device_id, sampler.local_rank)
 
     feed = EpochOrder()
+    host_labels = getattr(source, "host_labels", None)
 
     def build_pipeline(pipeline_seed, checkpoint):
         return build_dali_pipeline(graph, source, feed, batch_size, recipe, layout, variant,
-                                   batch_size=batch_size, num_threads=num_threads, device_id=gpu,
-                                   seed=pipeline_seed, checkpoint=checkpoint,
+                                   host_labels is not None, batch_size=batch_size, num_threads=num_threads,
+                                   device_id=gpu, seed=pipeline_seed, checkpoint=checkpoint,
                                    conditionals=transforms.needs_conditionals(recipe, variant))
 
     loader = DaliLoader(source, build_pipeline, feed, batch_size=batch_size, sampler=sampler, drop_last=drop_last,
                         explain_failure=explain_failure, finish=batch_finisher(layout, recipe.output_dtype),
-                        batch_transform=batch_mixer(batch_transform, sampler))
+                        batch_transform=batch_mixer(batch_transform, sampler), host_labels=host_labels)
     return shaped(loader, options, label_table)
 
 

@@ -58,10 +58,12 @@ class DaliLoader:
                  sampler: EpochSampler, drop_last: bool,
                  explain_failure: Optional[Callable[[Exception, np.ndarray], Exception]] = None,
                  finish: Callable[[torch.Tensor], torch.Tensor] = lambda images: images,
-                 batch_transform: Optional[BatchHook] = None):
+                 batch_transform: Optional[BatchHook] = None,
+                 host_labels: Optional[Callable[[np.ndarray], np.ndarray]] = None):
         self.dataset = dataset
         self._finish = finish  # per batch: the view or cast DALI cannot give (see loaders.batch_finisher)
         self._batch_transform = batch_transform  # per batch, last: MixUp/CutMix (see mixing.BatchMixer)
+        self._host_labels = host_labels  # the labels of sample indices, when the graph has none (build.graph)
         self.batch_size = batch_size
         self.sampler = sampler
         self.drop_last = drop_last
@@ -113,6 +115,7 @@ class DaliLoader:
         warn_skipped(self.dataset, live.epoch)
         order = self._epoch_order(live.epoch)
         batches = self._num_batches(len(order))
+        unpadded = self.sampler.unpadded_len()   # as the order was made: once an epoch
         if live.done < batches:
             seed = derived_seed(self.sampler.seed, live.epoch, self.sampler.shard.rank)
             # A checkpoint restores the pipeline's position; without one (a state taken on
@@ -131,14 +134,24 @@ class DaliLoader:
                 raise self._explain(failure, order[k * self.batch_size:]) from failure
             n = min(self.batch_size, len(order) - k * self.batch_size)
             live.done = k + 1
-            images, labels = self._finish(out["images"][:n]), out["labels"][:n].view(-1).long()
-            self.padded = self.sampler.padding_mask(k * self.batch_size, n)
+            images, labels = self._finish(out["images"][:n]), self._labels(out, order, k, n)
+            self.padded = self.sampler.padding_mask(k * self.batch_size, n, unpadded)
             if self._batch_transform is not None:
                 images, labels = self._batch_transform(images, labels, live.epoch, k)
             yield images, labels
         self._end(live)
         live.dali_iter = None
         self._pipeline.ended_epoch()
+
+    def _labels(self, out: dict, order: np.ndarray, k: int, n: int) -> torch.Tensor:
+        """Batch k's labels: the graph's, or the source's for the samples the order put there
+        (the same samples the graph read, resumed or not), where the images are."""
+        if "labels" in out:
+            return out["labels"][:n].view(-1).long()
+        start = k * self.batch_size
+        labels = torch.from_numpy(self._host_labels(order[start:start + n])).long()
+        device = out["images"].device
+        return labels if device.type == "cpu" else labels.to(device)
 
     @property
     def pipeline(self):

@@ -233,9 +233,11 @@ class EpochSampler(DistributedSampler):
         per_rank, extra = divmod(self.n, shard.world_size)
         return per_rank + (0 if self.shuffle else int(shard.rank < extra))
 
-    def padding_mask(self, start: int, count: int) -> torch.Tensor:
-        """Which of the epoch's samples start..start+count-1 are padding (True: drop them from metrics)."""
-        return torch.arange(start, start + count) >= self.unpadded_len()
+    def padding_mask(self, start: int, count: int, unpadded: Optional[int] = None) -> torch.Tensor:
+        """Which of the epoch's samples start..start+count-1 are padding (True: drop them from
+        metrics). `unpadded`: unpadded_len() if the caller has it (once an epoch: it asks the
+        process group and the environment)."""
+        return torch.arange(start, start + count) >= (self.unpadded_len() if unpadded is None else unpadded)
 
     def __len__(self) -> int:
         """Samples this rank reads per epoch, the same every epoch (see shard_indices); with

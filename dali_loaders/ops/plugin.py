@@ -1,7 +1,8 @@
 """Our DALI operators (csrc/): each compiled on first use against the DALI installed now,
-cached per DALI build, loaded once per process. Two libraries, built and failing apart:
-RESIZE (DaliLoadersResize, PIL's Image.resize) and AUGMENT (DaliLoadersAugment, the
-per-sample augmentation sequences of the AutoAugment family and ColorJitter).
+cached per DALI build, loaded once per process. Three libraries, built and failing apart:
+RESIZE (DaliLoadersResize, PIL's Image.resize), AUGMENT (DaliLoadersAugment, the
+per-sample augmentation sequences of the AutoAugment family and ColorJitter) and NORMALIZE
+(DaliLoadersNormalize, the CPU graphs' last step: flip, conversion, normalization, layout).
 
 Why on first use and not at `pip install`: a DALI plugin is bound to the exact DALI build it
 was compiled against (C++ ABI, no stable plugin interface). At install time DALI may be
@@ -13,8 +14,9 @@ all of these; a second process waits on a lock file and reuses the result.
 
 Whatever goes wrong (no compiler, no CUDA headers, which DALI's headers include, a build or
 load error) the loaders use DALI's own operators instead, after one warning per library.
-DALI_LOADERS_NO_PLUGIN=1 turns both off, DALI_LOADERS_NO_AUGMENT_PLUGIN=1 the augmentation
-operator alone; CXX picks the compiler; DALI_LOADERS_CACHE the cache directory.
+DALI_LOADERS_NO_PLUGIN=1 turns all off, DALI_LOADERS_NO_AUGMENT_PLUGIN=1 the augmentation
+operator alone, DALI_LOADERS_NO_NORMALIZE_PLUGIN=1 the normalization one; CXX picks the
+compiler; DALI_LOADERS_CACHE the cache directory.
 """
 import glob
 import hashlib
@@ -30,6 +32,7 @@ from typing import Dict, List, Optional, Tuple
 
 DISABLE_ENV = "DALI_LOADERS_NO_PLUGIN"
 DISABLE_AUGMENT_ENV = "DALI_LOADERS_NO_AUGMENT_PLUGIN"
+DISABLE_NORMALIZE_ENV = "DALI_LOADERS_NO_NORMALIZE_PLUGIN"
 CACHE_ENV = "DALI_LOADERS_CACHE"
 SOURCE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "csrc")
 BUILD_TIMEOUT = 900  # seconds: the DALI headers are heavy; a loaded 2-core machine needs ~30 s
@@ -65,11 +68,16 @@ AUGMENT = Library("libdali_loaders_augment.so", "DaliLoadersAugment", "dali_load
                   ("augment_color.cc", "augment_geometry.cc", "augment_hue.cc"), ("augment_kernels.h",),
                   ("-ffp-contract=off",), "the augmentation plugin",
                   "augmenting with DALI's conditionals and operators instead", DISABLE_AUGMENT_ENV)
+NORMALIZE = Library("libdali_loaders_normalize.so", "DaliLoadersNormalize", "dali_loaders_normalize",
+                    "normalize_op.cc", ("normalize_kernels.cc",), ("normalize_kernels.h",), ("-ffp-contract=off",),
+                    "the normalization plugin", "normalizing with DALI's crop_mirror_normalize instead",
+                    DISABLE_NORMALIZE_ENV)
 LIBRARY = RESIZE.file
 SOURCES = RESIZE.sources
 
 _lock = threading.Lock()
-_states: Dict[str, dict] = {RESIZE.file: {}, AUGMENT.file: {}}   # "ok" once tried; "why": the failure
+# "ok" once tried; "why": the failure
+_states: Dict[str, dict] = {RESIZE.file: {}, AUGMENT.file: {}, NORMALIZE.file: {}}
 _state = _states[RESIZE.file]
 
 
@@ -91,7 +99,8 @@ def available(library: Library = RESIZE) -> bool:
     with _lock:
         if "ok" not in state:
             try:
-                load(build(library), library)
+                state["path"] = build(library)
+                load(state["path"], library)
                 state["ok"] = True
             except Unavailable as e:
                 state.update(ok=False, why=str(e))
@@ -102,6 +111,17 @@ def available(library: Library = RESIZE) -> bool:
 
 def augment_available() -> bool:
     return available(AUGMENT)
+
+
+def normalize_available() -> bool:
+    return available(NORMALIZE)
+
+
+def loaded_path(library: Library) -> Optional[str]:
+    """The file of a library available() has loaded (None if it has not): its plain C
+    functions, if any, are called through ctypes (ops/gather.py)."""
+    state = _states[library.file]
+    return state.get("path") if state.get("ok") else None
 
 
 def forget() -> None:

@@ -29,18 +29,28 @@ class ArraySource:
         pixels = self.images[i]
         return Image.fromarray(pixels[..., 0], "L") if pixels.shape[-1] == 1 else Image.fromarray(pixels, "RGB")
 
-    def read(self, order, batch_size: int, device: str):
+    def host_labels(self, indices: np.ndarray) -> np.ndarray:
+        """The labels of these samples, read here: a loader that has them from the host leaves
+        them out of the graph (read(..., labels=False)), where 256 one-number samples a batch
+        cost DALI about as much as the images' last step."""
+        return self.labels[indices]
+
+    def read(self, order, batch_size: int, device: str, labels: bool = True):
         """The graph's first step: batch after batch of `order` (loader.pipeline.EpochOrder:
-        the loader sets its indices and seed each epoch), as (Images, labels)."""
+        the loader sets its indices and seed each epoch), as (Images, labels); labels=False:
+        (Images, None), the labels left to host_labels."""
         from nvidia.dali import fn, types
 
-        feeder = _ArrayFeeder(self, order, batch_size, _pipeline_seed())
-        images, labels = fn.external_source(source=feeder, num_outputs=2, batch=True, batch_info=True,
-                                            layout=["HWC", ""], dtype=[types.UINT8, types.INT64])
+        feeder = _ArrayFeeder(self, order, batch_size, _pipeline_seed(), labels)
+        outputs = fn.external_source(source=feeder, num_outputs=2 if labels else 1, batch=True, batch_info=True,
+                                     layout=["HWC", ""][:1 + labels], dtype=[types.UINT8, types.INT64][:1 + labels])
+        images, labels = outputs if labels else (outputs[0], None)
         fed = images.gpu() if device == "gpu" else images
         _, height, width, channels = self.images.shape
-        return transforms.Images(fed, height, width, channels, device, at_source=_SourceSteps(feeder),
-                                 source_data=fed), labels
+        at_source = _SourceSteps(feeder)
+        batch = transforms.Images(fed, height, width, channels, device, at_source=at_source, source_data=fed)
+        at_source.images = batch
+        return batch, labels
 
 
 def _pipeline_seed() -> int:
@@ -59,8 +69,9 @@ class _ArrayFeeder:
     checkpoint resumes where it stopped. One pipeline serves every epoch (loader/pipeline.py):
     the draws are keyed on the epoch's seed, which the loader sets with its order."""
 
-    def __init__(self, source: ArraySource, order, batch_size: int, seed: int):
+    def __init__(self, source: ArraySource, order, batch_size: int, seed: int, labels: bool = True):
         self.source, self.order, self.batch_size, self.seed = source, order, batch_size, seed
+        self.labels = labels   # whether the labels are fed too
         self.steps = BatchSteps(source.images.shape[1:])
 
     def indices(self, info) -> np.ndarray:
@@ -75,8 +86,8 @@ class _ArrayFeeder:
 
     def __call__(self, info):
         indices = self.indices(info)
-        images = self.steps.images(self.source.images[indices], *self.stream(info), info.iteration)
-        return images, self.source.labels[indices]
+        images = self.steps.images(self.source.images, indices, *self.stream(info), info.iteration)
+        return (images, self.source.labels[indices]) if self.labels else (images,)
 
     def coins(self, k: int):
         """external_source callback for coin stream k: one int32 per sample of the batch."""
@@ -87,22 +98,33 @@ class _ArrayFeeder:
 
 
 class _SourceSteps:
-    """What transforms.Images may ask of an ArraySource (see Images.at_source)."""
+    """What transforms.Images may ask of an ArraySource (see Images.at_source): a leading
+    random crop, then horizontal flips, done by the feeder to whole batches."""
 
     def __init__(self, feeder: _ArrayFeeder):
         self.feeder = feeder
+        self.images = None   # the transforms.Images this source's read() made
 
     def crop(self, ltrb, fill, height: int, width: int) -> bool:
         """Every image padded by ltrb pixels of `fill`, then a random height x width window of it;
-        False if the source crops already (a second crop is DALI's)."""
-        if self.feeder.steps.crop is not None:
+        False if the source crops already, or flips already (a crop after a flip is DALI's)."""
+        steps = self.feeder.steps
+        if steps.crop is not None or steps.flips:
             return False
-        self.feeder.steps.add_crop(ltrb, fill, height, width)
+        steps.add_crop(ltrb, fill, height, width)
         return True
 
     def coin(self, p: float):
-        """Per sample, 1 with probability p, drawn by the feeder for the whole batch."""
+        """For a horizontal flip with probability p: None when the feeder flips the images
+        itself (nothing has touched them in the graph yet: the flip comes right after the
+        source's crop, or first), else per sample 1 with probability p, drawn by the feeder
+        for the whole batch, for the graph to flip by."""
         from nvidia.dali import fn, types
 
+        images = self.images
+        if images is not None and images.data is images.source_data and images.mirror is None \
+                and images.augment is None:
+            self.feeder.steps.add_flip(p)
+            return None
         k = self.feeder.steps.add_coin(p)
         return fn.external_source(source=self.feeder.coins(k), batch=True, batch_info=True, dtype=types.INT32)

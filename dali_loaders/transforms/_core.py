@@ -221,8 +221,13 @@ class Images:
             self.mirror = None
 
     def materialize(self) -> None:
-        """One crop_mirror_normalize: the pending flip, conversion and normalization, in `layout`."""
+        """One pass: the pending flip, conversion and normalization, in `layout`. On a CPU
+        graph, our DaliLoadersNormalize (ops/normalize.py: crop_mirror_normalize's output bit
+        for bit, several times faster); DALI's crop_mirror_normalize on the GPU, for float16,
+        and without the plugin."""
         from nvidia.dali import fn
+
+        from ..ops import normalize as own
 
         self.flush_augment()
         if self.materialized:
@@ -231,10 +236,13 @@ class Images:
         channels = self.channels
         scale = self.scale or [1.0] * channels
         offset = self.offset or [0.0] * channels
-        self.data = fn.crop_mirror_normalize(
-            self.data, mirror=0 if self.mirror is None else self.mirror, dtype=dali_dtype(self.dtype),
-            output_layout=self.layout, mean=[-o / s for o, s in zip(offset, scale)],
-            std=[1.0 / s for s in scale])
+        mirror, dtype = 0 if self.mirror is None else self.mirror, dali_dtype(self.dtype)
+        mean, std = [-o / s for o, s in zip(offset, scale)], [1.0 / s for s in scale]
+        if own.usable(self.device, dtype.name, self.layout):
+            self.data = own.call(self.data, mirror, dtype, self.layout, *((mean, std) if self.is_float else ()))
+        else:
+            self.data = fn.crop_mirror_normalize(self.data, mirror=mirror, dtype=dtype, output_layout=self.layout,
+                                                 mean=mean, std=std)
         self.mirror, self.scale, self.offset, self.materialized = None, [], [], True
 
     def uint8_pixels(self, step) -> None:

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 
 #include "augment_kernels.h"
 
@@ -87,16 +88,21 @@ void tensor_hsv_to_rgb(const float hsv[3], float rgb[3], bool v1) {
 
 }  // namespace
 
-void hue(Image& img, float factor, Flavour f) {
-  if (img.channels != 3) return;   // PIL's and torchvision's: a grey image has no hue
-  const int64_t n = img.size();
+void hue(const Image& src, Image& dst, float factor, Flavour f) {
+  const int64_t n = src.size();
+  if (src.channels != 3) {   // PIL's and torchvision's: a grey image has no hue
+    if (src.data != dst.data) std::memcpy(dst.data, src.data, n);
+    return;
+  }
+  const uint8_t* in = src.data;
+  uint8_t* out = dst.data;
   if (f == Flavour::kPil) {   // np.int32(factor * 255).astype(np.uint8): truncated, wrapped
     const uint8_t shift = static_cast<uint8_t>(static_cast<int32_t>(static_cast<double>(factor) * 255.0));
     for (int64_t i = 0; i < n; i += 3) {
       uint8_t hsv[3];
-      pil_rgb_to_hsv(img.data + i, hsv);
+      pil_rgb_to_hsv(in + i, hsv);
       hsv[0] = static_cast<uint8_t>(hsv[0] + shift);
-      pil_hsv_to_rgb(hsv, img.data + i);
+      pil_hsv_to_rgb(hsv, out + i);
     }
     return;
   }
@@ -104,12 +110,12 @@ void hue(Image& img, float factor, Flavour f) {
   const float to_unit = static_cast<float>(1.0 / 255.0), to_byte = 255.999f;
   for (int64_t i = 0; i < n; i += 3) {
     float rgb[3], hsv[3];
-    for (int b = 0; b < 3; b++) rgb[b] = v1 ? img.data[i + b] / 255.0f : img.data[i + b] * to_unit;
+    for (int b = 0; b < 3; b++) rgb[b] = v1 ? in[i + b] / 255.0f : in[i + b] * to_unit;
     tensor_rgb_to_hsv(rgb, hsv, v1);
     const float shifted = hsv[0] + factor;   // torch's % 1.0: x - floor(x)
     hsv[0] = shifted - std::floor(shifted);
     tensor_hsv_to_rgb(hsv, rgb, v1);
-    for (int b = 0; b < 3; b++) img.data[i + b] = static_cast<uint8_t>(std::min(255.0f, rgb[b] * to_byte));
+    for (int b = 0; b < 3; b++) out[i + b] = static_cast<uint8_t>(std::min(255.0f, rgb[b] * to_byte));
   }
 }
 

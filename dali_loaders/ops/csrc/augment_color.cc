@@ -21,6 +21,10 @@ namespace {
 
 inline uint8_t trunc_clamp(float v) { return static_cast<uint8_t>(v <= 0.0f ? 0.0f : v >= 255.0f ? 255.0f : v); }
 
+// floor() of a value >= 0 below 2**31, as a truncating conversion, which vectorises (GCC
+// keeps std::floor scalar unless traps are off)
+inline float floor_positive(float v) { return static_cast<float>(static_cast<int32_t>(v)); }
+
 template <int C>
 inline int channels_of(const Image& img) { return C ? C : img.channels; }
 
@@ -32,8 +36,8 @@ template <Flavour F>
 inline float grey3(const uint8_t* p) {
   const float r = p[0], g = p[1], b = p[2];
   if constexpr (F == Flavour::kPil) return static_cast<float>((p[0] * 19595 + p[1] * 38470 + p[2] * 7471 + 0x8000) >> 16);
-  else if constexpr (F == Flavour::kTensorV1) return std::floor((0.2989f * r + 0.587f * g) + 0.114f * b);
-  else return std::floor(std::fma(b, 0.114f, std::fma(g, 0.587f, r * 0.2989f)));
+  else if constexpr (F == Flavour::kTensorV1) return floor_positive((0.2989f * r + 0.587f * g) + 0.114f * b);
+  else return floor_positive(std::fma(b, 0.114f, std::fma(g, 0.587f, r * 0.2989f)));
 }
 
 template <Flavour F, int C>
@@ -295,7 +299,7 @@ void sharpness_interior(const Image& src, Image& dst, const Factor& k) {
         ss += (static_cast<float>(down[i - c]) * edge + static_cast<float>(down[i]) * edge) + static_cast<float>(down[i + c]) * edge;
         ss += (static_cast<float>(mid[i - c]) * edge + x0 * centre) + static_cast<float>(mid[i + c]) * edge;
         ss += (static_cast<float>(up[i - c]) * edge + static_cast<float>(up[i]) * edge) + static_cast<float>(up[i + c]) * edge;
-        smooth = std::floor(std::min(255.0f, std::max(0.0f, ss)));
+        smooth = floor_positive(ss);   // PIL clips to [0, 255] first: ss is in [0.5, 255.5] already
       } else {                              // conv2d in float32, rounded half to even
         float ss = static_cast<float>(up[i - c]) * edge;
         ss = std::fma(static_cast<float>(up[i]), edge, ss);

@@ -257,51 +257,94 @@ void pil_nearest(const Image& src, Image& dst, const double a[6], const uint8_t*
 inline int clip(int v, int size) { return v < 0 ? 0 : v < size ? v : size - 1; }
 
 // Pillow's BICUBIC macro, on the channels side by side. Pillow's row pass runs in int on
-// uint8 taps: the same small integers, exact in double
+// uint8 taps: the same small integers, exact in double. With d = 0 it is v2 exactly (v2 plus a
+// zero product), and so is the bilinear blend a + (b - a) * 0: the shortcuts below
 inline v4d cubic(v4d v1, v4d v2, v4d v3, v4d v4, double d) {
   const v4d p2 = -v1 + v3, p3 = 2.0 * (v1 - v2) + v3 - v4, p4 = -v1 + v2 - v3 + v4;
   return v2 + d * (p2 + d * (p3 + d * p4));
 }
 
+// The source image's pixels as double lanes: one at a time, or a run of consecutive pixels
+// from one 16-byte load where 16 bytes are there to read
 template <int C>
-inline v4d taps_cubic(const uint8_t* row, const int xi[4], double dx, int c) {
-  return cubic(to_double(load_pixel<C>(row + xi[0], c)), to_double(load_pixel<C>(row + xi[1], c)),
-               to_double(load_pixel<C>(row + xi[2], c)), to_double(load_pixel<C>(row + xi[3], c)), dx);
+struct Source {
+  const Image& img;
+  int c;
+  const uint8_t* end;
+  explicit Source(const Image& image) : img(image), c(channels_of<C>(image)), end(image.data + image.size()) {}
+
+  const uint8_t* row(int y) const { return img.data + static_cast<int64_t>(y) * img.width * c; }
+  v4d at(const uint8_t* p) const { return to_double(load_pixel<C>(p, c)); }
+
+  template <int N>   // N <= 4 pixels from p on; false if this cannot read them at once
+  bool run(const uint8_t* p, v4d out[N]) const {
+#ifdef __SSE4_1__
+    if constexpr (C == 3 || C == 4) {
+      if (p + 16 > end) return false;
+      const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+      out[0] = to_double(reinterpret_cast<v4i>(_mm_cvtepu8_epi32(bytes)));
+      out[1] = to_double(reinterpret_cast<v4i>(_mm_cvtepu8_epi32(_mm_srli_si128(bytes, C))));
+      if constexpr (N == 4) {
+        out[2] = to_double(reinterpret_cast<v4i>(_mm_cvtepu8_epi32(_mm_srli_si128(bytes, 2 * C))));
+        out[3] = to_double(reinterpret_cast<v4i>(_mm_cvtepu8_epi32(_mm_srli_si128(bytes, 3 * C))));
+      }
+      return true;   // lane 3 of a 3-channel pixel holds the next byte: computed, never stored
+    }
+#endif
+    return false;
+  }
+};
+
+// Bicubic's row pass at taps xi (contiguous: ix..ix + 3 all inside the row)
+template <int C>
+inline v4d row_cubic(const Source<C>& src, const uint8_t* row, const int xi[4], bool contiguous, double dx) {
+  if (dx == 0.0) return src.at(row + xi[1]);
+  v4d t[4];
+  if (contiguous && src.template run<4>(row + xi[0], t)) return cubic(t[0], t[1], t[2], t[3], dx);
+  return cubic(src.at(row + xi[0]), src.at(row + xi[1]), src.at(row + xi[2]), src.at(row + xi[3]), dx);
+}
+
+template <int C>
+inline v4d row_linear(const Source<C>& src, const uint8_t* row, int x0, int x1, bool contiguous, double dx) {
+  if (dx == 0.0) return src.at(row + x0);
+  v4d t[2];
+  if (!(contiguous && src.template run<2>(row + x0, t))) t[0] = src.at(row + x0), t[1] = src.at(row + x1);
+  return t[0] + (t[1] - t[0]) * dx;
 }
 
 // The output pixel from the source position (xin, yin), already shifted by -0.5, inside
 template <int C>
-inline v4i pil_bilinear_at(const Image& src, double xin, double yin, int c) {
-  const int xs = src.width, ys = src.height;
+inline v4i pil_bilinear_at(const Source<C>& src, double xin, double yin) {
+  const int xs = src.img.width, ys = src.img.height, c = src.c;
   const int ix = floor_int(xin), iy = floor_int(yin);
   const double dx = xin - ix, dy = yin - iy;
   const int x0 = clip(ix, xs) * c, x1 = clip(ix + 1, xs) * c;
-  const uint8_t* row = pixel(src, clip(iy, ys), 0);
-  v4d left = to_double(load_pixel<C>(row + x0, c)), right = to_double(load_pixel<C>(row + x1, c));
-  const v4d v1 = left + (right - left) * dx;
-  v4d v2 = v1;
-  if (iy + 1 >= 0 && iy + 1 < ys) {
-    row = pixel(src, iy + 1, 0);
-    left = to_double(load_pixel<C>(row + x0, c));
-    right = to_double(load_pixel<C>(row + x1, c));
-    v2 = left + (right - left) * dx;
-  }
+  const bool contiguous = ix >= 0 && ix + 1 < xs;
+  const v4d v1 = row_linear(src, src.row(clip(iy, ys)), x0, x1, contiguous, dx);
+  if (dy == 0.0) return __builtin_convertvector(v1, v4i);
+  const v4d v2 = iy + 1 >= 0 && iy + 1 < ys ? row_linear(src, src.row(iy + 1), x0, x1, contiguous, dx) : v1;
   return __builtin_convertvector(v1 + (v2 - v1) * dy, v4i);   // truncated; within [0, 255]
 }
 
 template <int C>
-inline v4i pil_bicubic_at(const Image& src, double xin, double yin, int c) {
-  const int xs = src.width, ys = src.height;
+inline v4i pil_bicubic_at(const Source<C>& src, double xin, double yin) {
+  const int xs = src.img.width, ys = src.img.height, c = src.c;
   const int ix = floor_int(xin) - 1, iy = floor_int(yin) - 1;
   const double dx = xin - (ix + 1), dy = yin - (iy + 1);
   const int xi[4] = {clip(ix, xs) * c, clip(ix + 1, xs) * c, clip(ix + 2, xs) * c, clip(ix + 3, xs) * c};
-  v4d v[4];
-  v[0] = taps_cubic<C>(pixel(src, clip(iy, ys), 0), xi, dx, c);
-  for (int k = 1; k < 4; k++) {   // Pillow repeats the last row inside for rows below the image
-    const int yy = iy + k;
-    v[k] = yy >= 0 && yy < ys ? taps_cubic<C>(pixel(src, yy, 0), xi, dx, c) : v[k - 1];
+  const bool contiguous = ix >= 0 && ix + 3 < xs;
+  v4d r;
+  if (dy == 0.0) {   // yin is a whole row, inside: row iy + 1 alone
+    r = row_cubic(src, src.row(iy + 1), xi, contiguous, dx);
+  } else {
+    v4d v[4];
+    v[0] = row_cubic(src, src.row(clip(iy, ys)), xi, contiguous, dx);
+    for (int k = 1; k < 4; k++) {   // Pillow repeats the last row inside for rows below the image
+      const int yy = iy + k;
+      v[k] = yy >= 0 && yy < ys ? row_cubic(src, src.row(yy), xi, contiguous, dx) : v[k - 1];
+    }
+    r = cubic(v[0], v[1], v[2], v[3], dy);
   }
-  v4d r = cubic(v[0], v[1], v[2], v[3], dy);
   const v4d zero = {0.0, 0.0, 0.0, 0.0}, top = {255.0, 255.0, 255.0, 255.0};
   r = r <= zero ? zero : r;
   r = r >= top ? top : r;
@@ -311,6 +354,7 @@ inline v4i pil_bicubic_at(const Image& src, double xin, double yin, int c) {
 template <int C, int R>   // Pillow's generic transform with a filter
 void pil_filtered(const Image& src, Image& dst, const double a[6], const uint8_t* fill) {
   const int xs = src.width, ys = src.height, c = channels_of<C>(src);
+  const Source<C> source(src);
   for (int y = 0; y < dst.height; y++) {
     const double yo = y + 0.5, a1y = a[1] * yo, a4y = a[4] * yo;
     uint8_t* out = dst.data + static_cast<int64_t>(y) * dst.width * c;
@@ -321,8 +365,8 @@ void pil_filtered(const Image& src, Image& dst, const double a[6], const uint8_t
         copy_pixel<C>(out, fill, c);
         continue;
       }
-      if constexpr (R == kBilinear) store_pixel<C>(out, pil_bilinear_at<C>(src, xin - 0.5, yin - 0.5, c), c);
-      else store_pixel<C>(out, pil_bicubic_at<C>(src, xin - 0.5, yin - 0.5, c), c);
+      if constexpr (R == kBilinear) store_pixel<C>(out, pil_bilinear_at(source, xin - 0.5, yin - 0.5), c);
+      else store_pixel<C>(out, pil_bicubic_at(source, xin - 0.5, yin - 0.5), c);
     }
   }
 }

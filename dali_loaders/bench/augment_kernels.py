@@ -5,6 +5,9 @@ The kernels (ops/csrc/augment_*.cc) are compiled here as the plugin compiles the
 small C driver that runs one op sequence on one image many times; ctypes calls it. Printed:
 per op and flavour, microseconds per 224x224 RGB image (the best of a few rounds, the
 machine being shared), `Identity` being the sequence driver's own cost (the copies in and out).
+`--baseline DIR` builds a second copy from the kernel sources in DIR (for instance
+`git archive <rev> dali_loaders/ops/csrc | tar -x -C DIR`) and times the two side by side,
+round after round in turns, printing both and the speed-up: a ratio measured in one run.
 
 `--digest FILE` writes a digest of the kernels' outputs over a grid of images (1, 3 and 4
 channels, odd sizes), ops, parameters and sequences; `--compare FILE` checks the kernels
@@ -78,19 +81,19 @@ def _cpu_has_fma() -> bool:
         return False
 
 
-def build(folder: str) -> ctypes.CDLL:
-    """The kernels and the driver, compiled into `folder` as the plugin compiles the kernels."""
+def build(folder: str, sources: str = plugin.SOURCE_DIR) -> ctypes.CDLL:
+    """The kernels in `sources` and the driver, compiled into `folder` as the plugin compiles them."""
     compiler = os.environ.get("CXX") or shutil.which("g++") or "c++"
     arch = ["-march=x86-64-v2"] if platform.machine() in ("x86_64", "AMD64") else []
     arch += ["-mfma"] if arch and _cpu_has_fma() else []
     driver = os.path.join(folder, "augk_bench.cc")
     with open(driver, "w") as f:
         f.write(DRIVER)
-    common = [compiler, "-std=c++17", "-fPIC", "-w", *arch, "-I", plugin.SOURCE_DIR]
+    common = [compiler, "-std=c++17", "-fPIC", "-w", *arch, "-I", sources]
     objects = []
     for name in plugin.AUGMENT.kernels:
         objects.append(os.path.join(folder, name[:-3] + ".o"))
-        _run([*common, "-O3", *plugin.AUGMENT.kernel_flags, "-c", os.path.join(plugin.SOURCE_DIR, name),
+        _run([*common, "-O3", *plugin.AUGMENT.kernel_flags, "-c", os.path.join(sources, name),
               "-o", objects[-1]])
     library = os.path.join(folder, "augk_bench.so")
     _run([*common, "-O1", "-shared", driver, *objects, "-o", library])
@@ -176,15 +179,23 @@ def timed_ops(kernels: str) -> List[Tuple[str, Steps]]:
     return rows
 
 
-def timings(kern: Kernels, kernels: str, rounds: int, budget: float) -> Dict[str, float]:
-    """Microseconds per 224x224 RGB image, the best of `rounds` rounds of about `budget` s each."""
+def timings(builds: Sequence[Kernels], kernels: str, rounds: int, budget: float) -> List[Dict[str, float]]:
+    """Per build, microseconds per 224x224 RGB image: the best of `rounds` rounds of about
+    `budget` s each, the builds taking turns within each op's rounds."""
     image = photo_like(224, 224, 3)
     fill = (128.0, 128.0, 128.0)
-    result = {}
+    result: List[Dict[str, float]] = [{} for _ in builds]
     for label, steps in timed_ops(kernels):
-        _, once = kern.run(image, steps, kernels, fill)
-        repeats = max(1, int(budget / max(once * 1e-9, 1e-6)))
-        result[label] = min(kern.run(image, steps, kernels, fill, repeats)[1] for _ in range(rounds)) / 1000
+        repeats = []
+        for kern in builds:
+            _, once = kern.run(image, steps, kernels, fill)
+            repeats.append(max(1, int(budget / max(once * 1e-9, 1e-6))))
+        best = [float("inf")] * len(builds)
+        for _ in range(rounds):
+            for k, kern in enumerate(builds):
+                best[k] = min(best[k], kern.run(image, steps, kernels, fill, repeats[k])[1] / 1000)
+        for k in range(len(builds)):
+            result[k][label] = best[k]
     return result
 
 
@@ -239,18 +250,44 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--budget", type=float, default=0.04, help="seconds per timing round")
     parser.add_argument("--digest", metavar="FILE", help="write the outputs' digest to FILE instead of timing")
     parser.add_argument("--compare", metavar="FILE", help="compare the outputs with FILE's digest instead of timing")
+    parser.add_argument("--baseline", metavar="DIR", help="also time the kernel sources in DIR, side by side")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="augk-bench-") as folder:
-        kern = Kernels(build(folder))
+        builds = [Kernels(build(folder))]
         if args.digest or args.compare:
-            return _digest_command(kern, args.digest, args.compare)
-        table = {kernels: timings(kern, kernels, args.rounds, args.budget) for kernels in FLAVOURS}
-    labels = list(dict.fromkeys(label for rows in table.values() for label in rows))
-    print(f"{'op (224x224 RGB), us per image':32}" + "".join(f"{k:>11}" for k in FLAVOURS))
-    for label in labels:
-        cells = "".join(f"{table[k][label]:11.1f}" if label in table[k] else f"{'-':>11}" for k in FLAVOURS)
-        print(f"{label:32}{cells}")
+            return _digest_command(builds[0], args.digest, args.compare)
+        if args.baseline:
+            os.makedirs(os.path.join(folder, "baseline"))
+            builds.append(Kernels(build(os.path.join(folder, "baseline"), _sources_in(args.baseline))))
+        table = {kernels: timings(builds, kernels, args.rounds, args.budget) for kernels in FLAVOURS}
+    _print(table)
     return 0
+
+
+def _sources_in(folder: str) -> str:
+    """The folder under `folder` holding augment_kernels.h (a checkout's or an archive's csrc)."""
+    for root, _, files in os.walk(folder):
+        if "augment_kernels.h" in files:
+            return root
+    raise SystemExit(f"--baseline {folder}: no augment_kernels.h under it")
+
+
+def _print(table: Dict[str, List[Dict[str, float]]]) -> None:
+    labels = list(dict.fromkeys(label for runs in table.values() for label in runs[0]))
+    both = len(next(iter(table.values()))) == 2
+    cells = [f"{k:>11}" + (f"{'baseline':>10}{'x':>6}" if both else "") for k in FLAVOURS]
+    print(f"{'op (224x224 RGB), us per image':32}" + "".join(cells))
+    for label in labels:
+        line = f"{label:32}"
+        for k in FLAVOURS:
+            runs = table[k]
+            if label not in runs[0]:
+                line += f"{'-':>11}" + (" " * 16 if both else "")
+                continue
+            line += f"{runs[0][label]:11.1f}"
+            if both:
+                line += f"{runs[1][label]:10.1f}{runs[1][label] / runs[0][label]:6.1f}"
+        print(line)
 
 
 def _digest_command(kern: Kernels, write: Optional[str], compare: Optional[str]) -> int:

@@ -179,13 +179,16 @@ def timed_ops(kernels: str) -> List[Tuple[str, Steps]]:
     return rows
 
 
-def timings(builds: Sequence[Kernels], kernels: str, rounds: int, budget: float) -> List[Dict[str, float]]:
+def timings(builds: Sequence[Kernels], kernels: str, rounds: int, budget: float,
+            only: Sequence[str] = ()) -> List[Dict[str, float]]:
     """Per build, microseconds per 224x224 RGB image: the best of `rounds` rounds of about
     `budget` s each, the builds taking turns within each op's rounds."""
     image = photo_like(224, 224, 3)
     fill = (128.0, 128.0, 128.0)
     result: List[Dict[str, float]] = [{} for _ in builds]
     for label, steps in timed_ops(kernels):
+        if only and not any(word.lower() in label.lower() for word in only):
+            continue
         repeats = []
         for kern in builds:
             _, once = kern.run(image, steps, kernels, fill)
@@ -251,6 +254,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--digest", metavar="FILE", help="write the outputs' digest to FILE instead of timing")
     parser.add_argument("--compare", metavar="FILE", help="compare the outputs with FILE's digest instead of timing")
     parser.add_argument("--baseline", metavar="DIR", help="also time the kernel sources in DIR, side by side")
+    parser.add_argument("--only", action="append", default=[], metavar="WORD",
+                        help="time only the ops whose label contains WORD (repeatable)")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="augk-bench-") as folder:
         builds = [Kernels(build(folder))]
@@ -259,7 +264,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         if args.baseline:
             os.makedirs(os.path.join(folder, "baseline"))
             builds.append(Kernels(build(os.path.join(folder, "baseline"), _sources_in(args.baseline))))
-        table = {kernels: timings(builds, kernels, args.rounds, args.budget) for kernels in FLAVOURS}
+        table = {kernels: timings(builds, kernels, args.rounds, args.budget, args.only) for kernels in FLAVOURS}
     _print(table)
     return 0
 

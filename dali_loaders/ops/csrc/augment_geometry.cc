@@ -133,6 +133,14 @@ inline v4i load_pixel(const uint8_t* p, int c) {
 
 template <int C>
 inline void store_pixel(uint8_t* out, v4i v, int c) {   // lanes already in [0, 255]
+#ifdef __SSE4_1__
+  if constexpr (C == 3 || C == 4) {
+    const __m128i words = _mm_packus_epi32(reinterpret_cast<__m128i>(v), reinterpret_cast<__m128i>(v));
+    const uint32_t bytes = static_cast<uint32_t>(_mm_cvtsi128_si32(_mm_packus_epi16(words, words)));
+    std::memcpy(out, &bytes, C);
+    return;
+  }
+#endif
   for (int b = 0; b < (C ? C : c); b++) out[b] = static_cast<uint8_t>(v[b]);
 }
 
@@ -276,22 +284,29 @@ struct Source {
   const uint8_t* row(int y) const { return img.data + static_cast<int64_t>(y) * img.width * c; }
   v4d at(const uint8_t* p) const { return to_double(load_pixel<C>(p, c)); }
 
-  template <int N>   // N <= 4 pixels from p on; false if this cannot read them at once
-  bool run(const uint8_t* p, v4d out[N]) const {
+  template <int N>   // N <= 4 pixels from p on, as int lanes; false if this cannot read them at once
+  bool run(const uint8_t* p, v4i out[N]) const {
 #ifdef __SSE4_1__
     if constexpr (C == 3 || C == 4) {
       if (p + 16 > end) return false;
       const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
-      out[0] = to_double(reinterpret_cast<v4i>(_mm_cvtepu8_epi32(bytes)));
-      out[1] = to_double(reinterpret_cast<v4i>(_mm_cvtepu8_epi32(_mm_srli_si128(bytes, C))));
+      out[0] = reinterpret_cast<v4i>(_mm_cvtepu8_epi32(bytes));
+      out[1] = reinterpret_cast<v4i>(_mm_cvtepu8_epi32(_mm_srli_si128(bytes, C)));
       if constexpr (N == 4) {
-        out[2] = to_double(reinterpret_cast<v4i>(_mm_cvtepu8_epi32(_mm_srli_si128(bytes, 2 * C))));
-        out[3] = to_double(reinterpret_cast<v4i>(_mm_cvtepu8_epi32(_mm_srli_si128(bytes, 3 * C))));
+        out[2] = reinterpret_cast<v4i>(_mm_cvtepu8_epi32(_mm_srli_si128(bytes, 2 * C)));
+        out[3] = reinterpret_cast<v4i>(_mm_cvtepu8_epi32(_mm_srli_si128(bytes, 3 * C)));
       }
       return true;   // lane 3 of a 3-channel pixel holds the next byte: computed, never stored
     }
 #endif
     return false;
+  }
+  template <int N>
+  bool run(const uint8_t* p, v4d out[N]) const {
+    v4i ints[N];
+    if (!run<N>(p, ints)) return false;
+    for (int k = 0; k < N; k++) out[k] = to_double(ints[k]);
+    return true;
   }
 };
 
@@ -450,6 +465,7 @@ void tensor_nearest(const Image& src, Image& dst, const TensorGrid& grid, const 
 template <int C, bool kV1, bool kFill>
 void tensor_bilinear(const Image& src, Image& dst, const TensorGrid& grid, const float* fill) {
   const int c = channels_of<C>(src), w = src.width, h = src.height;
+  const Source<C> source(src);
   v4f fills = {0.0f, 0.0f, 0.0f, 0.0f};
   for (int b = 0; b < c && kFill; b++) fills[b] = fill[b];
   const v4f zero = {0.0f, 0.0f, 0.0f, 0.0f}, top = {255.0f, 255.0f, 255.0f, 255.0f};
@@ -464,13 +480,18 @@ void tensor_bilinear(const Image& src, Image& dst, const TensorGrid& grid, const
       const int x0 = static_cast<int>(fx), y0 = static_cast<int>(fy);
       const bool x_in[2] = {x0 >= 0 && x0 < w, x0 + 1 >= 0 && x0 + 1 < w};
       const bool y_in[2] = {y0 >= 0 && y0 < h, y0 + 1 >= 0 && y0 + 1 < h};
-      v4f v;
-      float mask;
-      for (int k = 0; k < 4; k++) {
-        const bool in = x_in[k & 1] && y_in[k >> 1];
-        const v4f tap = in ? to_float(load_pixel<C>(pixel(src, y0 + (k >> 1), x0 + (k & 1)), c)) : zero;
-        v = k == 0 ? tap * weights[0] : fma4(tap, v4f{} + weights[k], v);
-        mask = k == 0 ? (in ? weights[0] : 0.0f) : std::fma(in ? 1.0f : 0.0f, weights[k], mask);
+      v4i taps[4];   // north-west, north-east, south-west, south-east; zeros outside
+      for (int k = 0; k < 4; k += 2) {
+        const uint8_t* row = source.row(y0 + k / 2);
+        if (x_in[0] && x_in[1] && y_in[k / 2] && source.template run<2>(row + x0 * c, taps + k)) continue;
+        for (int j = 0; j < 2; j++)
+          taps[k + j] = x_in[j] && y_in[k / 2] ? load_pixel<C>(row + (x0 + j) * c, c) : v4i{0, 0, 0, 0};
+      }
+      v4f v = to_float(taps[0]) * weights[0];
+      float mask = x_in[0] && y_in[0] ? weights[0] : 0.0f;
+      for (int k = 1; k < 4; k++) {
+        v = fma4(to_float(taps[k]), v4f{} + weights[k], v);
+        mask = std::fma(x_in[k & 1] && y_in[k >> 1] ? 1.0f : 0.0f, weights[k], mask);
       }
       if constexpr (kFill) v = kV1 ? v * mask + (1.0f - mask) * fills : (v - fills) * mask + fills;
       v = v < zero ? zero : v;

@@ -171,6 +171,22 @@ inline v4f round_even4(v4f v) {   // std::nearbyint per lane, in the default rou
 #endif
 }
 
+// Where each output pixel of a row comes from: its index in the source (int, as Pillow's
+// coordinates are), -1 outside
+inline v4i offsets4(v4i sx, v4i sy, int width, int height) {
+  const v4i inside = (sx >= 0) & (sx < width) & (sy >= 0) & (sy < height);
+  return inside ? sy * width + sx : v4i{} - 1;
+}
+
+inline int32_t offset1(int sx, int sy, int width, int height) {
+  return sx >= 0 && sx < width && sy >= 0 && sy < height ? sy * width + sx : -1;
+}
+
+template <int C>
+void copy_row(uint8_t* out, const uint8_t* src, const int32_t* at, int n, const uint8_t* outside, int c) {
+  for (int x = 0; x < n; x++, out += c) copy_pixel<C>(out, at[x] >= 0 ? src + static_cast<int64_t>(at[x]) * c : outside, c);
+}
+
 template <int C>
 void fill_image(Image& dst, const uint8_t* fill) {
   const int c = channels_of<C>(dst);
@@ -223,18 +239,28 @@ bool fits_fixed(const double a[6], int x, int y) {
 }
 
 template <int C>
-void pil_nearest_fixed(const Image& src, Image& dst, const double a[6]) {   // affine_fixed, 16.16
+void pil_nearest_fixed(const Image& src, Image& dst, const double a[6], const uint8_t* fill) {   // affine_fixed, 16.16
   auto fix = [](double v) { return floor_int(v * 65536.0 + 0.5); };
   const int a0 = fix(a[0]), a1 = fix(a[1]), a3 = fix(a[3]), a4 = fix(a[4]);
   int a2 = fix(a[2] + a[0] * 0.5 + a[1] * 0.5), a5 = fix(a[5] + a[3] * 0.5 + a[4] * 0.5);
-  const int c = channels_of<C>(src);
+  const int c = channels_of<C>(src), w = dst.width;
+  std::vector<int32_t> at(w);
+  // Pillow steps xx += a0 along the row: a2 + x * a0 in the same 32-bit wrap-around
+  const v4i lane = {0, 1, 2, 3};
   for (int y = 0; y < dst.height; y++, a2 += a1, a5 += a4) {
-    int xx = a2, yy = a5;
-    uint8_t* out = dst.data + static_cast<int64_t>(y) * dst.width * c;
-    for (int x = 0; x < dst.width; x++, xx += a0, yy += a3) {
-      const int xin = xx >> 16, yin = yy >> 16;
-      if (xin >= 0 && xin < src.width && yin >= 0 && yin < src.height) copy_pixel<C>(out + x * c, pixel(src, yin, xin), c);
+    int x = 0;
+    for (; x + 4 <= w; x += 4) {
+      const v4i xx = reinterpret_cast<v4i>(static_cast<uint32_t>(a2) + (lane + x) * static_cast<uint32_t>(a0));
+      const v4i yy = reinterpret_cast<v4i>(static_cast<uint32_t>(a5) + (lane + x) * static_cast<uint32_t>(a3));
+      const v4i offsets = offsets4(xx >> 16, yy >> 16, src.width, src.height);
+      std::memcpy(at.data() + x, &offsets, sizeof(offsets));
     }
+    for (; x < w; x++) {
+      const int xin = static_cast<int>(static_cast<uint32_t>(a2) + static_cast<uint32_t>(x) * static_cast<uint32_t>(a0)) >> 16;
+      const int yin = static_cast<int>(static_cast<uint32_t>(a5) + static_cast<uint32_t>(x) * static_cast<uint32_t>(a3)) >> 16;
+      at[x] = offset1(xin, yin, src.width, src.height);
+    }
+    copy_row<C>(dst.data + static_cast<int64_t>(y) * w * c, src.data, at.data(), w, fill, c);
   }
 }
 
@@ -255,10 +281,13 @@ void pil_nearest_float(const Image& src, Image& dst, const double a[6]) {
 template <int C>
 void pil_nearest(const Image& src, Image& dst, const double a[6], const uint8_t* fill) {   // ImagingTransformAffine's choice
   const int w = dst.width, h = dst.height;
-  fill_image<C>(dst, fill);
-  if (a[1] == 0 && a[3] == 0) return pil_nearest_scale<C>(src, dst, a);
+  if (a[1] == 0 && a[3] == 0) {
+    fill_image<C>(dst, fill);
+    return pil_nearest_scale<C>(src, dst, a);
+  }
   if (fits_fixed(a, 0, 0) && fits_fixed(a, w, h) && fits_fixed(a, 0, h) && fits_fixed(a, w, 0))
-    return pil_nearest_fixed<C>(src, dst, a);
+    return pil_nearest_fixed<C>(src, dst, a, fill);
+  fill_image<C>(dst, fill);
   pil_nearest_float<C>(src, dst, a);
 }
 
@@ -450,14 +479,23 @@ void tensor_nearest(const Image& src, Image& dst, const TensorGrid& grid, const 
   uint8_t outside[4];
   for (int b = 0; b < c; b++) outside[b] = round_even(fill ? fill[b] : 0.0f);
   std::vector<float> xs(w), ys(w);
+  std::vector<int32_t> at(w);
   for (int y = 0; y < dst.height; y++) {
     grid.row(y, xs.data(), ys.data());
-    uint8_t* out = dst.data + static_cast<int64_t>(y) * w * c;
-    for (int x = 0; x < w; x++, out += c) {
-      const int sx = static_cast<int>(std::nearbyint(xs[x])), sy = static_cast<int>(std::nearbyint(ys[x]));
-      const bool inside = sx >= 0 && sx < src.width && sy >= 0 && sy < src.height;
-      copy_pixel<C>(out, inside ? pixel(src, sy, sx) : outside, c);
+    int x = 0;
+    for (; x + 4 <= w; x += 4) {   // nearbyint, lane by lane (then exact in int)
+      v4f xv, yv;
+      std::memcpy(&xv, xs.data() + x, sizeof(xv));
+      std::memcpy(&yv, ys.data() + x, sizeof(yv));
+      const v4i offsets = offsets4(__builtin_convertvector(round_even4(xv), v4i),
+                                   __builtin_convertvector(round_even4(yv), v4i), src.width, src.height);
+      std::memcpy(at.data() + x, &offsets, sizeof(offsets));
     }
+    for (; x < w; x++) {
+      const int sx = static_cast<int>(std::nearbyint(xs[x])), sy = static_cast<int>(std::nearbyint(ys[x]));
+      at[x] = offset1(sx, sy, src.width, src.height);
+    }
+    copy_row<C>(dst.data + static_cast<int64_t>(y) * w * c, src.data, at.data(), w, outside, c);
   }
 }
 

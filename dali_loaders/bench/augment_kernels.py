@@ -246,6 +246,11 @@ def digest(kern: Kernels) -> Dict[str, str]:
     return result
 
 
+def changed(found: Dict[str, str], expected: Dict[str, str]) -> List[str]:
+    """The cases of `expected` whose output is not the same in `found` (or is missing)."""
+    return sorted(k for k in expected if found.get(k) != expected[k])
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m dali_loaders.bench.augment_kernels", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -304,7 +309,7 @@ def _digest_command(kern: Kernels, write: Optional[str], compare: Optional[str])
     if compare:
         with open(compare) as f:
             expected = json.load(f)
-        moved = sorted(k for k in expected if found.get(k) != expected[k])
+        moved = changed(found, expected)
         for key in moved:
             print(f"changed: {key}")
         print(f"{len(expected) - len(moved)} of {len(expected)} cases bit-identical")

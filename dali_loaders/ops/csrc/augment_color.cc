@@ -10,7 +10,9 @@
 // the ImageOps tables) runs as a 256-entry table computed by the same per-value arithmetic;
 // the rest are loops instantiated per flavour and channel count, written for the compiler to
 // vectorise (no branch inside, the grey inlined).
+#ifdef __SSE4_1__
 #include <immintrin.h>
+#endif
 
 #include <algorithm>
 #include <cmath>
@@ -430,7 +432,8 @@ void sharpness(const Image& src, Image& dst, const Step& step, Flavour flavour) 
     return;
   }
   uint8_t self_blend[256];
-  for (int v = 0; v < 256; v++) self_blend[v] = blend<Flavour::kTensorV1>(v, v, factor);
+  if (flavour == Flavour::kTensorV1)
+    for (int v = 0; v < 256; v++) self_blend[v] = blend<Flavour::kTensorV1>(v, v, factor);
   sharpness_border(src, dst, flavour == Flavour::kTensorV1 ? self_blend : nullptr);
   by_flavour(flavour, [&](auto f) {
     by_channels(src.channels, [&](auto c) {

@@ -14,7 +14,9 @@
 // (the products with the row's coordinate: a sum of the same rounded terms in the same order);
 // the filters run the channels of a pixel side by side in SIMD lanes (double for PIL, float
 // for torch), each lane the scalar arithmetic exactly.
+#ifdef __SSE4_1__
 #include <immintrin.h>
+#endif
 
 #include <cmath>
 #include <cstdio>

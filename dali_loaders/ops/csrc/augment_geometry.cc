@@ -9,6 +9,15 @@
 // Tensor flavour: torchvision's affine grid in float32 (theta / (w/2, h/2), one product and
 // sum at a time, which is torch's bmm bit for bit) and grid_sample (align_corners=False,
 // zeros outside) of the image and of a channel of ones, the mask that blends in the fill.
+//
+// Speed: the loops are instantiated per channel count and resample, with per-row work hoisted
+// (the products with the row's coordinate: a sum of the same rounded terms in the same order);
+// the filters run the channels of a pixel side by side in SIMD lanes (double for PIL, float
+// for torch), each lane the scalar arithmetic exactly.
+#ifdef __SSE4_1__
+#include <immintrin.h>
+#endif
+
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -101,9 +110,89 @@ bool pil_matrix(const Step& s, int w, int h, double m[6], int& quarter_turns) {
   return true;
 }
 
+// -- pixels as SIMD lanes: channel b in lane b, lanes past the channel count zero ------------
+
+typedef double v4d __attribute__((vector_size(32)));
+typedef float v4f __attribute__((vector_size(16)));
+typedef int32_t v4i __attribute__((vector_size(16)));
+
+template <int C>
+inline int channels_of(const Image& img) { return C ? C : img.channels; }
+
+template <int C>
+inline v4i load_pixel(const uint8_t* p, int c) {
+#ifdef __SSE4_1__
+  if constexpr (C == 3 || C == 4) {
+    uint32_t bits = p[0] | (p[1] << 8) | (p[2] << 16);
+    if constexpr (C == 4) bits |= static_cast<uint32_t>(p[3]) << 24;
+    return reinterpret_cast<v4i>(_mm_cvtepu8_epi32(_mm_cvtsi32_si128(static_cast<int>(bits))));
+  }
+#endif
+  v4i v = {0, 0, 0, 0};
+  for (int b = 0; b < (C ? C : c); b++) v[b] = p[b];
+  return v;
+}
+
+template <int C>
+inline void store_pixel(uint8_t* out, v4i v, int c) {   // lanes already in [0, 255]
+#ifdef __SSE4_1__
+  if constexpr (C == 3 || C == 4) {
+    const __m128i words = _mm_packus_epi32(reinterpret_cast<__m128i>(v), reinterpret_cast<__m128i>(v));
+    const uint32_t bytes = static_cast<uint32_t>(_mm_cvtsi128_si32(_mm_packus_epi16(words, words)));
+    std::memcpy(out, &bytes, C);
+    return;
+  }
+#endif
+  for (int b = 0; b < (C ? C : c); b++) out[b] = static_cast<uint8_t>(v[b]);
+}
+
+template <int C>
+inline void copy_pixel(uint8_t* out, const uint8_t* in, int c) {
+  if constexpr (C == 0) std::memcpy(out, in, c);
+  else for (int b = 0; b < C; b++) out[b] = in[b];
+}
+
+inline v4d to_double(v4i v) { return __builtin_convertvector(v, v4d); }
+inline v4f to_float(v4i v) { return __builtin_convertvector(v, v4f); }
+
+inline v4f fma4(v4f a, v4f b, v4f c) {   // std::fma per lane
+#ifdef __FMA__
+  return reinterpret_cast<v4f>(_mm_fmadd_ps(reinterpret_cast<__m128>(a), reinterpret_cast<__m128>(b),
+                                            reinterpret_cast<__m128>(c)));
+#else
+  return v4f{std::fma(a[0], b[0], c[0]), std::fma(a[1], b[1], c[1]), std::fma(a[2], b[2], c[2]),
+             std::fma(a[3], b[3], c[3])};
+#endif
+}
+
+inline v4f round_even4(v4f v) {   // std::nearbyint per lane, in the default rounding mode
+#ifdef __SSE4_1__
+  return reinterpret_cast<v4f>(_mm_round_ps(reinterpret_cast<__m128>(v), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+#else
+  return v4f{std::nearbyint(v[0]), std::nearbyint(v[1]), std::nearbyint(v[2]), std::nearbyint(v[3])};
+#endif
+}
+
+// Where each output pixel of a row comes from: its index in the source (int, as Pillow's
+// coordinates are), -1 outside
+inline v4i offsets4(v4i sx, v4i sy, int width, int height) {
+  const v4i inside = (sx >= 0) & (sx < width) & (sy >= 0) & (sy < height);
+  return inside ? sy * width + sx : v4i{} - 1;
+}
+
+inline int32_t offset1(int sx, int sy, int width, int height) {
+  return sx >= 0 && sx < width && sy >= 0 && sy < height ? sy * width + sx : -1;
+}
+
+template <int C>
+void copy_row(uint8_t* out, const uint8_t* src, const int32_t* at, int n, const uint8_t* outside, int c) {
+  for (int x = 0; x < n; x++, out += c) copy_pixel<C>(out, at[x] >= 0 ? src + static_cast<int64_t>(at[x]) * c : outside, c);
+}
+
+template <int C>
 void fill_image(Image& dst, const uint8_t* fill) {
-  const int c = dst.channels;
-  for (int64_t i = 0; i < dst.size(); i += c) std::memcpy(dst.data + i, fill, c);
+  const int c = channels_of<C>(dst);
+  for (int64_t i = 0; i < dst.size(); i += c) copy_pixel<C>(dst.data + i, fill, c);
 }
 
 // Image.rotate's transposes: quarter turns counter-clockwise
@@ -128,8 +217,9 @@ const uint8_t* pixel(const Image& img, int y, int x) {
   return img.data + (static_cast<int64_t>(y) * img.width + x) * img.channels;
 }
 
+template <int C>
 void pil_nearest_scale(const Image& src, Image& dst, const double a[6]) {   // ImagingScaleAffine
-  const int w = dst.width, h = dst.height, c = src.channels;
+  const int w = dst.width, h = dst.height, c = channels_of<C>(src);
   std::vector<int> column(w, -1);
   double xo = a[2] + a[0] * 0.5, yo = a[5] + a[4] * 0.5;
   for (int x = 0; x < w; x++, xo += a[0]) {
@@ -139,8 +229,10 @@ void pil_nearest_scale(const Image& src, Image& dst, const double a[6]) {   // I
   for (int y = 0; y < h; y++, yo += a[4]) {
     const int yi = coord(yo);
     if (yi < 0 || yi >= src.height) continue;
+    const uint8_t* in = pixel(src, yi, 0);
+    uint8_t* out = dst.data + static_cast<int64_t>(y) * w * c;
     for (int x = 0; x < w; x++)
-      if (column[x] >= 0) std::memcpy(dst.data + (static_cast<int64_t>(y) * w + x) * c, pixel(src, yi, column[x]), c);
+      if (column[x] >= 0) copy_pixel<C>(out + x * c, in + column[x] * c, c);
   }
 }
 
@@ -148,91 +240,179 @@ bool fits_fixed(const double a[6], int x, int y) {
   return std::fabs(x * a[0] + y * a[1] + a[2]) < 32768.0 && std::fabs(x * a[3] + y * a[4] + a[5]) < 32768.0;
 }
 
-void pil_nearest_fixed(const Image& src, Image& dst, const double a[6]) {   // affine_fixed, 16.16
+template <int C>
+void pil_nearest_fixed(const Image& src, Image& dst, const double a[6], const uint8_t* fill) {   // affine_fixed, 16.16
   auto fix = [](double v) { return floor_int(v * 65536.0 + 0.5); };
   const int a0 = fix(a[0]), a1 = fix(a[1]), a3 = fix(a[3]), a4 = fix(a[4]);
   int a2 = fix(a[2] + a[0] * 0.5 + a[1] * 0.5), a5 = fix(a[5] + a[3] * 0.5 + a[4] * 0.5);
-  const int c = src.channels;
+  const int c = channels_of<C>(src), w = dst.width;
+  std::vector<int32_t> at(w);
+  // Pillow steps xx += a0 along the row: a2 + x * a0 in the same 32-bit wrap-around
+  const v4i lane = {0, 1, 2, 3};
   for (int y = 0; y < dst.height; y++, a2 += a1, a5 += a4) {
-    int xx = a2, yy = a5;
-    for (int x = 0; x < dst.width; x++, xx += a0, yy += a3) {
-      const int xin = xx >> 16, yin = yy >> 16;
-      if (xin >= 0 && xin < src.width && yin >= 0 && yin < src.height)
-        std::memcpy(dst.data + (static_cast<int64_t>(y) * dst.width + x) * c, pixel(src, yin, xin), c);
+    int x = 0;
+    for (; x + 4 <= w; x += 4) {
+      const v4i xx = reinterpret_cast<v4i>(static_cast<uint32_t>(a2) + (lane + x) * static_cast<uint32_t>(a0));
+      const v4i yy = reinterpret_cast<v4i>(static_cast<uint32_t>(a5) + (lane + x) * static_cast<uint32_t>(a3));
+      const v4i offsets = offsets4(xx >> 16, yy >> 16, src.width, src.height);
+      std::memcpy(at.data() + x, &offsets, sizeof(offsets));
     }
+    for (; x < w; x++) {
+      const int xin = static_cast<int>(static_cast<uint32_t>(a2) + static_cast<uint32_t>(x) * static_cast<uint32_t>(a0)) >> 16;
+      const int yin = static_cast<int>(static_cast<uint32_t>(a5) + static_cast<uint32_t>(x) * static_cast<uint32_t>(a3)) >> 16;
+      at[x] = offset1(xin, yin, src.width, src.height);
+    }
+    copy_row<C>(dst.data + static_cast<int64_t>(y) * w * c, src.data, at.data(), w, fill, c);
   }
 }
 
+template <int C>
 void pil_nearest_float(const Image& src, Image& dst, const double a[6]) {
   double xo = a[2] + a[1] * 0.5 + a[0] * 0.5, yo = a[5] + a[4] * 0.5 + a[3] * 0.5;
-  const int c = src.channels;
+  const int c = channels_of<C>(src);
   for (int y = 0; y < dst.height; y++, xo += a[1], yo += a[4]) {
     double xx = xo, yy = yo;
+    uint8_t* out = dst.data + static_cast<int64_t>(y) * dst.width * c;
     for (int x = 0; x < dst.width; x++, xx += a[0], yy += a[3]) {
       const int xin = coord(xx), yin = coord(yy);
-      if (xin >= 0 && xin < src.width && yin >= 0 && yin < src.height)
-        std::memcpy(dst.data + (static_cast<int64_t>(y) * dst.width + x) * c, pixel(src, yin, xin), c);
+      if (xin >= 0 && xin < src.width && yin >= 0 && yin < src.height) copy_pixel<C>(out + x * c, pixel(src, yin, xin), c);
     }
   }
 }
 
-void pil_nearest(const Image& src, Image& dst, const double a[6]) {   // ImagingTransformAffine's choice
+template <int C>
+void pil_nearest(const Image& src, Image& dst, const double a[6], const uint8_t* fill) {   // ImagingTransformAffine's choice
   const int w = dst.width, h = dst.height;
-  if (a[1] == 0 && a[3] == 0) return pil_nearest_scale(src, dst, a);
+  if (a[1] == 0 && a[3] == 0) {
+    fill_image<C>(dst, fill);
+    return pil_nearest_scale<C>(src, dst, a);
+  }
   if (fits_fixed(a, 0, 0) && fits_fixed(a, w, h) && fits_fixed(a, 0, h) && fits_fixed(a, w, 0))
-    return pil_nearest_fixed(src, dst, a);
-  pil_nearest_float(src, dst, a);
+    return pil_nearest_fixed<C>(src, dst, a, fill);
+  fill_image<C>(dst, fill);
+  pil_nearest_float<C>(src, dst, a);
 }
 
 inline int clip(int v, int size) { return v < 0 ? 0 : v < size ? v : size - 1; }
 
-// Pillow's BICUBIC macro; T is int for the row pass (uint8 taps), double for the column pass
-template <typename T>
-double cubic(T v1, T v2, T v3, T v4, double d) {
-  const T p2 = -v1 + v3, p3 = 2 * (v1 - v2) + v3 - v4, p4 = -v1 + v2 - v3 + v4;
-  const double p1 = v2;
-  return p1 + d * (p2 + d * (p3 + d * p4));
+// Pillow's BICUBIC macro, on the channels side by side. Pillow's row pass runs in int on
+// uint8 taps: the same small integers, exact in double. With d = 0 it is v2 exactly (v2 plus a
+// zero product), and so is the bilinear blend a + (b - a) * 0: the shortcuts below
+inline v4d cubic(v4d v1, v4d v2, v4d v3, v4d v4, double d) {
+  const v4d p2 = -v1 + v3, p3 = 2.0 * (v1 - v2) + v3 - v4, p4 = -v1 + v2 - v3 + v4;
+  return v2 + d * (p2 + d * (p3 + d * p4));
 }
 
-void pil_filtered(const Image& src, Image& dst, const double a[6], int resample) {   // generic transform
-  const int xs = src.width, ys = src.height, c = src.channels;
+// The source image's pixels as double lanes: one at a time, or a run of consecutive pixels
+// from one 16-byte load where 16 bytes are there to read
+template <int C>
+struct Source {
+  const Image& img;
+  int c;
+  const uint8_t* end;
+  explicit Source(const Image& image) : img(image), c(channels_of<C>(image)), end(image.data + image.size()) {}
+
+  const uint8_t* row(int y) const { return img.data + static_cast<int64_t>(y) * img.width * c; }
+  v4d at(const uint8_t* p) const { return to_double(load_pixel<C>(p, c)); }
+
+  template <int N>   // N <= 4 pixels from p on, as int lanes; false if this cannot read them at once
+  bool run(const uint8_t* p, v4i out[N]) const {
+#ifdef __SSE4_1__
+    if constexpr (C == 3 || C == 4) {
+      if (p + 16 > end) return false;
+      const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+      out[0] = reinterpret_cast<v4i>(_mm_cvtepu8_epi32(bytes));
+      out[1] = reinterpret_cast<v4i>(_mm_cvtepu8_epi32(_mm_srli_si128(bytes, C)));
+      if constexpr (N == 4) {
+        out[2] = reinterpret_cast<v4i>(_mm_cvtepu8_epi32(_mm_srli_si128(bytes, 2 * C)));
+        out[3] = reinterpret_cast<v4i>(_mm_cvtepu8_epi32(_mm_srli_si128(bytes, 3 * C)));
+      }
+      return true;   // lane 3 of a 3-channel pixel holds the next byte: computed, never stored
+    }
+#endif
+    return false;
+  }
+  template <int N>
+  bool run(const uint8_t* p, v4d out[N]) const {
+    v4i ints[N];
+    if (!run<N>(p, ints)) return false;
+    for (int k = 0; k < N; k++) out[k] = to_double(ints[k]);
+    return true;
+  }
+};
+
+// Bicubic's row pass at taps xi (contiguous: ix..ix + 3 all inside the row)
+template <int C>
+inline v4d row_cubic(const Source<C>& src, const uint8_t* row, const int xi[4], bool contiguous, double dx) {
+  if (dx == 0.0) return src.at(row + xi[1]);
+  v4d t[4];
+  if (contiguous && src.template run<4>(row + xi[0], t)) return cubic(t[0], t[1], t[2], t[3], dx);
+  return cubic(src.at(row + xi[0]), src.at(row + xi[1]), src.at(row + xi[2]), src.at(row + xi[3]), dx);
+}
+
+template <int C>
+inline v4d row_linear(const Source<C>& src, const uint8_t* row, int x0, int x1, bool contiguous, double dx) {
+  if (dx == 0.0) return src.at(row + x0);
+  v4d t[2];
+  if (!(contiguous && src.template run<2>(row + x0, t))) t[0] = src.at(row + x0), t[1] = src.at(row + x1);
+  return t[0] + (t[1] - t[0]) * dx;
+}
+
+// The output pixel from the source position (xin, yin), already shifted by -0.5, inside
+template <int C>
+inline v4i pil_bilinear_at(const Source<C>& src, double xin, double yin) {
+  const int xs = src.img.width, ys = src.img.height, c = src.c;
+  const int ix = floor_int(xin), iy = floor_int(yin);
+  const double dx = xin - ix, dy = yin - iy;
+  const int x0 = clip(ix, xs) * c, x1 = clip(ix + 1, xs) * c;
+  const bool contiguous = ix >= 0 && ix + 1 < xs;
+  const v4d v1 = row_linear(src, src.row(clip(iy, ys)), x0, x1, contiguous, dx);
+  if (dy == 0.0) return __builtin_convertvector(v1, v4i);
+  const v4d v2 = iy + 1 >= 0 && iy + 1 < ys ? row_linear(src, src.row(iy + 1), x0, x1, contiguous, dx) : v1;
+  return __builtin_convertvector(v1 + (v2 - v1) * dy, v4i);   // truncated; within [0, 255]
+}
+
+template <int C>
+inline v4i pil_bicubic_at(const Source<C>& src, double xin, double yin) {
+  const int xs = src.img.width, ys = src.img.height, c = src.c;
+  const int ix = floor_int(xin) - 1, iy = floor_int(yin) - 1;
+  const double dx = xin - (ix + 1), dy = yin - (iy + 1);
+  const int xi[4] = {clip(ix, xs) * c, clip(ix + 1, xs) * c, clip(ix + 2, xs) * c, clip(ix + 3, xs) * c};
+  const bool contiguous = ix >= 0 && ix + 3 < xs;
+  v4d r;
+  if (dy == 0.0) {   // yin is a whole row, inside: row iy + 1 alone
+    r = row_cubic(src, src.row(iy + 1), xi, contiguous, dx);
+  } else {
+    v4d v[4];
+    v[0] = row_cubic(src, src.row(clip(iy, ys)), xi, contiguous, dx);
+    for (int k = 1; k < 4; k++) {   // Pillow repeats the last row inside for rows below the image
+      const int yy = iy + k;
+      v[k] = yy >= 0 && yy < ys ? row_cubic(src, src.row(yy), xi, contiguous, dx) : v[k - 1];
+    }
+    r = cubic(v[0], v[1], v[2], v[3], dy);
+  }
+  const v4d zero = {0.0, 0.0, 0.0, 0.0}, top = {255.0, 255.0, 255.0, 255.0};
+  r = r <= zero ? zero : r;
+  r = r >= top ? top : r;
+  return __builtin_convertvector(r, v4i);
+}
+
+template <int C, int R>   // Pillow's generic transform with a filter
+void pil_filtered(const Image& src, Image& dst, const double a[6], const uint8_t* fill) {
+  const int xs = src.width, ys = src.height, c = channels_of<C>(src);
+  const Source<C> source(src);
   for (int y = 0; y < dst.height; y++) {
-    for (int x = 0; x < dst.width; x++) {
-      const double xo = x + 0.5, yo = y + 0.5;
-      double xin = a[0] * xo + a[1] * yo + a[2], yin = a[3] * xo + a[4] * yo + a[5];
-      if (xin < 0.0 || xin >= xs || yin < 0.0 || yin >= ys) continue;   // the fill stays
-      uint8_t* out = dst.data + (static_cast<int64_t>(y) * dst.width + x) * c;
-      xin -= 0.5;
-      yin -= 0.5;
-      int ix = floor_int(xin), iy = floor_int(yin);
-      const double dx = xin - ix, dy = yin - iy;
-      if (resample == kBilinear) {
-        const int x0 = clip(ix, xs), x1 = clip(ix + 1, xs);
-        for (int b = 0; b < c; b++) {
-          const uint8_t* row = pixel(src, clip(iy, ys), 0);
-          double v1 = row[x0 * c + b] + (row[x1 * c + b] - row[x0 * c + b]) * dx, v2 = v1;
-          if (iy + 1 >= 0 && iy + 1 < ys) {
-            row = pixel(src, iy + 1, 0);
-            v2 = row[x0 * c + b] + (row[x1 * c + b] - row[x0 * c + b]) * dx;
-          }
-          out[b] = static_cast<uint8_t>(v1 + (v2 - v1) * dy);
-        }
+    const double yo = y + 0.5, a1y = a[1] * yo, a4y = a[4] * yo;
+    uint8_t* out = dst.data + static_cast<int64_t>(y) * dst.width * c;
+    for (int x = 0; x < dst.width; x++, out += c) {
+      const double xo = x + 0.5;
+      const double xin = a[0] * xo + a1y + a[2], yin = a[3] * xo + a4y + a[5];
+      if (xin < 0.0 || xin >= xs || yin < 0.0 || yin >= ys) {
+        copy_pixel<C>(out, fill, c);
         continue;
       }
-      ix--;
-      iy--;
-      const int xi[4] = {clip(ix, xs) * c, clip(ix + 1, xs) * c, clip(ix + 2, xs) * c, clip(ix + 3, xs) * c};
-      for (int b = 0; b < c; b++) {
-        double v[4];
-        for (int k = 0; k < 4; k++) {
-          const int yy = iy + k;
-          if (k > 0 && !(yy >= 0 && yy < ys)) { v[k] = v[k - 1]; continue; }
-          const uint8_t* row = pixel(src, k == 0 ? clip(yy, ys) : yy, 0) + b;
-          v[k] = cubic<int>(row[xi[0]], row[xi[1]], row[xi[2]], row[xi[3]], dx);
-        }
-        const double r = cubic<double>(v[0], v[1], v[2], v[3], dy);
-        out[b] = r <= 0.0 ? 0 : r >= 255.0 ? 255 : static_cast<uint8_t>(r);
-      }
+      if constexpr (R == kBilinear) store_pixel<C>(out, pil_bilinear_at(source, xin - 0.5, yin - 0.5), c);
+      else store_pixel<C>(out, pil_bicubic_at(source, xin - 0.5, yin - 0.5), c);
     }
   }
 }
@@ -244,10 +424,13 @@ void pil_warp(const Image& src, Image& dst, const Step& s, const Settings& setti
   uint8_t fill[4];
   for (int b = 0; b < src.channels; b++)   // torchvision's _parse_fill: int(fill), none is 0
     fill[b] = settings.fill ? static_cast<uint8_t>(static_cast<int>(settings.fill[b])) : 0;
-  fill_image(dst, fill);
   const int resample = static_cast<int>(s.p[1]);
-  if (resample == kNearest) return pil_nearest(src, dst, m);
-  pil_filtered(src, dst, m, resample);
+  by_channels(src.channels, [&](auto channels) {
+    constexpr int C = decltype(channels)::value;
+    if (resample == kNearest) pil_nearest<C>(src, dst, m, fill);
+    else if (resample == kBilinear) pil_filtered<C, kBilinear>(src, dst, m, fill);
+    else pil_filtered<C, kBicubic>(src, dst, m, fill);
+  });
 }
 
 // -- torchvision's tensor warp ---------------------------------------------------------------
@@ -265,66 +448,95 @@ void tensor_matrix(const Step& s, int w, int h, bool v1, double m[6]) {
   }
 }
 
-inline float fma_f(float a, float b, float c) { return std::fma(a, b, c); }
-
-// The source position (float32, input pixels) of each output pixel: torch's affine grid, then
-// grid_sample's unnormalization (g + 1) * (size / 2) - 0.5, which torch's compiler fuses
-void tensor_grid(const double m[6], int w, int h, std::vector<float>& xs, std::vector<float>& ys) {
-  const float half[2] = {static_cast<float>(0.5 * w), static_cast<float>(0.5 * h)};
+// The source position (float32, input pixels) of each output pixel of a row: torch's affine
+// grid, then grid_sample's unnormalization (g + 1) * (size / 2) - 0.5, which torch's compiler fuses
+struct TensorGrid {
   float r[3][2];
-  for (int j = 0; j < 2; j++)
-    for (int k = 0; k < 3; k++) r[k][j] = static_cast<float>(m[j * 3 + k]) / half[j];
-  xs.resize(static_cast<size_t>(w) * h);
-  ys.resize(xs.size());
-  for (int y = 0; y < h; y++) {
+  int w, h;
+  TensorGrid(const double m[6], int width, int height) : w(width), h(height) {
+    const float half[2] = {static_cast<float>(0.5 * w), static_cast<float>(0.5 * h)};
+    for (int j = 0; j < 2; j++)
+      for (int k = 0; k < 3; k++) r[k][j] = static_cast<float>(m[j * 3 + k]) / half[j];
+  }
+  void row(int y, float* xs, float* ys) const {
     const float by = static_cast<float>(y) - static_cast<float>(h * 0.5) + 0.5f;
+    const float by_x = by * r[1][0], by_y = by * r[1][1];
+    const float x_scale = static_cast<float>(w) / 2.0f, y_scale = static_cast<float>(h) / 2.0f;
+    const float x_shift = static_cast<float>(w * 0.5);
     for (int x = 0; x < w; x++) {
-      const float bx = static_cast<float>(x) - static_cast<float>(w * 0.5) + 0.5f;
-      const float gx = (bx * r[0][0] + by * r[1][0]) + r[2][0];
-      const float gy = (bx * r[0][1] + by * r[1][1]) + r[2][1];
-      xs[static_cast<size_t>(y) * w + x] = fma_f(gx + 1.0f, static_cast<float>(w) / 2.0f, -0.5f);
-      ys[static_cast<size_t>(y) * w + x] = fma_f(gy + 1.0f, static_cast<float>(h) / 2.0f, -0.5f);
+      const float bx = static_cast<float>(x) - x_shift + 0.5f;
+      const float gx = (bx * r[0][0] + by_x) + r[2][0];
+      const float gy = (bx * r[0][1] + by_y) + r[2][1];
+      xs[x] = std::fma(gx + 1.0f, x_scale, -0.5f);
+      ys[x] = std::fma(gy + 1.0f, y_scale, -0.5f);
     }
   }
-}
+};
 
 inline uint8_t round_even(float v) { return static_cast<uint8_t>(std::nearbyint(v)); }
 
-void tensor_nearest(const Image& src, Image& dst, const float* xs, const float* ys, const float* fill) {
-  const int c = src.channels;
-  for (int64_t i = 0; i < static_cast<int64_t>(dst.width) * dst.height; i++) {
-    const int x = static_cast<int>(std::nearbyint(xs[i])), y = static_cast<int>(std::nearbyint(ys[i]));
-    uint8_t* out = dst.data + i * c;
-    const bool inside = x >= 0 && x < src.width && y >= 0 && y < src.height;
-    for (int b = 0; b < c; b++) out[b] = inside ? pixel(src, y, x)[b] : round_even(fill ? fill[b] : 0.0f);
+template <int C>
+void tensor_nearest(const Image& src, Image& dst, const TensorGrid& grid, const float* fill) {
+  const int c = channels_of<C>(src), w = dst.width;
+  uint8_t outside[4];
+  for (int b = 0; b < c; b++) outside[b] = round_even(fill ? fill[b] : 0.0f);
+  std::vector<float> xs(w), ys(w);
+  std::vector<int32_t> at(w);
+  for (int y = 0; y < dst.height; y++) {
+    grid.row(y, xs.data(), ys.data());
+    int x = 0;
+    for (; x + 4 <= w; x += 4) {   // nearbyint, lane by lane (then exact in int)
+      v4f xv, yv;
+      std::memcpy(&xv, xs.data() + x, sizeof(xv));
+      std::memcpy(&yv, ys.data() + x, sizeof(yv));
+      const v4i offsets = offsets4(__builtin_convertvector(round_even4(xv), v4i),
+                                   __builtin_convertvector(round_even4(yv), v4i), src.width, src.height);
+      std::memcpy(at.data() + x, &offsets, sizeof(offsets));
+    }
+    for (; x < w; x++) {
+      const int sx = static_cast<int>(std::nearbyint(xs[x])), sy = static_cast<int>(std::nearbyint(ys[x]));
+      at[x] = offset1(sx, sy, src.width, src.height);
+    }
+    copy_row<C>(dst.data + static_cast<int64_t>(y) * w * c, src.data, at.data(), w, outside, c);
   }
 }
 
 // grid_sample bilinear of the image and of the ones mask, then the fill blended by the mask
-void tensor_bilinear(const Image& src, Image& dst, const float* xs, const float* ys, const float* fill, bool v1) {
-  const int c = src.channels, w = src.width, h = src.height;
-  for (int64_t i = 0; i < static_cast<int64_t>(dst.width) * dst.height; i++) {
-    const float fx = std::floor(xs[i]), fy = std::floor(ys[i]);
-    const float we = xs[i] - fx, wn = ys[i] - fy, ee = 1.0f - we, ss = 1.0f - wn;
-    const float weights[4] = {ss * ee, ss * we, wn * ee, wn * we};
-    const int x0 = static_cast<int>(fx), y0 = static_cast<int>(fy);
-    const int tx[4] = {x0, x0 + 1, x0, x0 + 1}, ty[4] = {y0, y0, y0 + 1, y0 + 1};
-    bool in[4];
-    for (int k = 0; k < 4; k++) in[k] = tx[k] >= 0 && tx[k] < w && ty[k] >= 0 && ty[k] < h;
-    float mask = 0.0f;
-    for (int k = 0; k < 4; k++) mask = k == 0 ? (in[0] ? weights[0] : 0.0f) : fma_f(in[k] ? 1.0f : 0.0f, weights[k], mask);
-    uint8_t* out = dst.data + i * c;
-    for (int b = 0; b < c; b++) {
-      float v = 0.0f;
-      for (int k = 0; k < 4; k++) {
-        const float tap = in[k] ? pixel(src, ty[k], tx[k])[b] : 0.0f;
-        v = k == 0 ? tap * weights[0] : fma_f(tap, weights[k], v);
+template <int C, bool kV1, bool kFill>
+void tensor_bilinear(const Image& src, Image& dst, const TensorGrid& grid, const float* fill) {
+  const int c = channels_of<C>(src), w = src.width, h = src.height;
+  const Source<C> source(src);
+  v4f fills = {0.0f, 0.0f, 0.0f, 0.0f};
+  for (int b = 0; b < c && kFill; b++) fills[b] = fill[b];
+  const v4f zero = {0.0f, 0.0f, 0.0f, 0.0f}, top = {255.0f, 255.0f, 255.0f, 255.0f};
+  std::vector<float> xs(dst.width), ys(dst.width);
+  for (int y = 0; y < dst.height; y++) {
+    grid.row(y, xs.data(), ys.data());
+    uint8_t* out = dst.data + static_cast<int64_t>(y) * dst.width * c;
+    for (int x = 0; x < dst.width; x++, out += c) {
+      const float fx = std::floor(xs[x]), fy = std::floor(ys[x]);
+      const float we = xs[x] - fx, wn = ys[x] - fy, ee = 1.0f - we, ss = 1.0f - wn;
+      const float weights[4] = {ss * ee, ss * we, wn * ee, wn * we};
+      const int x0 = static_cast<int>(fx), y0 = static_cast<int>(fy);
+      const bool x_in[2] = {x0 >= 0 && x0 < w, x0 + 1 >= 0 && x0 + 1 < w};
+      const bool y_in[2] = {y0 >= 0 && y0 < h, y0 + 1 >= 0 && y0 + 1 < h};
+      v4i taps[4];   // north-west, north-east, south-west, south-east; zeros outside
+      for (int k = 0; k < 4; k += 2) {
+        const uint8_t* row = source.row(y0 + k / 2);
+        if (x_in[0] && x_in[1] && y_in[k / 2] && source.template run<2>(row + x0 * c, taps + k)) continue;
+        for (int j = 0; j < 2; j++)
+          taps[k + j] = x_in[j] && y_in[k / 2] ? load_pixel<C>(row + (x0 + j) * c, c) : v4i{0, 0, 0, 0};
       }
-      if (fill) {
-        const float f = fill[b];
-        v = v1 ? v * mask + (1.0f - mask) * f : (v - f) * mask + f;
+      v4f v = to_float(taps[0]) * weights[0];
+      float mask = x_in[0] && y_in[0] ? weights[0] : 0.0f;
+      for (int k = 1; k < 4; k++) {
+        v = fma4(to_float(taps[k]), v4f{} + weights[k], v);
+        mask = std::fma(x_in[k & 1] && y_in[k >> 1] ? 1.0f : 0.0f, weights[k], mask);
       }
-      out[b] = round_even(v < 0.0f ? 0.0f : v > 255.0f ? 255.0f : v);
+      if constexpr (kFill) v = kV1 ? v * mask + (1.0f - mask) * fills : (v - fills) * mask + fills;
+      v = v < zero ? zero : v;
+      v = v > top ? top : v;
+      store_pixel<C>(out, __builtin_convertvector(round_even4(v), v4i), c);
     }
   }
 }
@@ -332,10 +544,28 @@ void tensor_bilinear(const Image& src, Image& dst, const float* xs, const float*
 void tensor_warp(const Image& src, Image& dst, const Step& s, const Settings& settings, bool v1) {
   double m[6];
   tensor_matrix(s, src.width, src.height, v1, m);
-  std::vector<float> xs, ys;
-  tensor_grid(m, src.width, src.height, xs, ys);
-  if (static_cast<int>(s.p[1]) == kNearest) return tensor_nearest(src, dst, xs.data(), ys.data(), settings.fill);
-  tensor_bilinear(src, dst, xs.data(), ys.data(), settings.fill, v1);
+  const TensorGrid grid(m, src.width, src.height);
+  const float* fill = settings.fill;
+  const bool nearest = static_cast<int>(s.p[1]) == kNearest;
+  by_channels(src.channels, [&](auto channels) {
+    constexpr int C = decltype(channels)::value;
+    if (nearest) return tensor_nearest<C>(src, dst, grid, fill);
+    if (!fill) return tensor_bilinear<C, false, false>(src, dst, grid, fill);
+    if (v1) return tensor_bilinear<C, true, true>(src, dst, grid, fill);
+    tensor_bilinear<C, false, true>(src, dst, grid, fill);
+  });
+}
+
+template <int C>
+void flip_rows(const Image& src, Image& dst, bool horizontal) {
+  const int h = src.height, w = src.width, c = channels_of<C>(src);
+  const int64_t row = static_cast<int64_t>(w) * c;
+  for (int y = 0; y < h; y++) {
+    const uint8_t* in = src.data + (horizontal ? y : h - 1 - y) * row;
+    uint8_t* out = dst.data + y * row;
+    if (!horizontal) { std::memcpy(out, in, row); continue; }
+    for (int x = 0; x < w; x++) copy_pixel<C>(out + x * c, in + (w - 1 - x) * c, c);
+  }
 }
 
 }  // namespace
@@ -346,14 +576,7 @@ void warp(const Image& src, Image& dst, const Step& step, const Settings& settin
 }
 
 void flip(const Image& src, Image& dst, bool horizontal) {
-  const int h = src.height, w = src.width, c = src.channels;
-  const int64_t row = static_cast<int64_t>(w) * c;
-  for (int y = 0; y < h; y++) {
-    const uint8_t* in = src.data + (horizontal ? y : h - 1 - y) * row;
-    uint8_t* out = dst.data + y * row;
-    if (!horizontal) { std::memcpy(out, in, row); continue; }
-    for (int x = 0; x < w; x++) std::memcpy(out + x * c, in + (w - 1 - x) * c, c);
-  }
+  by_channels(src.channels, [&](auto c) { flip_rows<decltype(c)::value>(src, dst, horizontal); });
 }
 
 }  // namespace augk

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 
 #include "augment_kernels.h"
 
@@ -13,6 +14,21 @@ namespace augk {
 namespace {
 
 inline uint8_t clip8(int v) { return static_cast<uint8_t>(v < 0 ? 0 : v > 255 ? 255 : v); }
+
+// std::round and std::fmod(x, 1) without libm's calls where the answer is plain: for 0 <= x the
+// fraction x - trunc(x) is exact, and for 1 <= x < 2 so is x - 1 (the values here are in range)
+inline double round_half_away(double x) {
+  if (!(x >= 0.0 && x < 2147483647.0)) return std::round(x);
+  const int whole = static_cast<int>(x);
+  return whole + (x - whole >= 0.5 ? 1 : 0);
+}
+
+template <typename T>
+inline T fraction_of(T x) {   // std::fmod(x, 1)
+  if (x >= T(0) && x < T(1)) return x;
+  if (x >= T(1) && x < T(2)) return x - T(1);
+  return std::fmod(x, T(1));
+}
 
 void pil_rgb_to_hsv(const uint8_t* p, uint8_t hsv[3]) {
   const uint8_t r = p[0], g = p[1], b = p[2];
@@ -27,7 +43,7 @@ void pil_rgb_to_hsv(const uint8_t* p, uint8_t hsv[3]) {
   if (r == maxc) h = bc - gc;
   else if (g == maxc) h = static_cast<float>(2.0 + rc - bc);
   else h = static_cast<float>(4.0 + gc - rc);
-  h = static_cast<float>(std::fmod(h / 6.0 + 1.0, 1.0));
+  h = static_cast<float>(fraction_of(h / 6.0 + 1.0));
   hsv[0] = clip8(static_cast<int>(h * 255.0));
   hsv[1] = clip8(static_cast<int>(s * 255.0));
 }
@@ -38,9 +54,9 @@ void pil_hsv_to_rgb(const uint8_t hsv[3], uint8_t* p) {
   const int i = static_cast<int>(std::floor(static_cast<float>(h) * 6.0 / 255.0));
   const float f = static_cast<float>(static_cast<float>(h) * 6.0 / 255.0 - static_cast<float>(i));
   const float fs = static_cast<float>(static_cast<float>(s) / 255.0);
-  const uint8_t up = clip8(static_cast<int>(std::round(static_cast<float>(v) * (1.0 - fs))));
-  const uint8_t uq = clip8(static_cast<int>(std::round(static_cast<float>(v) * (1.0 - fs * f))));
-  const uint8_t ut = clip8(static_cast<int>(std::round(static_cast<float>(v) * (1.0 - fs * (1.0 - f)))));
+  const uint8_t up = clip8(static_cast<int>(round_half_away(static_cast<float>(v) * (1.0 - fs))));
+  const uint8_t uq = clip8(static_cast<int>(round_half_away(static_cast<float>(v) * (1.0 - fs * f))));
+  const uint8_t ut = clip8(static_cast<int>(round_half_away(static_cast<float>(v) * (1.0 - fs * (1.0 - f)))));
   const uint8_t table[6][3] = {{v, ut, up}, {uq, v, up}, {up, v, ut}, {up, uq, v}, {ut, up, v}, {v, up, uq}};
   const uint8_t* rgb = table[i % 6];
   p[0] = rgb[0]; p[1] = rgb[1]; p[2] = rgb[2];
@@ -59,7 +75,7 @@ void tensor_rgb_to_hsv(const float rgb[3], float hsv[3], bool v1) {
               hb = is_b * ((v1 ? 4.0f + gc : gc + 4.0f) - rc);
   float h = (hr + hg) + hb;
   h = v1 ? h / 6.0f + 1.0f : h * static_cast<float>(1.0 / 6.0) + 1.0f;
-  hsv[0] = std::fmod(h, 1.0f);
+  hsv[0] = fraction_of(h);
   hsv[1] = s;
   hsv[2] = maxc;
 }
@@ -87,16 +103,21 @@ void tensor_hsv_to_rgb(const float hsv[3], float rgb[3], bool v1) {
 
 }  // namespace
 
-void hue(Image& img, float factor, Flavour f) {
-  if (img.channels != 3) return;   // PIL's and torchvision's: a grey image has no hue
-  const int64_t n = img.size();
+void hue(const Image& src, Image& dst, float factor, Flavour f) {
+  const int64_t n = src.size();
+  if (src.channels != 3) {   // PIL's and torchvision's: a grey image has no hue
+    if (src.data != dst.data) std::memcpy(dst.data, src.data, n);
+    return;
+  }
+  const uint8_t* in = src.data;
+  uint8_t* out = dst.data;
   if (f == Flavour::kPil) {   // np.int32(factor * 255).astype(np.uint8): truncated, wrapped
     const uint8_t shift = static_cast<uint8_t>(static_cast<int32_t>(static_cast<double>(factor) * 255.0));
     for (int64_t i = 0; i < n; i += 3) {
       uint8_t hsv[3];
-      pil_rgb_to_hsv(img.data + i, hsv);
+      pil_rgb_to_hsv(in + i, hsv);
       hsv[0] = static_cast<uint8_t>(hsv[0] + shift);
-      pil_hsv_to_rgb(hsv, img.data + i);
+      pil_hsv_to_rgb(hsv, out + i);
     }
     return;
   }
@@ -104,12 +125,12 @@ void hue(Image& img, float factor, Flavour f) {
   const float to_unit = static_cast<float>(1.0 / 255.0), to_byte = 255.999f;
   for (int64_t i = 0; i < n; i += 3) {
     float rgb[3], hsv[3];
-    for (int b = 0; b < 3; b++) rgb[b] = v1 ? img.data[i + b] / 255.0f : img.data[i + b] * to_unit;
+    for (int b = 0; b < 3; b++) rgb[b] = v1 ? in[i + b] / 255.0f : in[i + b] * to_unit;
     tensor_rgb_to_hsv(rgb, hsv, v1);
     const float shifted = hsv[0] + factor;   // torch's % 1.0: x - floor(x)
     hsv[0] = shifted - std::floor(shifted);
     tensor_hsv_to_rgb(hsv, rgb, v1);
-    for (int b = 0; b < 3; b++) img.data[i + b] = static_cast<uint8_t>(std::min(255.0f, rgb[b] * to_byte));
+    for (int b = 0; b < 3; b++) out[i + b] = static_cast<uint8_t>(std::min(255.0f, rgb[b] * to_byte));
   }
 }
 

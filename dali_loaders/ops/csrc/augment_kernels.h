@@ -3,7 +3,8 @@
 // rounds differently) and what PIL computes (torchvision's ops on a PIL image, timm's ops).
 // Declarations only: the bodies (augment_geometry.cc, augment_color.cc) are compiled at -O3
 // with floating-point contraction off, so that float32 and double operations round one at a
-// time, as in torch's and Pillow's builds.
+// time, as in torch's and Pillow's builds. For speed the loops are instantiated per flavour
+// and channel count (by_flavour, by_channels below), so that no pixel loop branches on them.
 //
 // The interface, per sample: `ops` int32 (K,) op codes, run in order (-1 skips a slot);
 // `params` float32 (K, 4), row k the parameters of op k (unused ones ignored):
@@ -24,6 +25,7 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 #include <vector>
 
 namespace augk {
@@ -60,18 +62,38 @@ struct Scratch {
   std::vector<uint8_t> a, b;
 };
 
+// body(flavour) with the flavour as a compile-time constant (std::integral_constant)
+template <typename Body>
+void by_flavour(Flavour f, Body&& body) {
+  if (f == Flavour::kPil) return body(std::integral_constant<Flavour, Flavour::kPil>());
+  if (f == Flavour::kTensor) return body(std::integral_constant<Flavour, Flavour::kTensor>());
+  body(std::integral_constant<Flavour, Flavour::kTensorV1>());
+}
+
+// body(channels) with 1, 3 or 4 channels as a compile-time constant; 0 for any other count
+// (the body then reads it from the image)
+template <typename Body>
+void by_channels(int channels, Body&& body) {
+  if (channels == 3) return body(std::integral_constant<int, 3>());
+  if (channels == 1) return body(std::integral_constant<int, 1>());
+  if (channels == 4) return body(std::integral_constant<int, 4>());
+  body(std::integral_constant<int, 0>());
+}
+
 // Whether `op` is known, and what is wrong with a step's parameters ("" if nothing).
 const char* check_step(const Step& step, Flavour flavour);
 
-// The steps in order, `in` to `out` (same shape, dense; may not alias).
+// The steps in order, `in` to `out` (same shape, dense; may not alias). The first op reads
+// `in`, the last writes `out`; the scratch holds what lies between.
 void augment(const uint8_t* in, uint8_t* out, int height, int width, int channels, const Step* steps,
              int num_steps, const Settings& settings, Scratch& scratch);
 
 // -- the ops, src -> dst of the same shape (augment_geometry.cc, augment_color.cc) ---------------
+// warp, flip and sharpness need distinct buffers; hue and pointwise may run in place (src == dst)
 void warp(const Image& src, Image& dst, const Step& step, const Settings& settings);
 void flip(const Image& src, Image& dst, bool horizontal);
 void sharpness(const Image& src, Image& dst, const Step& step, Flavour flavour);
-void hue(Image& img, float factor, Flavour flavour);
-void pointwise(Image& img, const Step& step, const Settings& settings);   // in place
+void hue(const Image& src, Image& dst, float factor, Flavour flavour);
+void pointwise(const Image& src, Image& dst, const Step& step, const Settings& settings);
 
 }  // namespace augk

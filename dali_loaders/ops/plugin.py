@@ -69,7 +69,7 @@ AUGMENT = Library("libdali_loaders_augment.so", "DaliLoadersAugment", "dali_load
                   ("-ffp-contract=off",), "the augmentation plugin",
                   "augmenting with DALI's conditionals and operators instead", DISABLE_AUGMENT_ENV)
 NORMALIZE = Library("libdali_loaders_normalize.so", "DaliLoadersNormalize", "dali_loaders_normalize",
-                    "normalize_op.cc", ("normalize_kernels.cc",), ("normalize_kernels.h",), ("-ffp-contract=off",),
+                    ("normalize_op.cc",), ("normalize_kernels.cc",), ("normalize_kernels.h",), ("-ffp-contract=off",),
                     "the normalization plugin", "normalizing with DALI's crop_mirror_normalize instead",
                     DISABLE_NORMALIZE_ENV)
 LIBRARY = RESIZE.file

@@ -358,3 +358,21 @@ def test_random_erasing_of_uint8_pixels_draws_torchvision_boxes_and_sets_the_val
     areas = [[int((image[0] > 0).sum()) for image in images if image.any()] for images in (ours, twin)]
     assert abs(len(areas[0]) - len(areas[1])) < 4 * np.sqrt(0.25 * n * 2)
     assert stats.ks_2samp(*areas).pvalue > 1e-3
+
+
+@pytest.mark.parametrize("name", ["Color", "Grayscale", "Contrast"])
+def test_grey_of_two_channel_images_is_refused_by_name(name):
+    """Their grey reads three channels: a 2-channel image is refused, not read past its end."""
+    from nvidia.dali import fn, pipeline_def
+
+    @pipeline_def(batch_size=1, num_threads=1, device_id=None, seed=1)
+    def pipe():
+        data = fn.external_source(source=lambda: [np.zeros((4, 4, 2), np.uint8)], batch=True, layout="HWC")
+        ops = fn.external_source(source=lambda: [np.array([op.CODES[name]], np.int32)], batch=True)
+        rows = fn.external_source(source=lambda: [np.zeros((1, op.NUM_PARAMS), np.float32)], batch=True)
+        return op.call(data, ops, rows, "pil")
+
+    pipeline = pipe()
+    pipeline.build()
+    with pytest.raises(RuntimeError, match="needs 1, 3 or 4 channels, not 2"):
+        pipeline.run()

@@ -144,6 +144,10 @@ class Augment : public dali::StatelessOperator<CPUBackend> {
       }
     }
     for (size_t j = 0; j < steps.size(); j++) {
+      const int op = steps[j].op;   // their grey reads R, G and B: neither torchvision nor PIL has a 2-channel one
+      DALI_ENFORCE(channels != 2 || (op != augk::kColor && op != augk::kGrayscale && op != augk::kContrast),
+                   dali::make_string("DaliLoadersAugment: step ", j, " (op ", op, ") of sample ", i,
+                                     " needs 1, 3 or 4 channels, not 2"));
       const std::string why = augk::check_step(steps[j], flavour_);
       DALI_ENFORCE(why.empty(), dali::make_string("DaliLoadersAugment: step ", j, " (op ", steps[j].op, ") of sample ",
                                                   i, ": ", why));

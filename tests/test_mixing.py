@@ -230,3 +230,18 @@ def test_timm_mixup_blend_is_timms_arithmetic_bit_for_bit(monkeypatch):
         want = images.clone()
         theirs._mix_batch(want)
         assert torch.equal(timm_blend(images, lam, "Mixup"), want)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.uint8, torch.bfloat16])
+def test_cutmix_pastes_as_torchvisions_cutmix_transform(dtype):
+    """The paste (numpy for what numpy holds, torch for bfloat16) equals torchvision's own
+    CutMix.transform for the drawn box, in either memory format."""
+    from dali_loaders.transforms.mixing import cutmix
+
+    images = (torch.rand(5, 3, 10, 14, generator=torch.Generator().manual_seed(4)) * 200).to(dtype)
+    theirs = v2.CutMix(alpha=1.0, num_classes=CLASSES)
+    for k, lam in enumerate((0.1, 0.5, 0.9)):
+        for batch in (images, images.contiguous(memory_format=torch.channels_last)):
+            mixed, box = cutmix(batch, lam, torch.Generator().manual_seed(k))
+            want = theirs.transform(batch, dict(box=box, labels=None, batch_size=5, lam_adjusted=lam))
+            assert torch.equal(mixed, want) and mixed.dtype == dtype

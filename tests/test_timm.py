@@ -362,6 +362,19 @@ def test_cpu_graphs_of_timm_augments_need_no_conditionals_unless_the_operator_ca
     assert transforms.needs_conditionals(lanczos, "cpu")
 
 
+def test_create_transform_train_needs_conditionals_only_for_random_interpolation():
+    """A fixed interpolation draws no `if` (a graph traced with conditionals takes seconds to
+    build, and AutoGraph converts what the graph calls); 'random' does."""
+    from dali_loaders.ops import plugin
+
+    if not plugin.augment_available():
+        pytest.skip("the augmentation plugin cannot be built here")
+    make = lambda mode: create_transform(224, is_training=True, auto_augment="rand-m9-mstd0.5-inc1",  # noqa: E731
+                                         re_prob=0.25, re_mode="pixel", interpolation=mode)
+    assert not transforms.needs_conditionals(transforms.plan(make("bicubic"), False), "cpu")
+    assert transforms.needs_conditionals(transforms.plan(make("random"), False), "cpu")
+
+
 def test_weighted_choice_with_too_many_sequences_is_refused_by_name():
     with pytest.raises(ValueError, match="timm.RandAugment: 32760 op sequences"):
         transforms.plan(rand_augment("rand-m9-n4-tweights"), python_fallback=False)

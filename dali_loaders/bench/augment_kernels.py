@@ -23,7 +23,6 @@ import platform
 import shutil
 import subprocess
 import tempfile
-import time
 from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np

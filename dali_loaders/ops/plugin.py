@@ -90,6 +90,18 @@ def disabled(library: Library = RESIZE) -> bool:
     return any(os.environ.get(name, "").strip() not in ("", "0", "false", "False") for name in names)
 
 
+def _not_traced(function):
+    """DALI's do_not_convert where DALI is installed: a library is built on first use, often
+    while a graph is being defined, and a graph with conditionals has AutoGraph rewrite every
+    function it calls (it warned about shutil's, and would slow the build down)."""
+    try:
+        from nvidia.dali.pipeline import do_not_convert
+    except ImportError:
+        return function
+    return do_not_convert(function)
+
+
+@_not_traced
 def available(library: Library = RESIZE) -> bool:
     """True when the library's operator is loaded into DALI, building it first if needed.
     False when turned off, or when it cannot be built or loaded: then warns, once per process."""

@@ -47,10 +47,8 @@ class ArraySource:
         images, labels = outputs if labels else (outputs[0], None)
         fed = images.gpu() if device == "gpu" else images
         _, height, width, channels = self.images.shape
-        at_source = _SourceSteps(feeder)
-        batch = transforms.Images(fed, height, width, channels, device, at_source=at_source, source_data=fed)
-        at_source.images = batch
-        return batch, labels
+        return transforms.Images(fed, height, width, channels, device, at_source=_SourceSteps(feeder),
+                                 source_data=fed), labels
 
 
 def _pipeline_seed() -> int:
@@ -103,7 +101,6 @@ class _SourceSteps:
 
     def __init__(self, feeder: _ArrayFeeder):
         self.feeder = feeder
-        self.images = None   # the transforms.Images this source's read() made
 
     def crop(self, ltrb, fill, height: int, width: int) -> bool:
         """Every image padded by ltrb pixels of `fill`, then a random height x width window of it;
@@ -114,17 +111,15 @@ class _SourceSteps:
         steps.add_crop(ltrb, fill, height, width)
         return True
 
+    def flip(self, p: float) -> bool:
+        """Each image flipped with probability p by the feeder, in the gather after its crop."""
+        self.feeder.steps.add_flip(p)
+        return True
+
     def coin(self, p: float):
-        """For a horizontal flip with probability p: None when the feeder flips the images
-        itself (nothing has touched them in the graph yet: the flip comes right after the
-        source's crop, or first), else per sample 1 with probability p, drawn by the feeder
-        for the whole batch, for the graph to flip by."""
+        """Per sample, 1 with probability p, drawn by the feeder for the whole batch (for a flip
+        the graph does)."""
         from nvidia.dali import fn, types
 
-        images = self.images
-        if images is not None and images.data is images.source_data and images.mirror is None \
-                and images.augment is None:
-            self.feeder.steps.add_flip(p)
-            return None
         k = self.feeder.steps.add_coin(p)
         return fn.external_source(source=self.feeder.coins(k), batch=True, batch_info=True, dtype=types.INT32)

@@ -125,7 +125,7 @@ class Images:
     sample), `scale`/`offset` (out = x * scale + offset, per channel) and `dtype`:
     crop_mirror_normalize does them all in one pass at the end.
     `at_source`: what the source can do to whole batches before DALI sees them (ArraySource:
-    pad and crop while `data` is still `source_data`, and draw coins); None for other sources.
+    pad, crop and flip while `data` is still `source_data`, and draw coins); None for other sources.
     """
     data: Any
     height: Any
@@ -168,14 +168,24 @@ class Images:
     def is_float(self) -> bool:
         return self.dtype in FLOAT_TYPES
 
+    @property
+    def untouched_at_source(self) -> bool:
+        """The data is still the source's own, nothing pending: the source can still act on it."""
+        return self.at_source is not None and self.data is self.source_data and self.mirror is None \
+            and self.augment is None
+
     def crop_at_source(self, ltrb: Tuple[int, int, int, int], fill: List[float], height: int, width: int) -> bool:
         """Has the source pad the images and cut a random window of each, a batch at a time in
-        numpy, if the data is still the source's own with nothing pending; else False."""
-        untouched = self.data is self.source_data and self.mirror is None
-        if self.at_source is None or not untouched or not self.at_source.crop(ltrb, fill, height, width):
+        its gather, if it can still act on them; else False."""
+        if not (self.untouched_at_source and self.at_source.crop(ltrb, fill, height, width)):
             return False
         self.height, self.width = height, width
         return True
+
+    def flip_at_source(self, p: float) -> bool:
+        """Has the source flip each image with probability p in its gather (after its crop),
+        if it can still act on them; else False."""
+        return self.untouched_at_source and self.at_source.flip(p)
 
     def pending_augment(self, kernels: str, fill: Optional[List[float]], warps: bool,
                         erase_value: Optional[List[float]] = None) -> PendingAugment:
@@ -406,7 +416,7 @@ def needs_conditionals(recipe: Plan, variant: str = "gpu") -> bool:
     # the translated steps run where the pixels are read: the CPU for Python steps
     device = "cpu" if recipe.python or variant == "cpu" else "gpu"
     branching = [(step, TRANSLATORS[type(step)]) for step in recipe.translated]
-    branching = [(step, t) for step, t in branching if getattr(t, "branches", False)]
+    branching = [(step, t) for step, t in branching if getattr(t, "branches", lambda s: False)(step)]
     fusing = [getattr(t, "augments", False) and getattr(t, "fuses", lambda s: True)(step) for step, t in branching]
     fused = any(fusing) and op.usable(device)
     return bool(branching) and not (fused and all(fusing))
@@ -414,8 +424,16 @@ def needs_conditionals(recipe: Plan, variant: str = "gpu") -> bool:
 
 def branches(translator):
     """Marks a translator that uses `if` on DataNodes (DALI's conditional execution)."""
-    translator.branches = True
+    translator.branches = lambda step: True
     return translator
+
+
+def branches_when(condition: Callable[[Any], bool]):
+    """Marks a translator that uses `if` on DataNodes for the steps `condition` holds for."""
+    def mark(translator):
+        translator.branches = condition
+        return translator
+    return mark
 
 
 def augments(translator):

@@ -232,8 +232,9 @@ def color_jitter(step, images: Images, active: Sequence[str]) -> None:
     pending = images.pending_augment(kernels(step, images), None, warps=False)
     first = pending.add_table(np.array(rows, np.float64))
     start = draw_index(len(orders)) * len(active) if len(orders) > 1 else 0
+    ranged = any(row[7] != 0.0 for row in rows)   # fixed factors need no draw
     for position in range(len(active)):
-        pending.add_slot(start + (first + position), fn.random.uniform(range=[0.0, 1.0]))
+        pending.add_slot(start + (first + position), fn.random.uniform(range=[0.0, 1.0]) if ranged else 0.0)
 
 
 def random_grayscale(step, images: Images) -> None:

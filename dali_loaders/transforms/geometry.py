@@ -325,7 +325,7 @@ def horizontal_flip(step, images: Images) -> None:
         from nvidia.dali import fn
 
         images.data = fn.flip(images.data, horizontal=coin(step.p))
-    else:   # on arrays the source draws the coins, a batch at a time
+    elif not images.flip_at_source(step.p):   # else on arrays the source draws the coins, a batch at a time
         images.mirror = images.at_source.coin(step.p) if images.at_source is not None else coin(step.p)
 
 

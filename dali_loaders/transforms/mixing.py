@@ -20,6 +20,7 @@ import torch
 from ..seeds import derived_seed
 
 NUMPY_TYPES = (torch.float32, torch.float64, torch.float16, torch.uint8)   # what numpy holds as torch does
+NUMPY_ARITHMETIC = (torch.float32, torch.float64)   # where numpy also computes as torch does
 MIXING_STREAM = 0x6D6978   # keeps the mixing draws apart from DALI's, which mix (seed, epoch, rank)
 
 
@@ -103,10 +104,15 @@ def mixup(images: torch.Tensor, lam: float) -> torch.Tensor:
     if not images.is_floating_point():
         raise TypeError(f"batch_transform MixUp needs float images, got {images.dtype}: end the transform with "
                         f"ToDtype(torch.float32, scale=True) (torchvision's MixUp cannot mix integers either)")
-    if images.device.type == "cpu" and images.dtype in (torch.float32, torch.float64):
+    if on_numpy(images, NUMPY_ARITHMETIC):
         return numpy_blend(images, lam, "roll")
     mixed = images.roll(1, 0).mul_(1.0 - lam).add_(images.mul(lam))
     return mixed.contiguous(memory_format=_memory_format(images))
+
+
+def on_numpy(images: torch.Tensor, dtypes) -> bool:
+    """Whether the batch is mixed in numpy: a CPU tensor of one of `dtypes`."""
+    return images.device.type == "cpu" and images.dtype in dtypes
 
 
 def numpy_blend(images: torch.Tensor, lam: float, partner: str) -> torch.Tensor:
@@ -135,7 +141,7 @@ def cutmix(images: torch.Tensor, lam: float, generator: torch.Generator):
     half_w, half_h = int(r * width), int(r * height)
     box = (max(r_x - half_w, 0), max(r_y - half_h, 0), min(r_x + half_w, width), min(r_y + half_h, height))
     x1, y1, x2, y2 = box
-    if images.device.type == "cpu" and images.dtype in NUMPY_TYPES:   # one thread: see numpy_blend
+    if on_numpy(images, NUMPY_TYPES):   # one thread: see numpy_blend
         import numpy as np
 
         batch = images.numpy()
@@ -262,7 +268,7 @@ def timm_box(size, lam: float, mixup, generator: torch.Generator):
 
 def timm_blend(images: torch.Tensor, lam: float, name: str) -> torch.Tensor:
     """x * lam + x.flip(0) * (1 - lam); on uint8 (FastCollateMixup's collate) in float32, rounded."""
-    if images.device.type == "cpu" and images.dtype in (torch.float32, torch.float64):
+    if on_numpy(images, NUMPY_ARITHMETIC):
         return numpy_blend(images, lam, "flip")
     if images.is_floating_point():
         return images.flip(0).mul_(1.0 - lam).add_(images.mul(lam)).contiguous(memory_format=_memory_format(images))

@@ -22,7 +22,7 @@ from timm.data import transforms as timm_transforms
 from . import auto_augment as aa
 from ._args import coin
 from . import fused, timm_fused
-from ._core import Images, augments, branches, dtype_after, refuses, register
+from ._core import Images, augments, branches, branches_when, dtype_after, refuses, register
 from .auto_augment import erase_box
 from .conversion import to_image, to_tensor
 from .geometry import random_resized_crop
@@ -38,14 +38,18 @@ def _resized_crop_as(step, interpolation):
     return SimpleNamespace(size=step.size, scale=step.scale, ratio=step.ratio, interpolation=interpolation)
 
 
+def _random_interpolation(step) -> bool:
+    return isinstance(step.interpolation, (list, tuple)) and len(step.interpolation) > 1
+
+
 @register(timm_transforms.RandomResizedCropAndInterpolation)
-@branches
+@branches_when(_random_interpolation)   # one interpolation: no `if`, and no conditionals for the graph
 def random_resized_crop_and_interpolation(step, images: Images) -> None:
     """interpolation='random': bilinear or bicubic per image, with equal probability."""
     from dataclasses import replace
 
     modes = step.interpolation if isinstance(step.interpolation, (list, tuple)) else [step.interpolation]
-    if len(modes) == 1:
+    if not _random_interpolation(step):
         random_resized_crop(_resized_crop_as(step, modes[0]), images)
         return
     first, second = replace(images), replace(images)

@@ -20,7 +20,7 @@ from dist_worker import make_loader
 from PIL import Image
 
 from dali_loaders.datasets.cifar import get_cifar_iter_dali
-from dali_loaders.loader.distributed import (
+from dali_loaders.distributed import (
     EpochSampler,
     Shard,
     resolve_shard,

@@ -18,7 +18,7 @@ from dist_worker import decode_indices, recipe_mean_std
 from torch.utils.data import DataLoader
 
 from dali_loaders import get_cifar_iter_dali, get_cifar_iter_torch
-from dali_loaders.loader.distributed import Shard
+from dali_loaders.distributed import Shard
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 N_TRAIN, N_VAL, BATCH = 500, 100, 32

@@ -19,7 +19,7 @@ from test_distributed import (
 from torchvision.transforms import v2
 
 from dali_loaders import get_cifar_iter_dali, get_cifar_iter_torch
-from dali_loaders.loader.distributed import EpochSampler, Shard
+from dali_loaders.distributed import EpochSampler, Shard
 from dali_loaders.transforms.mixing import BatchMixer, mixup
 
 P_MIN = 1e-3

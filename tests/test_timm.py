@@ -454,7 +454,7 @@ def test_a_subclass_of_a_timm_class_is_not_translated():
 
 
 def timm_mixer(mixup, seed=0):
-    from dali_loaders.loader.distributed import EpochSampler, Shard
+    from dali_loaders.distributed import EpochSampler, Shard
     from dali_loaders.transforms.mixing import batch_mixer
 
     return batch_mixer(mixup, EpochSampler(100, shuffle=True, seed=seed, shard=Shard(0, 1, 0)))

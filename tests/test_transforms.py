@@ -20,7 +20,7 @@ from torchvision.transforms import v2
 
 from dali_loaders import transforms
 from dali_loaders.loader import build as loaders
-from dali_loaders.loader.torch_loader import SourceDataset
+from dali_loaders.sources.torch_dataset import SourceDataset
 from dali_loaders.sources.arrays import ArraySource
 from dali_loaders.sources.files import FileSource
 

@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 from .. import recipes
-from ..loader.torch_loader import SourceDataset
+from ..sources.torch_dataset import SourceDataset
 from ..sources.arrays import ArraySource
 from . import _common
 

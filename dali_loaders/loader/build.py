@@ -11,7 +11,7 @@ from ..transforms.mixing import batch_mixer
 from ._dali import build_dali_pipeline, pick_device_id
 from .checks import check_count
 from .dali_loader import DaliLoader
-from .distributed import epoch_sampler
+from ..distributed import epoch_sampler
 from .options import LoaderOptions, check_options, resolve_device
 from .outputs import LabelTable, ShapedLoader
 from .pipeline import EpochOrder

@@ -14,7 +14,7 @@ import torch
 from torch.utils.data import BatchSampler
 
 from ..seeds import derived_seed
-from .distributed import EpochSampler
+from ..distributed import EpochSampler
 from .pipeline import EpochOrder, LivePipeline
 from .skips import skipped_files, warn_skipped
 

@@ -9,6 +9,7 @@ from ..transforms.mixing import batch_mixer
 from .build import check_labels, output_layout, sampler_for, shaped
 from .checks import check_count
 from .options import check_options, resolve_device
+from ..sources.torch_dataset import SourceDataset  # noqa: F401  (re-exported)
 from .skips import skipped_files, warn_skipped
 
 
@@ -39,32 +40,6 @@ class TorchLoader(DataLoader):
 
 
 # -- the torchvision twin ------------------------------------------------------------------
-
-
-class SourceDataset(Dataset):
-    """A source as a torch Dataset: the transform applied to the image torchvision would load."""
-
-    def __init__(self, source, transform):
-        self.source, self.transform = source, transform
-
-    def __len__(self) -> int:
-        return len(self.source)
-
-    def __getitem__(self, i):
-        image = self.source.pil_image(i)
-        return transforms.as_tensor(transforms.call_steps(self.transform, image)), int(self.source.labels[i])
-
-    @property
-    def fingerprint(self) -> str:
-        return self.source.fingerprint
-
-    @property
-    def classes(self):
-        return getattr(self.source, "classes", None)
-
-    @property
-    def skipped(self):
-        return skipped_files(self.source)
 
 
 def torch_loader(dataset: Dataset, *, train: bool, batch_size: int, num_workers: int, seed=None,

@@ -36,8 +36,8 @@ from typing import List, Optional, Sequence
 
 import numpy as np
 
-from ..loader.distributed import EpochSampler, resolve_shard
-from ..loader.torch_loader import SourceDataset
+from ..distributed import EpochSampler, resolve_shard
+from .torch_dataset import SourceDataset
 from .files import encoded_images, require_file
 from .image_files import SUSPECT_BATCHES, ImageDecodeError, dali_reason
 

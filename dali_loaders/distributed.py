@@ -14,7 +14,7 @@ import numpy as np
 import torch
 from torch.utils.data import DistributedSampler
 
-from ..seeds import random_seed
+from .seeds import random_seed
 
 
 @dataclass(frozen=True)

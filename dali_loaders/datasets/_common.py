@@ -49,9 +49,10 @@ def open_dali(spec: DatasetSpec, type, root, batch_size, num_threads, fallback: 
         return open_torch(spec, type, root, batch_size, num_threads, options, **own)
     split = spec.split(type)
     train = split in spec.train_splits
+    source = spec.source(root, split, **own)
     transform = options.pop("transform", None) or spec.recipe(train)
     workers = options.pop("num_workers", num_threads)
-    return DaliLoader(spec.source(root, split, **own), batch_size, **{"shuffle": train, **options},
+    return DaliLoader(source, batch_size, **{"shuffle": train, **options},
                       num_workers=workers, transform=transform)
 
 

@@ -111,9 +111,10 @@ def get_cifar_iter_dali(type, image_dir, batch_size, num_threads=4, local_rank=N
         return get_cifar_iter_torch(type, image_dir, batch_size, num_threads, local_rank, world_size, val_size,
                                     cutout, dataset=dataset, label_type=label_type, **options)
     train = _check_args(type, batch_size, val_size, cutout)
+    source = cifar_source(image_dir, train, dataset, label_type)
     transform = options.pop("transform", None) or recipes.cifar(train, dataset, cutout)
     workers = options.pop("num_workers", num_threads)
-    return DaliLoader(cifar_source(image_dir, train, dataset, label_type), batch_size, **{"shuffle": train, **options},
+    return DaliLoader(source, batch_size, **{"shuffle": train, **options},
                       num_workers=workers, transform=transform, local_rank=local_rank, world_size=world_size)
 
 
@@ -127,8 +128,9 @@ def get_cifar_iter_torch(type, image_dir, batch_size, num_threads=4, local_rank=
     It reads the pickles itself (no md5 check) and hands the transform PIL images, as
     torchvision's CIFAR10 does."""
     train = _check_args(type, batch_size, val_size, cutout)
+    source = cifar_source(image_dir, train, dataset, label_type)
     transform = options.pop("transform", None) or recipes.cifar(train, dataset, cutout)
     workers = options.pop("num_workers", num_threads)
     options = {"shuffle": train, "persistent_workers": workers > 0, **options}
-    return TorchLoader(cifar_source(image_dir, train, dataset, label_type), batch_size, num_workers=workers,
+    return TorchLoader(source, batch_size, num_workers=workers,
                        transform=transform, local_rank=local_rank, world_size=world_size, **options)

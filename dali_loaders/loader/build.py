@@ -116,7 +116,8 @@ def assemble(dataset, *, batch_size, shuffle, sampler, batch_sampler, num_worker
     parts.feed = feed = EpochOrder()
     recipe = way.recipe
     parts.host_labels = host_labels = getattr(source, "host_labels", None)
-    limit = batch_size if batch_size is not None else getattr(batch_sampler, "batch_size", None)
+    # the pipeline's batch size: a batch_sampler's own, else its first epoch's largest batch
+    limit = batch_size if batch_sampler is None else getattr(batch_sampler, "batch_size", None)
 
     def build_pipeline(pipeline_seed, checkpoint):
         per_batch = limit or int(np.diff(feed.bounds).max())
@@ -130,7 +131,7 @@ def assemble(dataset, *, batch_size, shuffle, sampler, batch_sampler, num_worker
     finish = batch_finisher(layout, recipe.output_dtype)
     pin = pin_memory and variant == "cpu" and torch.cuda.is_available()
     parts.finish = (lambda images: finish(images).pin_memory()) if pin else finish
-    parts.explain = failure_explainer(source, batch_size or limit or 1)
+    parts.explain = failure_explainer(source, limit or 1)
     return parts
 
 def output_layout(memory_format) -> str:

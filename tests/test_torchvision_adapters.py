@@ -134,6 +134,39 @@ def test_big_arrays_are_viewed_not_copied(roots):
         assert np.shares_memory(adapt(dataset).source.images, data), type(dataset).__name__
 
 
+def dali_read(source, order, batch_size=4):
+    """The images DALI's graph starts from (source.read), batch after batch of `order`."""
+    from nvidia.dali import pipeline_def
+
+    from dali_loaders.loader.pipeline import EpochOrder
+
+    @pipeline_def(batch_size=batch_size, num_threads=1, device_id=None, prefetch_queue_depth=1)
+    def first_step():
+        images, labels = source.read(EpochOrder(order), batch_size, "cpu")
+        return images.data, labels
+
+    pipe = first_step()
+    pipe.build()
+    batches = [pipe.run() for _ in range(len(order) // batch_size)]
+    return (np.concatenate([np.stack([np.asarray(t) for t in images]) for images, _ in batches]),
+            np.concatenate([np.asarray(labels.as_tensor()) for _, labels in batches]))
+
+
+def test_dali_reads_the_views_as_the_dataset_holds_them(roots):
+    """DALI takes dense batches only: the transposed views (CIFAR, SVHN, STL10) and a strided
+    cut of MNIST's tensor reach the graph as the dataset's own pixels, in the order fed."""
+    mnist = tvd.MNIST(roots["MNIST"])
+    mnist.data, mnist.targets = mnist.data[::2], mnist.targets[::2]
+    for dataset in (tvd.CIFAR10(roots["cifar10"]), tvd.SVHN(roots["svhn"]), tvd.STL10(roots["stl10"], "test"),
+                    mnist):
+        source = adapt(dataset).source
+        order = np.random.default_rng(0).permutation(len(dataset))[:4 * (len(dataset) // 4)]
+        images, labels = dali_read(source, order)
+        expected = np.stack([np.asarray(dataset[i][0]) for i in order])
+        assert np.array_equal(images.reshape(expected.shape), expected), type(dataset).__name__
+        assert labels.ravel().tolist() == [dataset[i][1] for i in order]
+
+
 def test_fingerprints_tell_datasets_apart(roots):
     def fingerprint(dataset):
         return adapt(dataset).source.fingerprint

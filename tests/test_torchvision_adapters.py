@@ -41,8 +41,16 @@ def roots(tmp_path_factory):
         write_odd_formats(os.path.join(root, "odd"))   # grey, CMYK, palette, RGBA, BMP, WebP, TIFF, ...
         return root
 
+    def imagenet(root):
+        wnids = ("n01440764", "n01443537", "n01484850")
+        write_image_folder(os.path.join(root, "val"), {wnid: 2 + i for i, wnid in enumerate(wnids)}, seed=5)
+        torch.save(({wnid: (f"name {i}", f"other name {i}") for i, wnid in enumerate(wnids)}, []),
+                   os.path.join(root, "meta.bin"))
+        return root
+
     return {
         "folder": made("folder", image_folder),
+        "imagenet": made("imagenet", imagenet),
         "cifar10": made("cifar10", lambda r: write_cifar(r, "cifar10", n_train=12, n_test=9, images=index_images)),
         "cifar100": made("cifar100", lambda r: write_cifar(r, "cifar100", n_train=12, n_test=9,
                                                           images=index_images)),
@@ -62,6 +70,7 @@ DATASETS = {
     "ImageFolder": (lambda r: tvd.ImageFolder(r["folder"]), FileSource),
     "DatasetFolder": (lambda r: tvd.DatasetFolder(r["folder"], tvd.folder.pil_loader, extensions=(".jpeg", ".png")),
                       FileSource),
+    "ImageNet": (lambda r: tvd.ImageNet(r["imagenet"], "val"), FileSource),
     "CIFAR10-train": (lambda r: tvd.CIFAR10(r["cifar10"], train=True), ArraySource),
     "CIFAR10-test": (lambda r: tvd.CIFAR10(r["cifar10"], train=False), ArraySource),
     "CIFAR100-test": (lambda r: tvd.CIFAR100(r["cifar100"], train=False), ArraySource),

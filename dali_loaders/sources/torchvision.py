@@ -1,6 +1,6 @@
 """torchvision's (and timm's) own dataset objects as this library's sources.
 
-`adapt(dataset)` reads a dataset object the user built (ImageFolder, CIFAR10, MNIST, ...)
+`adapt(dataset)` reads a dataset object the user built (ImageFolder, ImageNet, CIFAR10, MNIST, ...)
 into an ArraySource or a FileSource holding exactly what its __getitem__ hands its transform,
 in its order: the pixels (or the files its loader opens) and the labels. The dataset's own
 transform and target_transform come along, for the loader to translate.
@@ -70,7 +70,7 @@ def _registry(package: str) -> Dict[type, Callable]:
         return {ImageDataset: _timm_image_dataset}
     from torchvision import datasets
 
-    return {datasets.ImageFolder: _folder, datasets.DatasetFolder: _folder,
+    return {datasets.ImageFolder: _folder, datasets.DatasetFolder: _folder, datasets.ImageNet: _folder,
             datasets.CIFAR10: _cifar, datasets.CIFAR100: _cifar,
             datasets.MNIST: _mnist, datasets.FashionMNIST: _mnist, datasets.KMNIST: _mnist,
             datasets.EMNIST: _mnist, datasets.SVHN: _channels_first, datasets.STL10: _stl10,
@@ -185,14 +185,16 @@ def _pil_loading(loader) -> None:
 
 
 def _folder(dataset):
-    """ImageFolder and DatasetFolder: `samples` ((path, class) pairs), opened by `loader`."""
+    """ImageFolder, DatasetFolder and ImageNet (an ImageFolder of its split's folder):
+    `samples` ((path, class) pairs), opened by `loader`."""
     _pil_loading(_attribute(dataset, "loader"))
     samples = _attribute(dataset, "samples")
     try:
         paths, targets = zip(*samples) if len(samples) else ((), ())
     except (TypeError, ValueError):
         raise _CannotRead("its samples are not (path, class) pairs") from None
-    return _file_source(dataset, paths, list(targets), "folder"), *_plain_transforms(dataset)
+    split = str(getattr(dataset, "split", "folder"))
+    return _file_source(dataset, paths, list(targets), split), *_plain_transforms(dataset)
 
 
 def _cifar(dataset):

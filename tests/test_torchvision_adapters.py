@@ -242,6 +242,12 @@ def flowers_without_files(root):
     return dataset
 
 
+def folder_of_triples(root):
+    dataset = tvd.ImageFolder(root)
+    dataset.samples = [(path, label, "extra") for path, label in dataset.samples]   # its __getitem__ fails too
+    return dataset
+
+
 def empty_folder(tmp_path):
     os.makedirs(tmp_path / "empty_class")
     return tvd.ImageFolder(str(tmp_path), allow_empty=True)
@@ -265,6 +271,7 @@ UNREADABLE = {
     "missing attribute": (lambda r, t: cifar_without_data(r["cifar10"]), "'data'"),
     "missing private attribute": (lambda r, t: flowers_without_files(r["flowers"]), "'_image_files'"),
     "empty folder": (lambda r, t: empty_folder(t), "no samples"),
+    "samples not pairs": (lambda r, t: folder_of_triples(r["folder"]), "pairs"),
 }
 
 

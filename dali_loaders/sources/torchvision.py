@@ -163,6 +163,19 @@ def _file_source(dataset, paths, targets, split: str) -> FileSource:
     return FileSource(files, labels, _name(dataset, split), getattr(dataset, "classes", None))
 
 
+def _pairs(samples, what: str):
+    """(paths, classes) of a list of (path, class) pairs, unpacked as __getitem__ does (one
+    pass: ImageNet's 1.28M pairs take ~0.2 s, where zip(*samples) takes seconds)."""
+    paths, targets = [], []
+    try:
+        for path, target in samples:
+            paths.append(path)
+            targets.append(target)
+    except (TypeError, ValueError):
+        raise _CannotRead(f"its {what} are not (path, class) pairs") from None
+    return paths, targets
+
+
 def _pil_loading(loader) -> None:
     """_CannotRead unless `loader` opens a file as PIL's convert("RGB") (the file source's
     decode): torchvision's default loader (while its backend is PIL), its pil_loader, or
@@ -188,13 +201,9 @@ def _folder(dataset):
     """ImageFolder, DatasetFolder and ImageNet (an ImageFolder of its split's folder):
     `samples` ((path, class) pairs), opened by `loader`."""
     _pil_loading(_attribute(dataset, "loader"))
-    samples = _attribute(dataset, "samples")
-    try:
-        paths, targets = zip(*samples) if len(samples) else ((), ())
-    except (TypeError, ValueError):
-        raise _CannotRead("its samples are not (path, class) pairs") from None
+    paths, targets = _pairs(_attribute(dataset, "samples"), "samples")
     split = str(getattr(dataset, "split", "folder"))
-    return _file_source(dataset, paths, list(targets), split), *_plain_transforms(dataset)
+    return _file_source(dataset, paths, targets, split), *_plain_transforms(dataset)
 
 
 def _cifar(dataset):
@@ -288,14 +297,10 @@ def _timm_image_dataset(dataset):
         raise _CannotRead(f"input_img_mode={mode!r}: only 'RGB' images are read as files")
     if getattr(dataset, "additional_features", None) is not None:
         raise _CannotRead("it hands over additional_features")
-    samples = _attribute(reader, "samples")
-    try:
-        paths, targets = zip(*samples) if len(samples) else ((), ())
-    except (TypeError, ValueError):
-        raise _CannotRead("its reader's samples are not (path, class) pairs") from None
+    paths, targets = _pairs(_attribute(reader, "samples"), "reader's samples")
     if any(target is None for target in targets):
         raise _CannotRead("some samples have no class")
-    source = _file_source(dataset, paths, list(targets), "folder")
+    source = _file_source(dataset, paths, targets, "folder")
     source.name += os.fspath(getattr(reader, "root", "") or "")
     class_to_idx = getattr(reader, "class_to_idx", None) or {}
     source.classes = sorted(class_to_idx, key=class_to_idx.get) or None

@@ -7,7 +7,7 @@ import pytest
 import torch
 import torchvision.datasets as tvd
 from cifar_data import index_images, write_cifar
-from dataset_data import write_flowers, write_mnist, write_pets, write_svhn
+from dataset_data import write_flowers, write_food, write_mnist, write_pets, write_stl10, write_svhn
 from image_data import write_image_folder
 from torchvision import transforms as T
 from torchvision.transforms import v2
@@ -23,7 +23,7 @@ GREY_MEAN, GREY_STD = (0.1307,), (0.3081,)
 
 @pytest.fixture(autouse=True)
 def no_md5_checks(monkeypatch):
-    for cls in (tvd.CIFAR10, tvd.SVHN, tvd.Flowers102):
+    for cls in (tvd.CIFAR10, tvd.SVHN, tvd.STL10, tvd.Flowers102):
         monkeypatch.setattr(cls, "_check_integrity", lambda self: True)
     monkeypatch.setattr(tvd.cifar, "check_integrity", lambda *args, **kwargs: True)
 
@@ -37,7 +37,11 @@ def roots(tmp_path_factory):
         "folder": made("folder", lambda r: write_image_folder(r, {"a": 7, "b": 6, "c": 5}) and r),
         "cifar10": made("cifar10", lambda r: write_cifar(r, "cifar10", n_train=4, n_test=21, images=index_images)),
         "mnist": made("mnist", lambda r: write_mnist(r, "MNIST", n_train=19, n_test=3)),
+        "cifar100": made("cifar100", lambda r: write_cifar(r, "cifar100", n_train=17, n_test=2)),
+        "fashion": made("fashion", lambda r: write_mnist(r, "FashionMNIST", n_train=3, n_test=17)),
         "svhn": made("svhn", lambda r: write_svhn(r, (("train", 4), ("test", 18)))),
+        "stl10": made("stl10", lambda r: write_stl10(r, n_train=4, n_test=17, n_unlabeled=1)),
+        "food": made("food", lambda r: write_food(r, per_class=9)),
         "flowers": made("flowers", lambda r: write_flowers(r, n=30)),
         "pets": made("pets", write_pets),
     }
@@ -57,7 +61,11 @@ DATASETS = {
     "ImageFolder": (lambda r, t: tvd.ImageFolder(r["folder"], transform=t), RGB_MEAN, RGB_STD),
     "CIFAR10": (lambda r, t: tvd.CIFAR10(r["cifar10"], train=False, transform=t), RGB_MEAN, RGB_STD),
     "MNIST": (lambda r, t: tvd.MNIST(r["mnist"], train=True, transform=t), GREY_MEAN, GREY_STD),
+    "CIFAR100": (lambda r, t: tvd.CIFAR100(r["cifar100"], train=True, transform=t), RGB_MEAN, RGB_STD),
+    "FashionMNIST": (lambda r, t: tvd.FashionMNIST(r["fashion"], train=False, transform=t), GREY_MEAN, GREY_STD),
     "SVHN": (lambda r, t: tvd.SVHN(r["svhn"], "test", transform=t), RGB_MEAN, RGB_STD),
+    "STL10": (lambda r, t: tvd.STL10(r["stl10"], "test", transform=t), RGB_MEAN, RGB_STD),
+    "Food101": (lambda r, t: tvd.Food101(r["food"], "train", transform=t), RGB_MEAN, RGB_STD),
     "Flowers102": (lambda r, t: tvd.Flowers102(r["flowers"], "test", transform=t), RGB_MEAN, RGB_STD),
     "OxfordIIITPet": (lambda r, t: tvd.OxfordIIITPet(r["pets"], "trainval", transform=t), RGB_MEAN, RGB_STD),
 }

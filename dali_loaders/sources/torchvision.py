@@ -17,7 +17,6 @@ is guarded, and a missing one is a `why`, never an AttributeError.
 """
 import functools
 import os
-import sys
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, Optional, Tuple
 
@@ -45,7 +44,7 @@ def adapt(dataset) -> Optional[Adapted]:
     """`dataset` as a source with its transforms; None for a class this does not know
     (nothing is read or imported then)."""
     package = type(dataset).__module__.split(".")[0]
-    if package not in ("torchvision", "timm") or package not in sys.modules:
+    if package not in ("torchvision", "timm"):
         return None
     reader = _registry(package).get(type(dataset))
     if reader is None:

@@ -164,3 +164,17 @@ def test_shuffled_epochs_read_every_sample_once(roots):
         assert labels == [i % 10 + 100 for i in seen]   # each image with its own label
         epochs.append(seen)
     assert epochs[0] != epochs[1]
+
+
+def test_an_undecodable_file_of_an_image_folder_is_named(tmp_path):
+    from image_data import write_garbage
+
+    from dali_loaders import ImageDecodeError
+
+    write_image_folder(str(tmp_path), {"a": 5, "b": 5})
+    broken = write_garbage(str(tmp_path / "b" / "zz_broken.jpg"))
+    dataset = tvd.ImageFolder(str(tmp_path), transform=v1(RGB_MEAN, RGB_STD))
+    with pytest.raises(ImageDecodeError, match="zz_broken.jpg") as raised:
+        for _ in dali_loader(dataset):
+            pass
+    assert raised.value.path == broken

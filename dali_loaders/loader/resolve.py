@@ -62,8 +62,8 @@ def route(dataset, transform, target_transform, python_fallback: bool) -> Route:
         if adapted is None:
             return python_route(dataset, *given, f"{type(dataset).__name__} is not a dataset this library "
                                                   f"reads as files or arrays")
-        transform = own_transform(dataset, transform, "transform")
-        target_transform = own_transform(dataset, target_transform, "target_transform")
+        transform = own_transform(adapted, transform, "transform")   # what its __getitem__ applies
+        target_transform = own_transform(adapted, target_transform, "target_transform")
         if adapted.source is None:
             return python_route(dataset, *given, adapted.why)
         source = adapted.source

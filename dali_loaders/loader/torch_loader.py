@@ -107,8 +107,8 @@ def twin_dataset(dataset, transform, target_transform, max_image_pixels, on_erro
     adapted = adapt(dataset)
     given = (transform, target_transform)
     if adapted is not None:
-        own_transform(dataset, transform, "transform")
-        own_transform(dataset, target_transform, "target_transform")
+        own_transform(adapted, transform, "transform")
+        own_transform(adapted, target_transform, "target_transform")
         files = getattr(adapted.source, "files", None)
         if files is not None:
             found = screen(files, max_image_pixels, on_error)

@@ -392,9 +392,10 @@ def make_layout(root, layout):
                 f.write(content)
 
 
-def test_dali_needs_a_thread(imagenet_dir):
+def test_zero_threads_runs_one_and_negative_is_refused(imagenet_dir):
+    assert get_imagenet_iter_dali("val", imagenet_dir, 4, 0, device="cpu").route == "dali"
     with pytest.raises(ValueError, match="num_threads"):
-        get_imagenet_iter_dali("val", imagenet_dir, 4, 0)
+        get_imagenet_iter_dali("val", imagenet_dir, 4, -1)
     assert len(get_imagenet_iter_torch("val", imagenet_dir, 4, 0).dataset) > 0   # 0 workers is fine there
 
 

@@ -13,7 +13,7 @@ from torchvision import transforms as v1
 from torchvision.transforms import InterpolationMode as IM
 
 from dali_loaders import transforms
-from dali_loaders.loader.build import dali_loader
+from dali_loaders.loader import dali_loader
 from dali_loaders.sources.arrays import ArraySource
 
 pytestmark = pytest.mark.filterwarnings("ignore:.*python_fallback=True:RuntimeWarning")

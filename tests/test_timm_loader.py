@@ -177,13 +177,32 @@ def test_what_cannot_be_honoured_is_refused_by_name(folder, options, named):
         create_loader(ImageDataset(folder), SIZE, 4, device=CPU, **options)
 
 
-def test_an_unsupported_dataset_is_named(folder):
-    class Mine(torch.utils.data.Dataset):
-        def __len__(self):
-            return 4
+class Wrapped(torch.utils.data.Dataset):
+    """A dataset of the user's, with a `transform` as timm's datasets have: the Python path."""
 
-        def __getitem__(self, i):
-            return torch.zeros(3, 8, 8), 0
+    def __init__(self, root):
+        self.inner = ImageDataset(root)
 
-    with pytest.raises(TypeError, match="got Mine"):
-        create_loader(Mine(), SIZE, 4, device=CPU)
+    @property
+    def transform(self):
+        return self.inner.transform
+
+    @transform.setter
+    def transform(self, transform):
+        self.inner.transform = transform
+
+    def __len__(self):
+        return len(self.inner)
+
+    def __getitem__(self, i):
+        return self.inner[i]
+
+
+def test_another_dataset_takes_the_python_path_with_timms_batches(folder):
+    torch.manual_seed(0)
+    with pytest.warns(UserWarning, match="Python path"):
+        ours = create_loader(Wrapped(folder), SIZE, 4, device=CPU, num_workers=0)
+    theirs = timm.data.create_loader(Wrapped(folder), SIZE, 4, device=CPU, num_workers=0)
+    assert ours.loader.route.startswith("python")
+    for (x, y), (u, v) in zip(ours, theirs, strict=True):
+        assert torch.equal(y, v) and torch.equal(x, u)

@@ -4,7 +4,9 @@
 
 The signature is timm 1.0's, parameter for parameter. The transform is timm's own
 (`timm.data.create_transform` with the same arguments), set on the dataset as timm sets it,
-and translated into the DALI graph (steps with no translation run in Python inside it). With
+and translated into the DALI graph. timm's ImageDataset over a folder and torchvision's
+ImageFolder are read by DALI; other datasets, and recipes with a step DALI cannot run, take
+DaliLoader's Python path (the dataset's own __getitem__ in worker processes; a note says why). With
 `use_prefetcher=True` (timm's default) each batch is what timm's PrefetchLoader hands out:
 FastCollateMixup mixes the uint8 batch (as its collate does), then the batch is converted to
 `img_dtype` and normalized on `device` with timm's arithmetic, then timm's RandomErasing runs on
@@ -29,8 +31,7 @@ try:
 except ImportError:
     raise ImportError('dali_loaders.timm needs timm: pip install "dali_loaders[timm]"') from None
 
-from .. import transforms
-from ..loader.build import dali_loader
+from ..loader import DaliLoader
 from ..seeds import derived_seed
 from ..sources.files import FileSource
 from ..transforms.mixing import batch_mixer, is_timm_mixup
@@ -113,13 +114,14 @@ def create_loader(
     if mixup is not None and batch_size % 2:
         raise ValueError(f"collate_fn timm.{type(mixup).__name__} needs an even batch_size (it mixes each image "
                          f"with its mirror in the batch, as timm asserts), got {batch_size}")
-    inner = dali_loader(
-        file_source(dataset), transform, train=is_training, batch_size=batch_size,
-        num_threads=max(1, int(num_workers)), seed=script_seed(), drop_last=is_training,
+    source = folder_source(dataset)   # a plain folder: DALI reads its files
+    inner = DaliLoader(
+        source if source is not None else dataset, batch_size=batch_size, shuffle=is_training,
+        num_workers=num_workers, drop_last=is_training, seed=script_seed(),
+        transform=transform if source is not None else None,   # else the dataset's own, set above
         rank=None if distributed else 0, world_size=None if distributed else 1,
         even_batches=distributed and not is_training,   # timm's OrderedDistributedSampler pads
-        device=dali_device(device), device_id=device.index if device.type == "cuda" else None,
-        python_fallback=transforms.untranslatable_reason(transform) is not None)
+        device=dali_device(device), device_id=device.index if device.type == "cuda" else None)
     channels = input_size[0] if isinstance(input_size, (tuple, list)) and len(input_size) == 3 else len(mean)
     prefetch = Prefetching(mean, std, channels, img_dtype, re_prob if is_training and not no_aug else 0.,
                            re_mode, re_count, re_num_splits) if use_prefetcher else None
@@ -153,9 +155,10 @@ def is_fast_collate(collate_fn) -> bool:
     return collate_fn is fast_collate or collate_fn is torch.utils.data.default_collate
 
 
-def file_source(dataset) -> FileSource:
+def folder_source(dataset) -> Optional[FileSource]:
     """The image files and labels of timm's ImageDataset over a folder reader, or torchvision's
-    ImageFolder, as the DALI loader reads them."""
+    ImageFolder, as a source DALI reads; None for other datasets (DaliLoader reads them as it
+    can: its adapters, or the dataset's own __getitem__ on the Python path)."""
     from timm.data import IterableImageDataset
     from torchvision.datasets import ImageFolder
 
@@ -163,11 +166,8 @@ def file_source(dataset) -> FileSource:
         raise TypeError("create_loader: timm's IterableImageDataset (streamed readers: tfds, wds, hfids) is not "
                         "supported by the DALI loader; give an ImageDataset over a folder, or an ImageFolder")
     samples = folder_samples(dataset)
-    if samples is None:
-        raise TypeError(f"create_loader: the DALI loader reads timm's ImageDataset over an image folder (its "
-                        f"default reader) and torchvision's ImageFolder; got {type(dataset).__name__}")
     if not samples:
-        raise ValueError("create_loader: the dataset has no samples")
+        return None
     classes = getattr(dataset, "classes", None) if isinstance(dataset, ImageFolder) else None
     return FileSource([path for path, _ in samples], [int(target) for _, target in samples],
                       f"timm:{type(dataset).__name__}", classes=classes)

@@ -146,6 +146,25 @@ def test_the_seed_comes_from_torchs_generator(folder):
     assert torch.equal(runs[0], runs[1]) and not torch.equal(runs[0], runs[2])
 
 
+def test_a_resumed_epoch_is_mixed_and_erased_as_the_uninterrupted_one(folder):
+    def made():
+        torch.manual_seed(9)
+        return create_loader(ImageDataset(folder), SIZE, 4, is_training=True, device=CPU, re_prob=0.5,
+                             collate_fn=FastCollateMixup(mixup_alpha=1.0, cutmix_alpha=1.0, num_classes=3))
+
+    whole = list(made())
+    first = made()
+    batches = iter(first)
+    next(batches)
+    state = first.state_dict()
+    resumed = made()
+    resumed.load_state_dict(state)
+    rest = list(resumed)
+    assert len(rest) == len(whole) - 1 > 0
+    for (x, y), (u, v) in zip(rest, whole[1:]):
+        assert torch.equal(x, u) and torch.equal(y, v)
+
+
 @pytest.mark.parametrize("mixup_class", [FastCollateMixup, Mixup])
 def test_an_odd_batch_to_timms_mixup_is_refused_as_timm_refuses_it(folder, mixup_class):
     mixup = mixup_class(mixup_alpha=1.0, num_classes=3)

@@ -240,10 +240,17 @@ class TimmLoader:
     def __init__(self, loader, dataset, mixup, prefetch: Optional[Prefetching]):
         self.loader, self._dataset, self.mixup, self.prefetch = loader, dataset, mixup, prefetch
         self._mixer = batch_mixer(mixup, loader.sampler) if mixup is not None else None
+        self._first_batch = 0   # the index of the next loop's first batch: a resumed epoch starts later
+
+    def load_state_dict(self, state: dict) -> None:
+        """The DALI loader's resume; the batches still to come are mixed and erased as they would have been."""
+        self.loader.load_state_dict(state)
+        self._first_batch = int(state.get("batches_done", 0)) if isinstance(state, dict) else 0
 
     def __iter__(self):
         sampler = self.loader.sampler
-        for k, (images, labels) in enumerate(self.loader):
+        start, self._first_batch = self._first_batch, 0
+        for k, (images, labels) in enumerate(self.loader, start):
             epoch = sampler.epoch   # the sampler starts its epoch when the first batch is drawn
             if self._mixer is not None and len(images) % 2:
                 raise ValueError(f"collate_fn timm.{type(self.mixup).__name__} needs batches of an even size (as "

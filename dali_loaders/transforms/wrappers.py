@@ -12,6 +12,7 @@ import ast
 import inspect
 import textwrap
 import types
+import weakref
 from typing import Any, Optional, Tuple
 
 QUOTE_CHARS = 80   # how much of a statement a reason quotes
@@ -31,23 +32,37 @@ def delegate(obj) -> Tuple[Optional[Any], str]:
     if not isinstance(method, types.FunctionType):
         return None, (f"{where} is not Python code ({type(method).__name__}): what it does cannot be read; "
                       f"give the transform it wraps instead")
+    known = _read.get(cls)
+    if known is None or known[0] is not method:   # read once per class (the twin flattens per sample)
+        known = _read[cls] = (method, *read_method(method, cls, where))
+    _, attr, reason = known
+    if reason:
+        return None, reason
+    return held_transform(obj, mangled(attr, method), name)
+
+
+_read = weakref.WeakKeyDictionary()   # class -> (its method, the attribute it hands on, or why not)
+
+
+def read_method(method, cls, where: str) -> Tuple[str, str]:
+    """(the attribute the method hands its argument to, "") or ("", why not), from its source."""
     try:
         source = textwrap.dedent(inspect.getsource(method))
         tree = ast.parse(source)
     except (OSError, TypeError, SyntaxError, IndentationError):
-        return None, (f"the source of {where} is not available (defined by exec, or compiled): what it does "
-                      f"cannot be read; give the transform it wraps instead")
+        return "", (f"the source of {where} is not available (defined by exec, or compiled): what it does "
+                    f"cannot be read; give the transform it wraps instead")
     node = tree.body[0] if tree.body else None
     if not isinstance(node, ast.FunctionDef):
-        return None, f"{where} is not a plain def (a lambda, or an assignment): what it does cannot be read"
+        return "", f"{where} is not a plain def (a lambda, or an assignment): what it does cannot be read"
     if node.decorator_list:
-        return None, f"{where} is decorated (@{ast.unparse(node.decorator_list[0])}), which may do more than call it"
+        return "", f"{where} is decorated (@{ast.unparse(node.decorator_list[0])}), which may do more than call it"
     attr, reason = delegated_attribute(node, where)
     if reason:
-        return None, reason
+        return "", reason
     if not runs_this_source(node, method, cls):
-        return None, f"{where} does not run the source found for it (a wrapped function, or a file edited since)"
-    return held_transform(obj, mangled(attr, method), name)
+        return "", f"{where} does not run the source found for it (a wrapped function, or a file edited since)"
+    return attr, ""
 
 
 def calling_method(obj) -> Tuple[str, Any]:

@@ -202,3 +202,18 @@ def test_untranslatable_reason_names_the_step_inside_a_wrapper():
     preset = ClassificationPresetTrain(crop_size=32, auto_augment_policy="augmix")
     assert transforms.untranslatable_reason(preset).startswith("AugMix has no DALI translation")
     assert transforms.untranslatable_reason(None) is None
+
+
+def test_daliloader_reads_a_preset_in_dali_and_names_a_refused_wrapper_on_the_python_path(photo_files):  # noqa: F811
+    from dali_loaders import DaliLoader
+    from dali_loaders.loader import PythonPathNote
+
+    preset = ClassificationPresetEval(crop_size=32, resize_size=40)
+    loader = DaliLoader(photo_files, batch_size=4, transform=preset)
+    assert loader.route == "dali"
+    ours = torch.cat([x for x, _ in loader])
+    expected = torch.stack([preset(photo_files.pil_image(i)) for i in range(len(photo_files))])
+    assert (ours - expected).abs().max() <= 1e-6   # float32 rounding of Normalize only
+    with pytest.warns(PythonPathNote, match=r"PrintingPreset\.__call__ does more than"):
+        loader = DaliLoader(photo_files, batch_size=4, transform=PrintingPreset(crop_size=32, resize_size=40))
+    assert loader.route.startswith("python") and "PrintingPreset" in loader.route

@@ -175,6 +175,8 @@ def batch_mixer(batch_transform, sampler) -> Optional[Callable]:
     if batch_transform is None:
         return None
     if is_timm_mixup(batch_transform):
+        if timm_refusal(batch_transform) and type(batch_transform).__name__ == "Mixup":
+            return CallableBatchTransform(batch_transform, sampler)   # elem / pair modes: timm's own code
         return TimmBatchMixer(batch_transform, sampler)
     if is_torchvision_mixing(batch_transform):
         return BatchMixer(batch_transform, sampler)

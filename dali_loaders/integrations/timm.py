@@ -216,12 +216,14 @@ class Prefetching:
         self.img_dtype = img_dtype
         self.erasing = dict(probability=re_prob, mode=re_mode, max_count=re_count, num_splits=re_num_splits) \
             if re_prob > 0 else None
-        self._erasers = {}
+        self._erasers, self._stats = {}, {}
 
     def __call__(self, images: torch.Tensor, seed: int) -> torch.Tensor:
         device = images.device
-        mean = torch.tensor(self.mean, device=device, dtype=self.img_dtype).view(1, -1, 1, 1)
-        std = torch.tensor(self.std, device=device, dtype=self.img_dtype).view(1, -1, 1, 1)
+        if device not in self._stats:   # made once per device, as the prefetcher's
+            self._stats[device] = tuple(torch.tensor(values, device=device, dtype=self.img_dtype).view(1, -1, 1, 1)
+                                        for values in (self.mean, self.std))
+        mean, std = self._stats[device]
         images = images.to(self.img_dtype).sub_(mean).div_(std)
         if self.erasing is not None:
             eraser = self._erasers.get(device)

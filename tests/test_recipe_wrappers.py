@@ -89,9 +89,19 @@ def test_a_wrapper_of_a_wrapper_and_a_torch_module_wrapper_unwrap():
         def forward(self, *inputs):
             return self.steps(*inputs)
 
+    class Slotted:
+        __slots__ = ("steps",)
+
+        def __init__(self, steps):
+            self.steps = steps
+
+        def __call__(self, image):
+            return self.steps(image)
+
     preset = ClassificationPresetEval(crop_size=32, resize_size=40)
     steps = list(preset.transforms.transforms)
     assert transforms.flatten(Outer(preset)) == steps
+    assert transforms.flatten(Slotted(preset)) == steps
     assert transforms.flatten(ModuleWrapper(v1.Compose(steps))) == steps
     hooked = ModuleWrapper(v1.Compose(steps))
     hooked.register_forward_hook(lambda module, inputs, output: output * 2)

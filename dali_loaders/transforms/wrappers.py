@@ -155,10 +155,19 @@ def held_transform(obj, attr: str, name: str) -> Tuple[Optional[Any], str]:
         value = modules.get(attr, missing) if isinstance(modules, dict) else missing
     if value is missing:
         return None, f"{name} has no attribute {attr!r} to hand the image to"
+    if isinstance(value, types.MemberDescriptorType):   # a __slots__ entry: read in C, no code of the class
+        value = getattr(obj, attr, missing)
+        if value is missing:
+            return None, f"{name} has no attribute {attr!r} to hand the image to"
+        return checked_transform(obj, attr, value, name)
     in_instance = attr in getattr(obj, "__dict__", {}) and getattr(obj, "__dict__")[attr] is value
     if not in_instance and hasattr(type(value), "__get__"):
         return None, (f"self.{attr} is a {type(value).__name__} of {name} (it runs code of the class), not a "
                       f"transform it holds")
+    return checked_transform(obj, attr, value, name)
+
+
+def checked_transform(obj, attr: str, value, name: str) -> Tuple[Optional[Any], str]:
     if value is obj:
         return None, f"{name} hands the image to itself"
     if isinstance(value, (types.FunctionType, types.BuiltinFunctionType, types.MethodType, type)) \

@@ -208,6 +208,13 @@ def test_a_refused_wrapper_runs_whole_on_the_python_path(capfd):
     assert torch.allclose(ours, expected, atol=1e-6)
 
 
+def test_a_plain_function_is_named_without_a_wrapper_reading():
+    def brighter(image):
+        return image
+
+    assert transforms.untranslatable_reason(brighter) == "builtins.function has no DALI translation"
+
+
 def test_untranslatable_reason_names_the_step_inside_a_wrapper():
     preset = ClassificationPresetTrain(crop_size=32, auto_augment_policy="augmix")
     assert transforms.untranslatable_reason(preset).startswith("AugMix has no DALI translation")

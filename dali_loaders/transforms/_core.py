@@ -6,6 +6,7 @@ horizontal flip, the conversion to float and Normalize are kept pending and done
 by one crop_mirror_normalize that also writes the output layout, as DALI does fastest.
 """
 import numbers
+from types import BuiltinFunctionType, FunctionType, MethodType
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
@@ -312,14 +313,16 @@ def flatten(transform, _depth: int = 0) -> List[Any]:
 
 MAX_NESTING = 64
 # packages whose unregistered classes are transforms in their own right, never read as wrappers
-LIBRARIES = {"torchvision", "timm", "albumentations", "torch", "kornia", "PIL"}
+LIBRARIES = {"torchvision", "timm", "albumentations", "torch", "kornia", "PIL", "functools"}
+PLAIN_CALLABLES = (FunctionType, BuiltinFunctionType, MethodType)   # no class of the user's
 
 
 def wrapped(step) -> Tuple[Optional[Any], str]:
     """(the transform a wrapper hands each image to, "") for an object of an unregistered class
     of the user's that only does that; else (None, why it is not read as a wrapper; "" for a
     registered class or a library's)."""
-    if translator_of(step) is not None or type(step).__module__.split(".")[0] in LIBRARIES:
+    if translator_of(step) is not None or type(step).__module__.split(".")[0] in LIBRARIES \
+            or isinstance(step, PLAIN_CALLABLES):
         return None, ""
     return delegate(step)
 

@@ -6,8 +6,8 @@ horizontal flip, the conversion to float and Normalize are kept pending and done
 by one crop_mirror_normalize that also writes the output layout, as DALI does fastest.
 """
 import numbers
-from types import BuiltinFunctionType, FunctionType, MethodType
 from dataclasses import dataclass, field
+from types import BuiltinFunctionType, FunctionType, MethodType
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np

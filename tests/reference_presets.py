@@ -64,3 +64,22 @@ def classification_eval(*, crop_size, resize_size=256, interpolation=Interpolati
     if use_v2:
         steps.append(T.ToPureTensor())
     return T.Compose(steps)
+
+
+class ClassificationPresetTrain:
+    """The reference's class as users hold it: the steps in `self.transforms`, and a __call__
+    that only hands the image to them."""
+
+    def __init__(self, **options):
+        self.transforms = classification_train(**options)
+
+    def __call__(self, img):
+        return self.transforms(img)
+
+
+class ClassificationPresetEval:
+    def __init__(self, **options):
+        self.transforms = classification_eval(**options)
+
+    def __call__(self, img):
+        return self.transforms(img)

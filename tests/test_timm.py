@@ -526,17 +526,25 @@ def test_mixup_switched_off_by_the_trainer_only_smooths_the_labels():
     assert torch.allclose(soft, torch.nn.functional.one_hot(labels, 5) * 0.8 + 0.04)
 
 
-def test_mixup_elem_mode_and_subclasses_are_refused_by_name():
-    from timm.data.mixup import Mixup
+def test_mixup_elem_mode_and_subclasses_run_timms_own_code_and_fast_collate_elem_is_refused():
+    from timm.data.mixup import FastCollateMixup, Mixup
 
-    with pytest.raises(ValueError, match="timm.Mixup: mode='elem' is not supported"):
-        timm_mixer(Mixup(mode="elem", num_classes=5))
+    from dali_loaders.transforms.mixing import CallableBatchTransform
+
+    with pytest.raises(ValueError, match="timm.FastCollateMixup: mode='elem' is not supported"):
+        timm_mixer(FastCollateMixup(mode="elem", num_classes=5))
 
     class MyMixup(Mixup):
         pass
 
-    with pytest.raises(ValueError, match="MyMixup is not supported"):
-        timm_mixer(MyMixup(num_classes=5))
+    images, labels = ramp_batch()
+    for mixup in (Mixup(mode="elem", num_classes=5), MyMixup(num_classes=5)):
+        hook = timm_mixer(mixup)
+        assert isinstance(hook, CallableBatchTransform)   # called as it is, its draws seeded per batch
+        out, soft = hook(images.clone(), labels, 0, 0)
+        again, soft_again = hook(images.clone(), labels, 0, 0)
+        assert torch.equal(out, again) and torch.equal(soft, soft_again) and not torch.equal(out, images)
+        assert soft.shape == (8, 5) and torch.allclose(soft.sum(1), torch.ones(8))
 
 
 def test_mixup_in_both_loaders(tmp_path):

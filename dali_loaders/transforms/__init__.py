@@ -20,6 +20,7 @@ from ._core import (
                     plan,
                     register,
                     supported_names,
+                    untranslatable_reason,
 )
 from .dali_function import DaliFunction
 from .python_fallback import as_tensor, call_step, call_steps, run_in_python, warn_slow
@@ -27,4 +28,4 @@ from .python_fallback import as_tensor, call_step, call_steps, run_in_python, wa
 __all__ = ["DaliFunction", "TRANSLATORS", "Images", "Plan", "Untranslatable", "apply", "as_tensor", "call_step",
            "call_steps", "check",
            "describe", "flatten", "needs_conditionals", "plan", "register", "run_in_python", "supported_names",
-           "warn_slow"]
+           "untranslatable_reason", "warn_slow"]

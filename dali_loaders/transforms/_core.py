@@ -7,10 +7,13 @@ by one crop_mirror_normalize that also writes the output layout, as DALI does fa
 """
 import numbers
 from dataclasses import dataclass, field
+from types import BuiltinFunctionType, FunctionType, MethodType
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
+
+from .wrappers import delegate
 
 TRANSLATORS: Dict[type, Callable] = {}
 FLOAT_TYPES = (torch.float32, torch.float16, torch.bfloat16, torch.float64)
@@ -286,18 +289,52 @@ class Plan:
         return final_dtype(self.translated) if not self.python else None
 
 
-def flatten(transform) -> List[Any]:
-    """The steps of a transform: Compose (v1 or v2) unrolled, recursively."""
+def flatten(transform, _depth: int = 0) -> List[Any]:
+    """The steps of a transform: Compose (v1 or v2) unrolled, recursively, and wrappers (an
+    object of a user's class that only hands the image to a transform it holds, as
+    torchvision's reference presets do) replaced by the transform they hold."""
     from torchvision import transforms as v1
     from torchvision.transforms import v2
 
+    if _depth > MAX_NESTING:
+        raise ValueError(f"{describe(transform)}: transforms nested over {MAX_NESTING} deep (a wrapper that "
+                         f"holds itself?)")
     if transform is None:
         return []
     if isinstance(transform, (v1.Compose, v2.Compose)):
-        return [step for inner in transform.transforms for step in flatten(inner)]
+        return [step for inner in transform.transforms for step in flatten(inner, _depth + 1)]
     if isinstance(transform, (list, tuple)):
-        return [step for inner in transform for step in flatten(inner)]
+        return [step for inner in transform for step in flatten(inner, _depth + 1)]
+    inner, _ = wrapped(transform)
+    if inner is not None:
+        return flatten(inner, _depth + 1)
     return [transform]
+
+
+MAX_NESTING = 64
+# packages whose unregistered classes are transforms in their own right, never read as wrappers
+LIBRARIES = {"torchvision", "timm", "albumentations", "torch", "kornia", "PIL", "functools"}
+PLAIN_CALLABLES = (FunctionType, BuiltinFunctionType, MethodType)   # no class of the user's
+
+
+def wrapped(step) -> Tuple[Optional[Any], str]:
+    """(the transform a wrapper hands each image to, "") for an object of an unregistered class
+    of the user's that only does that; else (None, why it is not read as a wrapper; "" for a
+    registered class or a library's)."""
+    if translator_of(step) is not None or type(step).__module__.split(".")[0] in LIBRARIES \
+            or isinstance(step, PLAIN_CALLABLES):
+        return None, ""
+    return delegate(step)
+
+
+def untranslatable_reason(transform) -> Optional[str]:
+    """Why DALI cannot run `transform` whole (the first step with no translation, or a
+    wrapper that does more than hand the image on), or None when every step translates."""
+    for step in flatten(transform):
+        reason = check(step)
+        if reason:
+            return reason
+    return None
 
 
 def plan(transform, python_fallback: bool) -> Plan:
@@ -336,7 +373,8 @@ def check(step) -> str:
     """Why `step` cannot be translated, or "" if it can (its parameters are checked too)."""
     translator = translator_of(step)
     if translator is None:
-        return f"{describe(step)} has no DALI translation"
+        _, why = wrapped(step)
+        return f"{describe(step)} has no DALI translation" + (f" (nor is it a mere wrapper: {why})" if why else "")
     refusal = getattr(translator, "refuse", None)
     reason = refusal(step) if refusal else ""
     return f"{describe(step)}: {reason}" if reason else ""

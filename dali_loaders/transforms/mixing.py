@@ -1,5 +1,6 @@
 """batch_transform=: torchvision v2's MixUp and CutMix, or a RandomChoice of them, or timm's
-Mixup / FastCollateMixup (batch mode), on each whole batch.
+Mixup / FastCollateMixup (batch mode), on each whole batch; any other callable
+(images, labels) -> (images, labels) as it is (CallableBatchTransform).
 
 Both backends call the same `BatchMixer` on each batch where it already is (the GPU when
 DALI outputs there, else the CPU). Its draws come from a torch.Generator of its own,
@@ -169,11 +170,56 @@ def mixed_labels(labels: torch.Tensor, lam: float, num_classes: int) -> torch.Te
 
 
 def batch_mixer(batch_transform, sampler) -> Optional[Callable]:
-    """The per-batch hook of a loader, or None without a batch_transform."""
+    """The per-batch hook of a loader, or None without a batch_transform: torchvision's and
+    timm's mixings on their own paths, any other callable as CallableBatchTransform."""
     if batch_transform is None:
         return None
-    return TimmBatchMixer(batch_transform, sampler) if is_timm_mixup(batch_transform) else \
-        BatchMixer(batch_transform, sampler)
+    if is_timm_mixup(batch_transform):
+        if timm_refusal(batch_transform) and type(batch_transform).__name__ == "Mixup":
+            return CallableBatchTransform(batch_transform, sampler)   # elem / pair modes: timm's own code
+        return TimmBatchMixer(batch_transform, sampler)
+    if is_torchvision_mixing(batch_transform):
+        return BatchMixer(batch_transform, sampler)
+    if not callable(batch_transform):
+        raise TypeError(f"batch_transform must be callable as (images, labels) -> (images, labels), got "
+                        f"{type(batch_transform).__name__}")
+    return CallableBatchTransform(batch_transform, sampler)
+
+
+def is_torchvision_mixing(batch_transform) -> bool:
+    """torchvision v2's MixUp or CutMix, or a RandomChoice (v1 named as unsupported) of them only."""
+    from torchvision import transforms as v1
+    from torchvision.transforms import v2
+
+    if isinstance(batch_transform, (v2.MixUp, v2.CutMix)):
+        return True
+    return isinstance(batch_transform, (v1.RandomChoice, v2.RandomChoice)) and \
+        all(isinstance(t, (v2.MixUp, v2.CutMix)) for t in batch_transform.transforms)
+
+
+class CallableBatchTransform:
+    """Any callable (images, labels) -> (images, labels) on each whole batch, as a DataLoader's
+    collate_fn would be: images where the loader put them, labels int64. Its random draws
+    (torch's, numpy's and Python's global generators, and the images' GPU's) are seeded per
+    batch from (seed, epoch, rank, batch index) and put back afterwards: both loaders hand it
+    the same draws, set_epoch and a resumed state reproduce every batch, and the training
+    script's own draws do not follow the loader's."""
+
+    def __init__(self, function, sampler):
+        self.function, self.sampler = function, sampler
+        self.name = getattr(function, "__qualname__", None) or type(function).__qualname__
+
+    def __call__(self, images: torch.Tensor, labels: torch.Tensor, epoch: int, batch_index: int):
+        from .python_fallback import seeded_globals
+
+        seed = derived_seed(self.sampler.seed, epoch, self.sampler.shard.rank, batch_index, MIXING_STREAM)
+        with seeded_globals(seed, images.device):
+            out = self.function(images, labels.long())
+        if not (isinstance(out, (tuple, list)) and len(out) == 2 and all(isinstance(t, torch.Tensor) for t in out)):
+            got = f"{type(out).__name__} of {len(out)}" if isinstance(out, (tuple, list)) else type(out).__name__
+            raise TypeError(f"batch_transform {self.name} returned a {got}; it must return (images, labels), "
+                            f"two tensors")
+        return tuple(out)
 
 
 # -- timm's Mixup and FastCollateMixup, batch mode ------------------------------------------------

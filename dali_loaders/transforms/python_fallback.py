@@ -1,6 +1,7 @@
 """Steps DALI runs per sample in Python (python_fallback=True), and the twin's way of calling steps."""
 import contextlib
 import warnings
+from typing import Optional
 
 import numpy as np
 import torch
@@ -48,18 +49,25 @@ def call_steps(transform, image):
 
 
 @contextlib.contextmanager
-def seeded_globals(seed: int):
-    """Python's, numpy's and torch's global generators, set per sample from DALI's checkpointed
-    RNG, and put back as they were afterwards: the training script's own draws (dropout,
-    drop-path, timm's Mixup) come from them and must not follow the loader's seeds."""
+def seeded_globals(seed: int, device: Optional[torch.device] = None):
+    """Python's, numpy's and torch's global generators (the CPU's, and `device`'s if a GPU),
+    set per sample (or batch) from the loader's seeds, and put back as they were afterwards:
+    the training script's own draws (dropout, drop-path, timm's Mixup) come from them and must
+    not follow the loader's seeds."""
     import random
 
     saved = random.getstate(), np.random.get_state(), torch.default_generator.get_state()
+    gpus = [device.index if device.index is not None else torch.cuda.current_device()] \
+        if device is not None and device.type == "cuda" else []
     random.seed(seed)
     np.random.seed(seed)
-    torch.default_generator.manual_seed(seed)   # the CPU's only: the steps run on the CPU
+    torch.default_generator.manual_seed(seed)
     try:
-        yield
+        with torch.random.fork_rng(devices=gpus, enabled=bool(gpus)):
+            for gpu in gpus:
+                with torch.cuda.device(gpu):
+                    torch.cuda.manual_seed(seed)
+            yield
     finally:
         random.setstate(saved[0])
         np.random.set_state(saved[1])

@@ -1,6 +1,6 @@
 """The loaders themselves: the DataLoader look-alike over DALI, the torchvision twin, who reads
 which samples (sharding and seeds), and the factories that build either from a source."""
-from ._dali import lean_api_checks
+from ..dali_compat import lean_api_checks
 from .build import dali_loader, serialized_gpu_graph
 from .checks import check_count
 from .dali_loader import DaliLoader

@@ -115,3 +115,31 @@ def test_build_plugins_without_a_compiler_exits_1_saying_so(tmp_path):
     assert "no C++ compiler" in done.stderr and "CXX" in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.stderr
     assert not os.path.exists(os.path.join(tmp_path, "cache", "plugins"))
+
+
+def test_pip_headers_are_those_of_dalis_cuda_alone(monkeypatch):
+    """A venv may hold two CUDAs' header packages (DALI's CUDA 12 ones, torch's CUDA 13
+    runtime): only those of DALI's CUDA major version are used."""
+    import nvidia
+    import nvidia.dali
+
+    from dali_loaders.ops import plugin
+
+    roots = list(nvidia.__path__)
+    for cuda, expected in ((12090, {"cuda_runtime", "cuda_nvcc", "cuda_crt", "cuda_cccl"}), (13000, {"cu13"})):
+        monkeypatch.setattr(nvidia.dali, "__cuda_version__", cuda, raising=False)
+        folders = plugin._pip_cuda_includes()
+        assert all(os.path.basename(f) == "include" and os.path.dirname(os.path.dirname(f)) in roots for f in folders)
+        assert {os.path.basename(os.path.dirname(f)) for f in folders} <= expected
+        present = {name for root in roots for name in expected if os.path.isdir(os.path.join(root, name, "include"))}
+        assert {os.path.basename(os.path.dirname(f)) for f in folders} == present
+
+
+def test_dali_loaders_cuda_home_is_the_only_toolkit_looked_at(monkeypatch, tmp_path):
+    from dali_loaders.ops import plugin
+
+    monkeypatch.setenv("CUDA_HOME", "/usr/local/cuda")
+    monkeypatch.setenv(plugin.CUDA_HOME_ENV, str(tmp_path / "toolkit"))
+    assert plugin._toolkit_includes() == [str(tmp_path / "toolkit" / "include")]
+    monkeypatch.delenv(plugin.CUDA_HOME_ENV)
+    assert plugin._toolkit_includes()[0] == "/usr/local/cuda/include"

@@ -33,8 +33,8 @@ import subprocess
 import sys
 import tempfile
 import threading
-import warnings
 import time
+import warnings
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Tuple

@@ -4,7 +4,12 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup demo test bench clean
+# The smoke set on the lowest DALI the extras accept, in a venv of its own (same pins but DALI).
+LOWEST      := .venv-lowest
+PY_LOWEST   := $(LOWEST)/bin/python
+LOWEST_DALI := nvidia-dali-cuda120==2.3.0
+
+.PHONY: setup demo test bench clean smoke-lowest
 
 setup: $(STAMP)
 
@@ -20,8 +25,20 @@ demo: setup
 test: setup
 	$(PY) -m pytest -q tests
 
+smoke-lowest: $(LOWEST)/.installed
+	$(PY_LOWEST) -m dali_loaders build-plugins
+	$(PY_LOWEST) -m pytest -q -m smoke tests
+
+$(LOWEST)/.installed: requirements.txt setup.py pyproject.toml
+	test -x $(PY_LOWEST) || $(PYTHON) -m venv $(LOWEST)
+	grep -v '^nvidia-dali-' requirements.txt > $(LOWEST)/requirements.txt
+	echo '$(LOWEST_DALI)' >> $(LOWEST)/requirements.txt
+	$(PY_LOWEST) -m pip install --quiet -r $(LOWEST)/requirements.txt
+	$(PY_LOWEST) -m pip install --quiet --no-build-isolation --no-deps -e .
+	touch $@
+
 bench: setup
 	$(PY) -m dali_loaders bench
 
 clean:
-	rm -rf $(VENV) build *.egg-info
+	rm -rf $(VENV) $(LOWEST) build *.egg-info

@@ -1,5 +1,6 @@
-"""`python -m dali_loaders demo|bench|verify|index|check-gpu` (installed as `dali-loaders` too)."""
+"""`python -m dali_loaders demo|bench|verify|index|check-gpu|build-plugins` (installed as `dali-loaders` too)."""
 import argparse
+import sys
 
 
 def _demo(args) -> int:
@@ -41,6 +42,31 @@ def _check_gpu(args) -> int:
     return run(args.against)
 
 
+def _build_plugins(args) -> int:
+    from .ops import plugin
+
+    try:
+        import nvidia.dali  # noqa: F401
+    except ImportError:
+        print("build-plugins: NVIDIA DALI is not installed (pip install \"dali_loaders[cuda12]\", or [cuda13])",
+              file=sys.stderr)
+        return 1
+    print(f"building the C++ operators for DALI {nvidia.dali.__version__} into {plugin.cache_root()} "
+          f"({plugin.USUAL_TIME} each, in parallel)", flush=True)
+    try:
+        results = plugin.build_all(workers=args.jobs)
+    except plugin.Unavailable as e:   # no compiler: nothing can be built
+        print(f"build-plugins: {e}", file=sys.stderr)
+        return 1
+    for built in results:
+        if built.error:
+            print(f"{built.library.file}: FAILED ({built.error}); the loaders go on {built.library.instead}")
+        else:
+            how = f"compiled in {built.seconds:.0f} s" if built.compiled else "already built"
+            print(f"{built.library.file}: {how}: {built.path}")
+    return 1 if any(built.error for built in results) else 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="dali-loaders", description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -73,6 +99,11 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--against", choices=["gpu", "cpu"], default="gpu",
                        help="cpu: the same checks CPU against CPU (tries the machinery without a GPU)")
     check.set_defaults(run=_check_gpu)
+    plugins = commands.add_parser("build-plugins", help="compile the C++ operators for the DALI installed now, "
+                                                        "ahead of first use (e.g. in a container image)")
+    plugins.add_argument("--jobs", type=int, default=None,
+                         help="libraries compiled at once (default: one per library, up to the CPU count)")
+    plugins.set_defaults(run=_build_plugins)
     return parser
 
 

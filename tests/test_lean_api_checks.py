@@ -1,4 +1,4 @@
-"""loader/_dali.py's lean_api_checks: DALI's API-type checks kept as they are (mixing the run
+"""dali_compat.lean_api_checks: DALI's API-type checks kept as they are (mixing the run
 APIs still refused, the scope restored), without DALI's per-call class."""
 import gc
 import weakref
@@ -12,7 +12,7 @@ pytest.importorskip("nvidia.dali")
 def _pipeline():
     from nvidia.dali import fn, pipeline_def
 
-    from dali_loaders.loader._dali import lean_api_checks
+    from dali_loaders.dali_compat import lean_api_checks
 
     @pipeline_def(batch_size=2, num_threads=1, device_id=None)
     def pipe():

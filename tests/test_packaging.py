@@ -21,7 +21,7 @@ def wheel(tmp_path_factory):
     """Built from a copy of the tree, so no stale build/ of an older layout gets in."""
     tmp = tmp_path_factory.mktemp("wheel")
     source = tmp / "source"
-    shutil.copytree(REPO, source, ignore=shutil.ignore_patterns(".venv", ".git", "build", "dist", "*.egg-info",
+    shutil.copytree(REPO, source, ignore=shutil.ignore_patterns(".venv*", ".git", "build", "dist", "*.egg-info",
                                                                 "__pycache__", ".pytest_cache", "bench-results"))
     done = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
                            str(source), "-w", str(tmp / "dist")], capture_output=True, text=True, timeout=300)
@@ -64,6 +64,28 @@ def test_one_dali_per_cuda_extra_and_none_without_wheels(wheel):
             assert {"torch", "torchvision"} <= installed(requirements, extra, platform)
     assert "pytorch-lightning" in installed(requirements, "lightning", LINUX_X86)
     assert "pytorch-lightning" not in installed(requirements, None, LINUX_X86)
+
+
+def test_cuda_extras_bring_dali_2_3_or_newer_and_the_cuda_headers(wheel):
+    from packaging.version import Version
+
+    requirements = metadata(wheel)
+    headers = {"cuda12": {"nvidia-cuda-runtime-cu12", "nvidia-cuda-nvcc-cu12", "nvidia-cuda-cccl-cu12"},
+               "cuda13": {"nvidia-cuda-runtime", "nvidia-cuda-crt", "nvidia-cuda-cccl"}}
+    for extra, dali in (("cuda12", "nvidia-dali-cuda120"), ("cuda13", "nvidia-dali-cuda130")):
+        assert headers[extra] <= installed(requirements, extra, LINUX_X86)
+        (requirement,) = [r for r in requirements if r.name == dali]
+        assert not requirement.specifier.contains(Version("2.2.0")) and requirement.specifier.contains(Version("2.3.0"))
+    assert not (headers["cuda12"] | headers["cuda13"]) & installed(requirements, None, LINUX_X86)
+
+
+def test_the_wheel_states_its_license(wheel):
+    with zipfile.ZipFile(wheel) as archive:
+        names = archive.namelist()
+        meta = archive.read(next(n for n in names if n.endswith(".dist-info/METADATA"))).decode()
+        license_text = archive.read(next(n for n in names if n.endswith("/LICENSE"))).decode()
+    assert "License-Expression: MIT" in meta.splitlines()
+    assert "Permission is hereby granted" in license_text and "BSD-3-Clause" in license_text
 
 
 def test_setup_py_still_works():

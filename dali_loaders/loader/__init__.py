@@ -1,6 +1,6 @@
 """The loaders themselves: DaliLoader (DataLoader's shape, DALI's batches), the torchvision twin
 TorchLoader, and what they are made of (orders, the pipeline, the Python path)."""
-from ._dali import lean_api_checks
+from ..dali_compat import lean_api_checks
 from .build import serialized_gpu_graph
 from .checks import check_count
 from .dali_loader import DaliLoader

@@ -2,10 +2,18 @@
 import warnings
 from typing import Callable
 
+from ..dali_compat import require_dali
+
 
 def dali_available() -> bool:
+    """Whether DALI is installed (False: the factories fall back to the twins); a DALI too old
+    for the loaders raises dali_compat.DaliTooOld, naming both versions."""
     try:
         import nvidia.dali  # noqa: F401
+    except ImportError:
+        return False
+    require_dali()
+    try:
         from nvidia.dali.plugin import pytorch  # noqa: F401
     except ImportError:
         return False

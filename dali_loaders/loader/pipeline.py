@@ -24,7 +24,8 @@ from typing import Callable, List, Optional
 
 import numpy as np
 
-from ._dali import epoch_iterator, release_freed_memory
+from ..dali_compat import can_restore, checkpoint_with, epoch_iterator, forget_inherited_pipelines, restore, shutdown
+from ._dali import release_freed_memory
 
 # build(seed, checkpoint) -> a built DALI pipeline over the loader's graph, at `checkpoint` if given.
 Builder = Callable[[int, Optional[bytes]], object]
@@ -81,7 +82,7 @@ class LivePipeline:
             self.pipeline = self._build(seed, checkpoint)
             self._learn_graph()
         else:
-            _restore(self.pipeline, checkpoint if checkpoint is not None else self._start_state(seed))
+            restore(self.pipeline, checkpoint if checkpoint is not None else self._start_state(seed))
         self._iterator = epoch_iterator(self.pipeline, runs)
         if not self._fresh_iterator_state:
             self._fresh_iterator_state = self._iterator.fresh_state()
@@ -119,16 +120,16 @@ class LivePipeline:
                                      num_threads=1, device_id=self._device_id, seed=seed,
                                      enable_checkpointing=True)
         try:
-            return donor._get_checkpoint(iterator_data=self._fresh_iterator_state)
+            return checkpoint_with(donor, self._fresh_iterator_state)
         finally:
-            donor._shutdown()
+            shutdown(donor)
 
     def _learn_graph(self) -> None:
         """Once, after the first build: the serialized graph for seed donors, or not reusable."""
         if self._graph is not None or not self._reusable:
             return
         self._batch_size, self._device_id = self.pipeline.max_batch_size, self.pipeline.device_id
-        self._reusable = _can_restore(self.pipeline)
+        self._reusable = can_restore(self.pipeline)
         if self._reusable:
             try:
                 self._graph = self.pipeline.serialize()
@@ -157,7 +158,7 @@ class LivePipeline:
         self._prepared = {}
         pipeline, self.pipeline = self.pipeline, None
         if pipeline is not None:
-            pipeline._shutdown()
+            shutdown(pipeline)
             del pipeline
             release_freed_memory()
 
@@ -167,17 +168,6 @@ class LivePipeline:
         if self.pipeline is not None:
             _INHERITED.append(self.pipeline)
             self.pipeline = None
-
-
-def _can_restore(pipeline) -> bool:
-    return hasattr(pipeline, "_restore_state_from_checkpoint") and hasattr(pipeline, "_get_checkpoint")
-
-
-def _restore(pipeline, checkpoint: bytes) -> None:
-    # DALI restores a checkpoint only at build; its own restore step works on a built,
-    # idle pipeline too (every run drained): checked on DALI 2.4 by test_pipeline_life.
-    pipeline._checkpoint = checkpoint
-    pipeline._restore_state_from_checkpoint()
 
 
 # -- fork safety ----------------------------------------------------------------------------
@@ -192,17 +182,7 @@ def _disarm_inherited_pipelines() -> None:
     parent's threads."""
     for live in list(_LIVE):
         live.disarm()
-    import sys
-
-    dali_pipeline = sys.modules.get("nvidia.dali.pipeline")
-    registry = getattr(getattr(dali_pipeline, "Pipeline", None), "_pipes", None)
-    if isinstance(registry, set):
-        for ref in list(registry):
-            pipeline = ref()
-            if pipeline is not None:
-                _INHERITED.append((pipeline, pipeline._pipe))
-                pipeline._pipe = None   # its __del__ then has nothing to shut down
-        registry.clear()
+    forget_inherited_pipelines(_INHERITED)
 
 
 os.register_at_fork(after_in_child=_disarm_inherited_pipelines)

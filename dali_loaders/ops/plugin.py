@@ -16,7 +16,13 @@ Whatever goes wrong (no compiler, no CUDA headers, which DALI's headers include,
 load error) the loaders use DALI's own operators instead, after one warning per library.
 DALI_LOADERS_NO_PLUGIN=1 turns all off, DALI_LOADERS_NO_AUGMENT_PLUGIN=1 the augmentation
 operator alone, DALI_LOADERS_NO_NORMALIZE_PLUGIN=1 the normalization one; CXX picks the
-compiler; DALI_LOADERS_CACHE the cache directory.
+compiler; DALI_LOADERS_CACHE the cache directory (default ~/.cache/dali_loaders);
+DALI_LOADERS_CUDA_HOME the CUDA toolkit whose headers to use (default: CUDA_HOME, CUDA_PATH,
+nvcc's, /usr/local/cuda): a folder without one means pip's CUDA header packages alone, which
+the [cuda12] / [cuda13] extras install, so no toolkit is needed.
+
+Each compile says so on stderr (which library, for which DALI, how long, where it goes);
+`python -m dali_loaders build-plugins` builds all three ahead of time (container images).
 """
 import glob
 import hashlib
@@ -24,9 +30,12 @@ import os
 import platform
 import shutil
 import subprocess
+import sys
 import tempfile
 import threading
+import time
 import warnings
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Tuple
 
@@ -34,8 +43,11 @@ DISABLE_ENV = "DALI_LOADERS_NO_PLUGIN"
 DISABLE_AUGMENT_ENV = "DALI_LOADERS_NO_AUGMENT_PLUGIN"
 DISABLE_NORMALIZE_ENV = "DALI_LOADERS_NO_NORMALIZE_PLUGIN"
 CACHE_ENV = "DALI_LOADERS_CACHE"
+CUDA_HOME_ENV = "DALI_LOADERS_CUDA_HOME"
 SOURCE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "csrc")
 BUILD_TIMEOUT = 900  # seconds: the DALI headers are heavy; a loaded 2-core machine needs ~30 s
+USUAL_TIME = "usually 1-2 minutes"   # one library on a busy 2-core machine (the DALI headers); said before a compile
+COMMANDS_FILE = "build-commands.txt"   # beside each built library: how it was compiled
 
 
 @dataclass(frozen=True)
@@ -72,6 +84,7 @@ NORMALIZE = Library("libdali_loaders_normalize.so", "DaliLoadersNormalize", "dal
                     ("normalize_op.cc",), ("normalize_kernels.cc",), ("normalize_kernels.h",), ("-ffp-contract=off",),
                     "the normalization plugin", "normalizing with DALI's crop_mirror_normalize instead",
                     DISABLE_NORMALIZE_ENV)
+LIBRARIES = (RESIZE, AUGMENT, NORMALIZE)
 LIBRARY = RESIZE.file
 SOURCES = RESIZE.sources
 
@@ -156,8 +169,14 @@ def load(path: str, library: Library = RESIZE) -> None:
         raise Unavailable(f"{path} did not register {library.schema}")
 
 
-def build(library: Library = RESIZE) -> str:
-    """The compiled library for the DALI installed now: from the cache, or compiled into it."""
+def build(library: Library = RESIZE, announce: bool = True) -> str:
+    """The compiled library for the DALI installed now: from the cache, or compiled into it
+    (saying so on stderr first, unless `announce` is False)."""
+    return _build(library, announce)[0]
+
+
+def _build(library: Library, announce: bool) -> Tuple[str, bool]:
+    """(the library's path, whether this call compiled it)."""
     compiler = _compiler()
     folder = os.path.join(_cache_root(), _key(library, _commands(library, compiler, "FOLDER")))
     os.makedirs(folder, exist_ok=True)
@@ -167,17 +186,64 @@ def build(library: Library = RESIZE) -> str:
 
         fcntl.flock(lock, fcntl.LOCK_EX)   # one process compiles, the others wait and reuse it
         if os.path.exists(path):
-            return path
+            return path, False
         if os.path.exists(failed):   # same sources, DALI and toolchain: it would fail again
             raise Unavailable(f"compiling it failed before, see {failed}")
+        if announce:
+            print(f"dali_loaders: compiling {library.what} ({library.file}) for DALI {_dali_version()}, once per "
+                  f"DALI build: {USUAL_TIME}; cached in {_cache_root()} (set {CACHE_ENV} to move it; "
+                  f"`python -m dali_loaders build-plugins` builds all ahead)", file=sys.stderr, flush=True)
         work = tempfile.mkdtemp(prefix=".build-", dir=folder)
         try:
-            for command in _commands(library, compiler, work):
+            commands = _commands(library, compiler, work)
+            for command in commands:
                 _compile(command, failed)
+            with open(os.path.join(folder, COMMANDS_FILE), "w") as record:
+                record.write("\n".join(" ".join(command) for command in commands) + "\n")
             os.replace(os.path.join(work, library.file), path)   # atomic: never half a library
         finally:
             shutil.rmtree(work, ignore_errors=True)
-    return path
+    return path, True
+
+
+@dataclass(frozen=True)
+class Built:
+    """What build_all() did for one library: its path, or why it failed."""
+    library: Library
+    path: Optional[str]
+    compiled: bool
+    seconds: float
+    error: Optional[str] = None
+
+
+def build_all(libraries: Tuple[Library, ...] = LIBRARIES, workers: Optional[int] = None) -> List[Built]:
+    """Builds the libraries in parallel (one compiler at a time per library, up to
+    os.cpu_count() of them), without the first-use lines. Raises Unavailable at once when
+    there is no compiler; any other failure is reported in its Built."""
+    _compiler()
+    workers = max(1, min(len(libraries), workers or os.cpu_count() or 1))
+
+    def one(library: Library) -> Built:
+        start = time.monotonic()
+        try:
+            path, compiled = _build(library, announce=False)
+        except Unavailable as e:
+            return Built(library, None, False, time.monotonic() - start, str(e))
+        return Built(library, path, compiled, time.monotonic() - start)
+
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="dali_loaders-build") as pool:
+        return list(pool.map(one, libraries))
+
+
+def cache_root() -> str:
+    """Where the compiled libraries are kept (under DALI_LOADERS_CACHE or ~/.cache/dali_loaders)."""
+    return _cache_root()
+
+
+def _dali_version() -> str:
+    import nvidia.dali
+
+    return nvidia.dali.__version__
 
 
 def _compile(command: List[str], failed: str) -> None:
@@ -255,23 +321,49 @@ _CUDA_HEADERS = ("cuda_runtime.h", os.path.join("crt", "host_config.h"), os.path
 
 def _cuda_includes() -> List[str]:
     """Include folders with the CUDA headers DALI's headers need (the CUDA runtime's, its
-    crt/ and nv/target): a CUDA toolkit, else pip's nvidia-* packages together."""
+    crt/ and nv/target): a CUDA toolkit, else pip's nvidia-* packages for DALI's CUDA."""
+    for folder in _toolkit_includes():
+        if all(os.path.exists(os.path.join(folder, h)) for h in _CUDA_HEADERS):
+            return [folder]
+    pip = _pip_cuda_includes()
+    if pip and all(any(os.path.exists(os.path.join(f, h)) for f in pip) for h in _CUDA_HEADERS):
+        return pip
+    raise Unavailable("no CUDA headers, which DALI's headers include: pip install the [cuda12] or [cuda13] extra "
+                      "of dali_loaders (or nvidia-cuda-runtime-cu12 nvidia-cuda-nvcc-cu12 nvidia-cuda-cccl-cu12), "
+                      "or install a CUDA toolkit and set CUDA_HOME")
+
+
+def _toolkit_includes() -> List[str]:
+    """The CUDA toolkits' include folders, in the order they are tried: DALI_LOADERS_CUDA_HOME
+    alone when set, else CUDA_HOME, CUDA_PATH, nvcc's and /usr/local/cuda*."""
+    chosen = os.environ.get(CUDA_HOME_ENV)
+    if chosen:
+        return [os.path.join(chosen, "include")]
     toolkits = [os.path.join(os.environ[v], "include") for v in ("CUDA_HOME", "CUDA_PATH") if os.environ.get(v)]
     nvcc = shutil.which("nvcc")
     if nvcc:
         toolkits.append(os.path.join(os.path.dirname(os.path.dirname(os.path.realpath(nvcc))), "include"))
-    toolkits += ["/usr/local/cuda/include"] + sorted(glob.glob("/usr/local/cuda-*/include"), reverse=True)
-    for folder in toolkits:
-        if all(os.path.exists(os.path.join(folder, h)) for h in _CUDA_HEADERS):
-            return [folder]
-    pip = _pip_cuda_includes()
-    if all(any(os.path.exists(os.path.join(f, h)) for f in pip) for h in _CUDA_HEADERS):
-        return pip
-    raise Unavailable("no CUDA headers, which DALI's headers include: install a CUDA toolkit or set CUDA_HOME")
+    return toolkits + ["/usr/local/cuda/include"] + sorted(glob.glob("/usr/local/cuda-*/include"), reverse=True)
+
+
+# pip's CUDA 12 header packages, one folder each (nvidia-cuda-runtime-cu12, -nvcc-cu12, -cccl-cu12);
+# CUDA 13's (nvidia-cuda-runtime, -crt, -cccl 13.x) share nvidia/cu13/include.
+_PIP_CUDA12 = ("cuda_runtime", "cuda_nvcc", "cuda_crt", "cuda_cccl")
 
 
 def _pip_cuda_includes() -> List[str]:
+    """pip's CUDA header folders for the CUDA major version DALI was built for: a venv may hold
+    another CUDA's too (torch's), whose headers must not be mixed in."""
+    import nvidia
     import nvidia.dali
 
-    nvidia_dir: Optional[str] = os.path.dirname(os.path.dirname(os.path.abspath(nvidia.dali.__file__)))
-    return sorted(f for f in glob.glob(os.path.join(nvidia_dir, "*", "include")) if not f.endswith("dali/include"))
+    cuda = getattr(nvidia.dali, "__cuda_version__", None)   # e.g. 12986 for 12.9
+    major = int(cuda) // 1000 if cuda else None
+    folders = []
+    for root in list(getattr(nvidia, "__path__", [])):
+        if major is None or major >= 13:
+            pattern = [f"cu{major}"] if major else sorted(os.path.basename(p) for p in glob.glob(os.path.join(root, "cu1*")))
+            folders += [os.path.join(root, name, "include") for name in pattern]
+        if major is None or major == 12:
+            folders += [os.path.join(root, name, "include") for name in _PIP_CUDA12]
+    return [f for f in folders if os.path.isdir(f)]

@@ -19,6 +19,7 @@ from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 
+from ..dali_compat import unconverted_augmentation
 from . import fused
 from ._args import fill_values, interp_type, random_offset
 from ._core import Images, augments, branches, describe, refuses, translates
@@ -246,23 +247,6 @@ def operations(step, images: Images, relative: bool):
         "Equalize": (stock.equalize.op, None),
         "Invert": (stock.invert.op, None),
     }
-
-
-_Unconverted = None
-
-
-def unconverted_augmentation():
-    """DALI's Augmentation, called without DALI's autograph conversion. Neither it nor our
-    operations branch on a DataNode; converted, its parameter tables are re-converted per
-    magnitude at every pipeline build: ~1,600 conversions, seconds per epoch."""
-    global _Unconverted
-    if _Unconverted is None:
-        from nvidia.dali.auto_aug.core._augmentation import Augmentation
-        from nvidia.dali.pipeline import do_not_convert
-
-        _Unconverted = type("UnconvertedAugmentation", (Augmentation,),
-                            {"__call__": do_not_convert(Augmentation.__call__)})
-    return _Unconverted
 
 
 WARPS = ("ShearX", "ShearY", "TranslateX", "TranslateY", "Rotate")   # their matrix is a CPU argument

@@ -12,12 +12,14 @@ dozen, each costing ~0.1 ms a batch. Translations whose magnitudes scale with an
 not known at build time keep the fraction in the table; the operator scales and truncates it.
 """
 import math
+import numbers
 from dataclasses import dataclass
 from typing import Any, List, Optional, Sequence, Tuple
 
 import numpy as np
 
 from ..ops import augment as op
+from . import augment_space
 from ._args import coin, fill_values, interp_type, stack
 from ._core import Images, is_v1
 
@@ -145,13 +147,9 @@ def sign_draw():
 def space_of(step, images: Images, num_bins: int):
     """torchvision's augmentation space at this image size (when known at build time, else a
     size of 1), and whether the translations are then fractions of the size."""
-    import numbers
-
-    from . import auto_augment as aa
-
     sized = isinstance(images.width, numbers.Number) and isinstance(images.height, numbers.Number)
-    space = aa.space(step, num_bins, images.height if sized else 1.0, images.width if sized else 1.0)
-    return space, not sized and aa._depends_on_size(step, num_bins)
+    magnitudes = augment_space.space(step, num_bins, images.height if sized else 1.0, images.width if sized else 1.0)
+    return magnitudes, not sized and augment_space.depends_on_size(step, num_bins)
 
 
 def automatic_table(step, images: Images, num_bins: int, magnitudes_of) -> Tuple[Table, List[str]]:
@@ -183,12 +181,10 @@ def auto_augment_slots(step, images: Images):
     """A sub-policy, uniform; each of its steps with its probability, at its bin, signs fair."""
     from nvidia.dali import fn
 
-    from . import auto_augment as aa
-
-    chosen = aa.policies(step)
+    chosen = augment_space.policies(step)
     length = max(len(sub) for sub in chosen)
     entries = [sub[j] if j < len(sub) else ("Identity", 0.0, None) for sub in chosen for j in range(length)]
-    space, relative = space_of(step, images, aa.AUTOAUGMENT_BINS)
+    space, relative = space_of(step, images, augment_space.AUTOAUGMENT_BINS)
     resample = op.RESAMPLE[interp_type(step).name]
     rows, labels = [], []
     for name, _, level in entries:   # each entry's two rows: sign +, then -

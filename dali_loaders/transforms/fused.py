@@ -23,13 +23,12 @@ from . import augment_space
 from ._args import coin, fill_values, interp_type, stack
 from ._core import Images, is_v1
 
-COLUMNS = 7   # code, p0 .. p3, relative x, relative y
-
 
 @dataclass
 class Table:
-    """Rows of (code, p0, p1, p2, p3, relative x, relative y); labels[i] = (operation name,
-    signed magnitude) of row i, for the tests."""
+    """The operator's table rows (ops/augment.table_row: code, p0 .. p3, relative x and y,
+    span 0, probability 1); labels[i] = (operation name, signed magnitude) of row i, for the
+    tests."""
     rows: np.ndarray
     labels: List[Tuple[str, float]]
 
@@ -77,10 +76,10 @@ def parameters(step, name: str, magnitude: float, resample: int, kind: str, rela
 
 
 def row(step, name: str, magnitude: float, resample: int, kind: str, relative: bool) -> List[float]:
-    """[code, p0, p1, p2, p3, relative x, relative y] for torchvision's `name` at `magnitude`."""
-    values = parameters(step, name, magnitude, resample, kind, relative)
-    params = list(values) + [0.0] * (op.NUM_PARAMS - len(values))
-    return [op.CODES[name], *params, float(relative and name == "TranslateX"), float(relative and name == "TranslateY")]
+    """The table row of torchvision's `name` at `magnitude`."""
+    return op.table_row(name, parameters(step, name, magnitude, resample, kind, relative),
+                        relative_x=float(relative and name == "TranslateX"),
+                        relative_y=float(relative and name == "TranslateY"))
 
 
 def operation_rows(step, images: Images, names, magnitudes_of, signed_of, relative: bool) -> Table:
@@ -99,12 +98,6 @@ def operation_rows(step, images: Images, names, magnitudes_of, signed_of, relati
 # -- the graph: draw a row per slot, queue the slots, the operator looks the rows up -----------
 
 
-def table_rows(table: Table) -> np.ndarray:
-    """The operator's rows (ops/augment.TABLE_COLUMNS): ours, then span 0 and probability 1."""
-    rows = table.rows
-    return np.concatenate([rows, np.zeros((len(rows), 1)), np.ones((len(rows), 1))], axis=1)
-
-
 def lookup(index, column: np.ndarray, integer: bool = False):
     """column[index] per sample (a number when the column is constant)."""
     from nvidia.dali import fn, types
@@ -121,7 +114,7 @@ def queue(images: Images, step, table: Table, slots: Sequence[Tuple[Any, Any]], 
     from nvidia.dali import fn, types
 
     pending = images.pending_augment(kernels(step, images), warp_fill(step, images) if warps else None, warps)
-    first = pending.add_table(table_rows(table))
+    first = pending.add_table(table.rows)
     for index, applied in slots:
         row = index + first if first else index
         if applied is not None:
@@ -224,11 +217,11 @@ def color_jitter(step, images: Images, active: Sequence[str]) -> None:
     for order in orders:
         for k in order:
             low, high = (float(v) for v in getattr(step, active[k]))
-            rows.append([op.CODES[codes[active[k]]], low, 0.0, 0.0, 0.0, 0.0, 0.0, high - low, 1.0])
+            rows.append(op.table_row(codes[active[k]], [low], span=high - low))
     pending = images.pending_augment(kernels(step, images), None, warps=False)
     first = pending.add_table(np.array(rows, np.float64))
     start = draw_index(len(orders)) * len(active) if len(orders) > 1 else 0
-    ranged = any(row[7] != 0.0 for row in rows)   # fixed factors need no draw
+    ranged = any(row[op.ROW["Span"]] != 0.0 for row in rows)   # fixed factors need no draw
     for position in range(len(active)):
         pending.add_slot(start + (first + position), fn.random.uniform(range=[0.0, 1.0]) if ranged else 0.0)
 
@@ -238,7 +231,7 @@ def random_grayscale(step, images: Images) -> None:
     from nvidia.dali import fn
 
     pending = images.pending_augment(kernels(step, images), None, warps=False)
-    first = pending.add_table(np.array([[op.CODES["Grayscale"], 0, 0, 0, 0, 0, 0, 0, float(step.p)]], np.float64))
+    first = pending.add_table(np.array([op.table_row("Grayscale", probability=float(step.p))], np.float64))
     pending.add_slot(first, fn.random.uniform(range=[0.0, 1.0]))
 
 

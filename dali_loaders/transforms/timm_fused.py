@@ -197,8 +197,8 @@ def operator_rows(ops, images: Images) -> Tuple[np.ndarray, np.ndarray]:
         plus, minus = plus * direction * size, minus * direction * size
         direction, rel_x, rel_y = np.ones(len(ops)), np.zeros(len(ops)), np.zeros(len(ops))
     columns = {
-        "Active": 1.0, "Magnitude": column(ops, lambda o: float(o.magnitude)), "Std": np.where(np.isinf(stds), 0.0, stds),
-        "Uniform": np.isinf(stds), "Upper": column(ops, lambda o: float(o.magnitude_max or LEVEL_DENOM), LEVEL_DENOM),
+        "Active": 1.0, "Magnitude": column(ops, lambda o: float(o.magnitude)),
+        "Std": np.where(np.isinf(stds), 0.0, stds), "Uniform": np.isinf(stds), "Upper": column(ops, lambda o: float(o.magnitude_max or LEVEL_DENOM), LEVEL_DENOM),
         "Scale": fields["scale"], "Offset": fields["offset"], "Flip": fields["flip"], "Floor": fields["floor"],
         "Hi": fields["hi"], "Lo": fields["lo"], "Signed": fields["signed"], "Direction": direction,
         "RelativeX": rel_x, "RelativeY": rel_y, "Warp": warp, "P1": p1, "FixedPlus": plus, "FixedMinus": minus,

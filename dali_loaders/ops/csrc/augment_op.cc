@@ -56,7 +56,8 @@ class Augment : public dali::StatelessOperator<CPUBackend> {
     levels_ = spec.GetRepeatedArgument<float>("levels");
     resamples_ = spec.GetRepeatedArgument<float>("resamples");
     DALI_ENFORCE(levels_.empty() || levels_.size() / augk::kLevelColumns == table_.size() / augk::kTableColumns,
-                 dali::make_string("DaliLoadersAugment: levels must hold ", augk::kLevelColumns, " values per table row"));
+                 dali::make_string("DaliLoadersAugment: levels must hold ", augk::kLevelColumns,
+                                   " values per table row"));
     DALI_ENFORCE(levels_.empty() || !resamples_.empty(), "DaliLoadersAugment: levels need resamples");
     DALI_ENFORCE(table_.size() % augk::kTableColumns == 0,
                  dali::make_string("DaliLoadersAugment: table must hold rows of ", augk::kTableColumns, " values"));
@@ -196,8 +197,9 @@ class Augment : public dali::StatelessOperator<CPUBackend> {
     step.op = u <= row[augk::kRowProbability] ? static_cast<int32_t>(row[augk::kRowCode]) : augk::kSkip;
     for (int p = 0; p < augk::kNumParams; p++) step.p[p] = row[augk::kRowP0 + p];
     step.p[0] += u * row[augk::kRowSpan];
-    if (row[augk::kRowRelativeX] != 0.0f || row[augk::kRowRelativeY] != 0.0f) {   // a fraction of the size, to whole pixels (toward zero)
-      const float size = row[augk::kRowRelativeX] * static_cast<float>(width) + row[augk::kRowRelativeY] * static_cast<float>(height);
+    const float relative_x = row[augk::kRowRelativeX], relative_y = row[augk::kRowRelativeY];
+    if (relative_x != 0.0f || relative_y != 0.0f) {   // a fraction of the size, to whole pixels (toward zero)
+      const float size = relative_x * static_cast<float>(width) + relative_y * static_cast<float>(height);
       step.p[0] = std::trunc(step.p[0] * size);
     }
     if (!levels_.empty() && levels_[static_cast<size_t>(r) * augk::kLevelColumns + augk::kLevelActive] != 0.0f) {
@@ -226,8 +228,9 @@ class Augment : public dali::StatelessOperator<CPUBackend> {
     } else {
       arg = sign > 0.0f ? L[augk::kLevelFixedPlus] : L[augk::kLevelFixedMinus];
     }
-    const float unit = (1.0f - L[augk::kLevelRelativeX] - L[augk::kLevelRelativeY]) + L[augk::kLevelRelativeX] * static_cast<float>(width) +
-                       L[augk::kLevelRelativeY] * static_cast<float>(height);
+    const float relative_x = L[augk::kLevelRelativeX], relative_y = L[augk::kLevelRelativeY];
+    const float unit = (1.0f - relative_x - relative_y) + relative_x * static_cast<float>(width) +
+                       relative_y * static_cast<float>(height);
     step.p[0] = arg * L[augk::kLevelDirection] * unit;
     const int choices = static_cast<int>(resamples_.size());
     const float resample = resamples_[std::min(choices - 1, static_cast<int>(u[4] * choices))];

@@ -34,35 +34,32 @@ def modules(root=ROOT):
                 yield os.path.relpath(path, root)[:-3].split(os.sep), path
 
 
+def resolved(parts, node):
+    """The module path (a list, relative to the package) a `from ... import` names, or None
+    when it is not one of ours."""
+    if node.level:
+        return parts[:len(parts) - node.level] + (node.module.split(".") if node.module else [])
+    if node.module and node.module.split(".")[0] == "dali_loaders":
+        return node.module.split(".")[1:]
+    return None
+
+
 def imported(parts, path):
     """(package, names) for each import of one of ours in the module."""
     tree = ast.parse(open(path).read())
     for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = parts[:-1][:len(parts) - node.level]
-                target = base + (node.module.split(".") if node.module else [])
-            elif node.module and node.module.split(".")[0] == "dali_loaders":
-                target = node.module.split(".")[1:]
-            else:
-                continue
-            names = [alias.name for alias in node.names]
-            if not target:   # from . import x  /  from dali_loaders import x
-                for name in names:
-                    yield [name], []
-            else:
-                yield target, names
-
-
-def resolved(parts, node):
-    """The module path (a list, relative to the package) an import statement names, or None
-    when it is not one of ours."""
-    if isinstance(node, ast.ImportFrom):
-        if node.level:
-            return parts[:len(parts) - node.level] + (node.module.split(".") if node.module else [])
-        if node.module and node.module.split(".")[0] == "dali_loaders":
-            return node.module.split(".")[1:]
-    return None
+        if isinstance(node, ast.Import):   # import dali_loaders.x.y
+            for alias in node.names:
+                if alias.name.split(".")[0] == "dali_loaders" and "." in alias.name:
+                    yield alias.name.split(".")[1:], []
+        if not isinstance(node, ast.ImportFrom) or resolved(parts, node) is None:
+            continue
+        target, names = resolved(parts, node), [alias.name for alias in node.names]
+        if not target:   # from . import x  /  from dali_loaders import x
+            for name in names:
+                yield [name], []
+        else:
+            yield target, names
 
 
 def import_graph(root=ROOT):

@@ -250,7 +250,8 @@ def test_fused_draws_replayed_through_torchvision_are_pixel_exact(photos, step, 
     float32 where torchvision's table is float32 already, the one place they may differ."""
     table, samples = drawn_and_augmented(step, kind, photos)
     for k, (ours, rows) in enumerate(samples):
-        drawn = [(*table.labels[r], table.rows[r, 5:].any()) for r in rows.tolist() if r >= 0]
+        relative = [op.ROW["RelativeX"], op.ROW["RelativeY"]]
+        drawn = [(*table.labels[r], table.rows[r, relative].any()) for r in rows.tolist() if r >= 0]
         want = replay(step, kind, photos[k % len(photos)], drawn)
         assert np.array_equal(ours, want), drawn
 

@@ -157,7 +157,7 @@ def test_translations_follow_the_image_size_when_it_is_known_at_build_time():
     step = v2.RandAugment(magnitude=30)
     table = aa.space(step, 31, 32, 32)["TranslateX"][0]
     assert table[-1] == pytest.approx(150 / 331 * 32, rel=1e-6)
-    assert not aa._depends_on_size(v2.TrivialAugmentWide(), 31) and aa._depends_on_size(step, 31)
+    assert not aa.depends_on_size(v2.TrivialAugmentWide(), 31) and aa.depends_on_size(step, 31)
 
 
 # -- 2. which operation, at which magnitude: DALI's draws against torchvision's ----------------

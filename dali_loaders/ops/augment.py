@@ -1,23 +1,58 @@
 """The Python face of DaliLoadersAugment (csrc/augment_op.cc): per sample, a short sequence of
-augmentations in one CPU operator, in torchvision's or PIL's arithmetic. Its op codes and
-parameter rows are csrc/augment_kernels.h's; the translators (transforms/fused.py) draw them
-in the graph."""
-from typing import Optional, Sequence
+augmentations in one CPU operator, in torchvision's or PIL's arithmetic. Its op codes, row
+widths and columns are csrc/augment_codes.h's, read from that header here (one list for both
+sides); the translators (transforms/fused.py, timm_fused.py) draw them in the graph."""
+import os
+import re
+from typing import Dict, Optional, Sequence
 
-NUM_PARAMS = 4
-SKIP = -1
-CODES = {name: code for code, name in enumerate((
-    "Identity", "ShearX", "ShearY", "TranslateX", "TranslateY", "Rotate", "Brightness", "Color", "Contrast",
-    "Sharpness", "Posterize", "Solarize", "AutoContrast", "Equalize", "Invert", "SolarizeAdd", "Hue", "FlipH",
-    "FlipV", "Erase", "Grayscale"))}
+CODES_HEADER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "csrc", "augment_codes.h")
+
+
+def read_enums(path: str) -> Dict[str, Dict[str, int]]:
+    """{enum name: {entry without its k: value}} of a header written as augment_codes.h is:
+    every entry `kName = integer,` on a line of its own."""
+    with open(path) as f:
+        text = re.sub(r"//[^\n]*", "", f.read())
+    enums = {}
+    for name, body in re.findall(r"\benum\s+(\w+)[^{;]*\{([^}]*)\};", text):
+        entries = [entry.strip() for entry in body.split(",") if entry.strip()]
+        parsed = [re.fullmatch(r"k(\w+)\s*=\s*(-?\d+)", entry) for entry in entries]
+        if not all(parsed):
+            bad = next(entry for entry, match in zip(entries, parsed) if not match)
+            raise ValueError(f"{path}: enum {name}: {bad!r} is not `kName = integer`")
+        enums[name] = {match.group(1): int(match.group(2)) for match in parsed}
+    return enums
+
+
+_ENUMS = read_enums(CODES_HEADER)
+SKIP = _ENUMS["OpCode"]["Skip"]
+CODES = {name: code for name, code in _ENUMS["OpCode"].items() if name not in ("Skip", "NumOps")}
+NUM_PARAMS = _ENUMS["Widths"]["NumParams"]
+# A table row: code, p0 .. p3, relative x, relative y, span, probability (csrc/augment_op.cc)
+TABLE_COLUMNS = _ENUMS["Widths"]["TableColumns"]
+ROW = {name[len("Row"):]: column for name, column in _ENUMS["TableColumn"].items()}
+# timm's rows: how a magnitude becomes the argument (csrc/augment_op.cc), and its uniforms per slot
+LEVEL_COLUMNS = _ENUMS["Widths"]["LevelColumns"]
+LEVEL = {name[len("Level"):]: column for name, column in _ENUMS["LevelColumn"].items()}
+LEVEL_DRAWS = _ENUMS["Widths"]["LevelDraws"]
+_RESAMPLE = _ENUMS["Resample"]   # PIL's numbers, as the operator takes them
+RESAMPLE = {"INTERP_NN": _RESAMPLE["Nearest"], "INTERP_LINEAR": _RESAMPLE["Bilinear"],
+            "INTERP_CUBIC": _RESAMPLE["Bicubic"]}
 WARPS = ("ShearX", "ShearY", "TranslateX", "TranslateY", "Rotate")
 KERNELS = ("pil", "tensor", "tensor_v1")
-# A table row: code, p0 .. p3, relative x, relative y, span, probability (csrc/augment_op.cc)
-TABLE_COLUMNS = 9
-# timm's rows: how a magnitude becomes the argument (csrc/augment_op.cc), and its 5 uniforms per slot
-LEVEL_COLUMNS = 20
-LEVEL_DRAWS = 5
-RESAMPLE = {"INTERP_NN": 0, "INTERP_LINEAR": 2, "INTERP_CUBIC": 3}   # PIL's numbers, as the operator takes them
+
+
+def table_row(code: str, params: Sequence[float] = (), relative_x: float = 0.0, relative_y: float = 0.0,
+              span: float = 0.0, probability: float = 1.0) -> list:
+    """A table row (TABLE_COLUMNS floats) for the op named `code`, each value in its column."""
+    row = [0.0] * TABLE_COLUMNS
+    row[ROW["Code"]] = float(CODES[code])
+    for k, value in enumerate(params):
+        row[ROW["P0"] + k] = value
+    row[ROW["RelativeX"]], row[ROW["RelativeY"]] = relative_x, relative_y
+    row[ROW["Span"]], row[ROW["Probability"]] = span, probability
+    return row
 
 
 def usable(device: str) -> bool:

@@ -70,18 +70,20 @@ class Library:
 
 
 RESIZE = Library("libdali_loaders_resize.so", "DaliLoadersResize", "dali_loaders_resize", ("resize_op.cc",),
-                 ("pil_resample.cc",), ("pil_resample.h", "pil_resample_api.h"), (),
+                 ("pil_resample.cc",), ("pil_resample.h", "pil_resample_api.h", "simd.h"), (),
                  "the PIL-exact resize plugin", "resizing with DALI's fn.resize instead")
 # The augmentations' float arithmetic must round one operation at a time (no contraction),
 # with explicit fused multiply-adds where torch's vectorized loops use them: in hardware
 # when the CPU has FMA (the flag is in the build's key, so another CPU builds its own).
 AUGMENT = Library("libdali_loaders_augment.so", "DaliLoadersAugment", "dali_loaders_augment",
                   ("augment_op.cc", "erase_op.cc"),
-                  ("augment_color.cc", "augment_geometry.cc", "augment_hue.cc"), ("augment_kernels.h",),
+                  ("augment_color.cc", "augment_geometry.cc", "augment_hue.cc"),
+                  ("augment_kernels.h", "augment_codes.h", "simd.h"),
                   ("-ffp-contract=off",), "the augmentation plugin",
                   "augmenting with DALI's conditionals and operators instead", DISABLE_AUGMENT_ENV)
 NORMALIZE = Library("libdali_loaders_normalize.so", "DaliLoadersNormalize", "dali_loaders_normalize",
-                    ("normalize_op.cc",), ("normalize_kernels.cc",), ("normalize_kernels.h",), ("-ffp-contract=off",),
+                    ("normalize_op.cc",), ("normalize_kernels.cc", "gather_windows.cc"),
+                    ("normalize_kernels.h", "gather_windows.h", "simd.h"), ("-ffp-contract=off",),
                     "the normalization plugin", "normalizing with DALI's crop_mirror_normalize instead",
                     DISABLE_NORMALIZE_ENV)
 LIBRARIES = (RESIZE, AUGMENT, NORMALIZE)

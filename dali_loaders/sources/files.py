@@ -7,7 +7,7 @@ from typing import List, Optional, Sequence
 import numpy as np
 
 from .. import transforms
-from .screening import PIL_RULE
+from .pil_images import PIL_RULE, load_rgb
 
 
 class FileSource:
@@ -44,8 +44,6 @@ class FileSource:
         return f"{self.name}/{len(self)}/{zlib.crc32(listing):08x}"
 
     def pil_image(self, i: int):
-        from .image_files import load_rgb
-
         return load_rgb(self.files[i], pil_bomb_check=self.max_image_pixels == PIL_RULE)
 
     def read(self, order, batch_size: int, device: str):

@@ -10,6 +10,7 @@ import numpy as np
 
 from ..recipes import IMG_EXTENSIONS
 from .files import FileSource
+from .pil_images import ImageDecodeError, load_rgb  # noqa: F401  load_rgb: its home before pil_images.py
 from .screening import PIL_RULE, screen
 
 # A decode error surfaces while DALI may already be working on the next batches (prefetch).
@@ -17,14 +18,6 @@ from .screening import PIL_RULE, screen
 
 
 SUSPECT_BATCHES = 4
-
-
-class ImageDecodeError(RuntimeError):
-    """An image file that cannot be decoded; `path` names it."""
-
-    def __init__(self, message: str, path: Optional[str] = None):
-        super().__init__(message)
-        self.path = path
 
 
 def is_image(name: str) -> bool:
@@ -219,25 +212,3 @@ def name_the_file(index: ImageFiles, batch_size: int):
                                 f"on_error='skip' to leave broken files out", path=culprit)
 
     return explain
-
-
-# -- the torchvision twin ----------------------------------------------------------------
-
-
-def load_rgb(path: str, pil_bomb_check: bool = True):
-    """The image at `path` as a PIL RGB image, as ImageFolder's loader reads it.
-    `pil_bomb_check=False`: the file passed a pixel limit the user chose instead of PIL's."""
-    from PIL import Image
-
-    try:
-        if not pil_bomb_check:
-            from .screening import open_unchecked
-
-            with open_unchecked(path) as image:
-                return image.convert("RGB")
-        with open(path, "rb") as f:
-            return Image.open(f).convert("RGB")
-    except Exception as e:  # PIL raises OSError, SyntaxError, ValueError, ... for bad files
-        raise ImageDecodeError(f"cannot decode image file {path!r} ({type(e).__name__}: {e}); remove or "
-                               f"replace it (dali_loaders.verify_images(root) lists every such file)",
-                               path=path) from e

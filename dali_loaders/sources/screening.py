@@ -9,24 +9,19 @@ the list itself: every rank keeps the same files, `len` is exact, and a resumed 
 reads the same list. What was found is cached per file (path, size, mtime), so the next
 construction reads nothing but the cache.
 """
-import io
 import os
-import threading
 import warnings
 from concurrent.futures import ThreadPoolExecutor
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from .pil_images import PIL_RULE, ImageDecodeError, open_unchecked, pil_open
 from .screen_cache import STAMP_WIDTH, UNCHECKED, Table, cache_path
 
 ON_ERROR = ("raise", "skip")
-# The default of max_image_pixels: PIL's own rule, read from PIL.Image.MAX_IMAGE_PIXELS when
-# the loader is built (warn above it, refuse above twice it).
-PIL_RULE = "pil"
 # PIL modes whose convert("RGB") clips values above 255, where DALI scales 16 bits down to 8.
 CLIPPED_MODES = ("I", "I;16", "I;16B", "I;16L", "I;16N", "F")
-_pil_limit_lock = threading.Lock()
 
 
 class Screened:
@@ -60,13 +55,6 @@ def pixel_limits(max_image_pixels) -> Tuple[Optional[int], Optional[int]]:
 
 
 # -- what one file is -------------------------------------------------------------------
-
-
-def pil_open(image):
-    """PIL's lazy open of a path or of encoded bytes."""
-    from PIL import Image
-
-    return Image.open(io.BytesIO(image) if isinstance(image, bytes) else image)
 
 
 def read_header(encoded) -> dict:
@@ -190,8 +178,6 @@ def _verify_decodes(table: Table, refused: set, read: Callable, num_threads: int
 
 
 def _verdict(table: Table, refused: Dict[int, str], warn_above, refuse_above, on_error) -> Screened:
-    from .image_files import ImageDecodeError
-
     names, left_out = table.names, {}
     if on_error == "raise":
         first = next((i for i in refused if not table.unreadable[i]), None)
@@ -243,19 +229,6 @@ def kept_subset(dataset, files: Sequence[str], max_image_pixels=PIL_RULE, on_err
     if not found.skipped:
         return dataset
     return KeptSubset(dataset, found.kept, found.skipped, getattr(dataset, "classes", None))
-
-
-def open_unchecked(image):
-    """PIL's lazy open of a path or bytes without PIL's own bomb check, for an image screening
-    let through under a limit the caller chose (above PIL's, or none)."""
-    from PIL import Image
-
-    with _pil_limit_lock:
-        saved, Image.MAX_IMAGE_PIXELS = Image.MAX_IMAGE_PIXELS, None
-        try:
-            return pil_open(image)
-        finally:
-            Image.MAX_IMAGE_PIXELS = saved
 
 
 HEADER_BYTES = 1 << 16   # read of each tar member for its header (more only if PIL needs more)

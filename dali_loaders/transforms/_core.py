@@ -212,7 +212,7 @@ class Images:
         if erase_value:
             pending.erase_value = erase_value
         if (warps or erase_value) and self.mirror is not None:   # a flip does not commute with the warps: it comes first
-            row = pending.add_table([[op.CODES["FlipH"]] + [0.0] * (op.TABLE_COLUMNS - 2) + [1.0]])
+            row = pending.add_table([op.table_row("FlipH")])
             pending.add_slot(fn.cast(self.mirror, dtype=types.INT32) * (row + 1) - 1)
             self.mirror = None
         return pending

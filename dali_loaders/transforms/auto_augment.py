@@ -10,24 +10,21 @@ operators, sharpness border), so only `invert`, `equalize` and `identity` are ta
 it; docs/augmentations.md lists each difference left and measures it.
 """
 import contextlib
-import inspect
 import math
 import numbers
 import re
 import warnings
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Optional
 
 import numpy as np
 
 from ..dali_compat import unconverted_augmentation
 from . import fused
 from ._args import fill_values, interp_type, random_offset
+from .augment_space import AUTOAUGMENT_BINS, depends_on_size, policies, space
 from ._core import Images, augments, branches, describe, refuses, translates
 from .affine import warp_refusal
 from .color import luma
-
-AUTOAUGMENT_BINS = 10   # torchvision's AutoAugment reads its policies' magnitudes from 10 bins
-
 
 RENAMED = re.compile(r"`nvidia\.dali\.fn\.experimental\.\w+` is now deprecated")
 ZERO_PROBABILITY = r"The augmentation `\w+` in policy `.*` is used with probability 0"
@@ -60,32 +57,6 @@ def _unconverted(function):
     except ImportError:   # no DALI: the package still imports, the twins still run
         return function
     return do_not_convert(function)
-
-
-# -- torchvision's augmentation space, v1 or v2 ----------------------------------------------
-
-
-def space(step, num_bins: int, height: float, width: float) -> Dict[str, Tuple[Optional[np.ndarray], bool]]:
-    """name -> (magnitudes of the bins, or None; signed), as the torchvision object defines them."""
-    if hasattr(step, "_AUGMENTATION_SPACE"):   # v2
-        table = {name: (make(num_bins, height, width), signed)
-                 for name, (make, signed) in step._AUGMENTATION_SPACE.items()}
-    else:                                      # v1: a method, taking (height, width) unless it has no use for it
-        table = step._augmentation_space(num_bins, *v1_image_size(step, (height, width)))
-        table = {name: (None if mags.ndim == 0 else mags, signed) for name, (mags, signed) in table.items()}
-    return {name: (None if mags is None else mags.numpy().astype(np.float64), bool(signed))
-            for name, (mags, signed) in table.items()}
-
-
-def v1_image_size(step, size) -> list:
-    """v1's TrivialAugmentWide._augmentation_space takes the bins only (its translations are in
-    pixels); RandAugment's and AutoAugment's take the image size too."""
-
-    return [size] if "image_size" in inspect.signature(step._augmentation_space).parameters else []
-
-
-def policies(step):
-    return step._policies if hasattr(step, "_policies") else step.policies
 
 
 # -- the operations: (data, param) -> data, on HWC uint8 ----------------------------------------
@@ -261,7 +232,7 @@ def suite(step, images: Images, num_bins: int) -> Dict:
 
     sized = isinstance(images.width, numbers.Number) and isinstance(images.height, numbers.Number)
     magnitudes = space(step, num_bins, images.height if sized else 1.0, images.width if sized else 1.0)
-    relative = not sized and _depends_on_size(step, num_bins)
+    relative = not sized and depends_on_size(step, num_bins)
     ops = operations(step, images, relative)
     unknown = sorted(set(magnitudes) - set(ops))
     if unknown:
@@ -273,14 +244,6 @@ def suite(step, images: Images, num_bins: int) -> Dict:
                                   mag_to_param=to_param if mags is not None else None,
                                   param_device="cpu" if name in WARPS else "auto")
     return made
-
-
-def _depends_on_size(step, num_bins: int) -> bool:
-    """Whether the translations' magnitudes scale with the image (AutoAugment, RandAugment) or
-    are in pixels (TrivialAugmentWide)."""
-    small, large = space(step, num_bins, 1.0, 1.0), space(step, num_bins, 2.0, 2.0)
-    return any(not np.array_equal(small[name][0], large[name][0])
-               for name in ("TranslateX", "TranslateY") if name in small)
 
 
 @_unconverted

@@ -12,22 +12,23 @@ dozen, each costing ~0.1 ms a batch. Translations whose magnitudes scale with an
 not known at build time keep the fraction in the table; the operator scales and truncates it.
 """
 import math
+import numbers
 from dataclasses import dataclass
 from typing import Any, List, Optional, Sequence, Tuple
 
 import numpy as np
 
 from ..ops import augment as op
+from . import augment_space
 from ._args import coin, fill_values, interp_type, stack
 from ._core import Images, is_v1
-
-COLUMNS = 7   # code, p0 .. p3, relative x, relative y
 
 
 @dataclass
 class Table:
-    """Rows of (code, p0, p1, p2, p3, relative x, relative y); labels[i] = (operation name,
-    signed magnitude) of row i, for the tests."""
+    """The operator's table rows (ops/augment.table_row: code, p0 .. p3, relative x and y,
+    span 0, probability 1); labels[i] = (operation name, signed magnitude) of row i, for the
+    tests."""
     rows: np.ndarray
     labels: List[Tuple[str, float]]
 
@@ -75,10 +76,10 @@ def parameters(step, name: str, magnitude: float, resample: int, kind: str, rela
 
 
 def row(step, name: str, magnitude: float, resample: int, kind: str, relative: bool) -> List[float]:
-    """[code, p0, p1, p2, p3, relative x, relative y] for torchvision's `name` at `magnitude`."""
-    values = parameters(step, name, magnitude, resample, kind, relative)
-    params = list(values) + [0.0] * (op.NUM_PARAMS - len(values))
-    return [op.CODES[name], *params, float(relative and name == "TranslateX"), float(relative and name == "TranslateY")]
+    """The table row of torchvision's `name` at `magnitude`."""
+    return op.table_row(name, parameters(step, name, magnitude, resample, kind, relative),
+                        relative_x=float(relative and name == "TranslateX"),
+                        relative_y=float(relative and name == "TranslateY"))
 
 
 def operation_rows(step, images: Images, names, magnitudes_of, signed_of, relative: bool) -> Table:
@@ -97,12 +98,6 @@ def operation_rows(step, images: Images, names, magnitudes_of, signed_of, relati
 # -- the graph: draw a row per slot, queue the slots, the operator looks the rows up -----------
 
 
-def table_rows(table: Table) -> np.ndarray:
-    """The operator's rows (ops/augment.TABLE_COLUMNS): ours, then span 0 and probability 1."""
-    rows = table.rows
-    return np.concatenate([rows, np.zeros((len(rows), 1)), np.ones((len(rows), 1))], axis=1)
-
-
 def lookup(index, column: np.ndarray, integer: bool = False):
     """column[index] per sample (a number when the column is constant)."""
     from nvidia.dali import fn, types
@@ -119,7 +114,7 @@ def queue(images: Images, step, table: Table, slots: Sequence[Tuple[Any, Any]], 
     from nvidia.dali import fn, types
 
     pending = images.pending_augment(kernels(step, images), warp_fill(step, images) if warps else None, warps)
-    first = pending.add_table(table_rows(table))
+    first = pending.add_table(table.rows)
     for index, applied in slots:
         row = index + first if first else index
         if applied is not None:
@@ -145,13 +140,9 @@ def sign_draw():
 def space_of(step, images: Images, num_bins: int):
     """torchvision's augmentation space at this image size (when known at build time, else a
     size of 1), and whether the translations are then fractions of the size."""
-    import numbers
-
-    from . import auto_augment as aa
-
     sized = isinstance(images.width, numbers.Number) and isinstance(images.height, numbers.Number)
-    space = aa.space(step, num_bins, images.height if sized else 1.0, images.width if sized else 1.0)
-    return space, not sized and aa._depends_on_size(step, num_bins)
+    magnitudes = augment_space.space(step, num_bins, images.height if sized else 1.0, images.width if sized else 1.0)
+    return magnitudes, not sized and augment_space.depends_on_size(step, num_bins)
 
 
 def automatic_table(step, images: Images, num_bins: int, magnitudes_of) -> Tuple[Table, List[str]]:
@@ -183,12 +174,10 @@ def auto_augment_slots(step, images: Images):
     """A sub-policy, uniform; each of its steps with its probability, at its bin, signs fair."""
     from nvidia.dali import fn
 
-    from . import auto_augment as aa
-
-    chosen = aa.policies(step)
+    chosen = augment_space.policies(step)
     length = max(len(sub) for sub in chosen)
     entries = [sub[j] if j < len(sub) else ("Identity", 0.0, None) for sub in chosen for j in range(length)]
-    space, relative = space_of(step, images, aa.AUTOAUGMENT_BINS)
+    space, relative = space_of(step, images, augment_space.AUTOAUGMENT_BINS)
     resample = op.RESAMPLE[interp_type(step).name]
     rows, labels = [], []
     for name, _, level in entries:   # each entry's two rows: sign +, then -
@@ -228,11 +217,11 @@ def color_jitter(step, images: Images, active: Sequence[str]) -> None:
     for order in orders:
         for k in order:
             low, high = (float(v) for v in getattr(step, active[k]))
-            rows.append([op.CODES[codes[active[k]]], low, 0.0, 0.0, 0.0, 0.0, 0.0, high - low, 1.0])
+            rows.append(op.table_row(codes[active[k]], [low], span=high - low))
     pending = images.pending_augment(kernels(step, images), None, warps=False)
     first = pending.add_table(np.array(rows, np.float64))
     start = draw_index(len(orders)) * len(active) if len(orders) > 1 else 0
-    ranged = any(row[7] != 0.0 for row in rows)   # fixed factors need no draw
+    ranged = any(row[op.ROW["Span"]] != 0.0 for row in rows)   # fixed factors need no draw
     for position in range(len(active)):
         pending.add_slot(start + (first + position), fn.random.uniform(range=[0.0, 1.0]) if ranged else 0.0)
 
@@ -242,7 +231,7 @@ def random_grayscale(step, images: Images) -> None:
     from nvidia.dali import fn
 
     pending = images.pending_augment(kernels(step, images), None, warps=False)
-    first = pending.add_table(np.array([[op.CODES["Grayscale"], 0, 0, 0, 0, 0, 0, 0, float(step.p)]], np.float64))
+    first = pending.add_table(np.array([op.table_row("Grayscale", probability=float(step.p))], np.float64))
     pending.add_slot(first, fn.random.uniform(range=[0.0, 1.0]))
 
 

@@ -186,7 +186,7 @@ def operator_rows(ops, images: Images) -> Tuple[np.ndarray, np.ndarray]:
     code, warp, direction, rel_x, rel_y, p1 = parameter_columns(ops)
     noisy = any(noise_of(o) > 0 for o in ops if o is not None)
     rows = np.zeros((len(ops), op.TABLE_COLUMNS))
-    rows[:, 0], rows[:, -1] = code, column(ops, lambda o: float(o.prob), 1.0)
+    rows[:, op.ROW["Code"]], rows[:, op.ROW["Probability"]] = code, column(ops, lambda o: float(o.prob), 1.0)
     levels = [level_of(o.name, o.hparams) if o is not None else None for o in ops]
     fields = {f: column(levels, lambda lv, f=f: float(getattr(lv, f)), float(getattr(Level(), f)))
               for f in ("scale", "offset", "flip", "floor", "hi", "lo", "signed")}
@@ -196,11 +196,18 @@ def operator_rows(ops, images: Images) -> Tuple[np.ndarray, np.ndarray]:
         size = (1.0 - rel_x - rel_y) + rel_x * float(images.width) + rel_y * float(images.height)
         plus, minus = plus * direction * size, minus * direction * size
         direction, rel_x, rel_y = np.ones(len(ops)), np.zeros(len(ops)), np.zeros(len(ops))
-    level_rows = np.stack([
-        np.ones(len(ops)), column(ops, lambda o: float(o.magnitude)), np.where(np.isinf(stds), 0.0, stds),
-        np.isinf(stds).astype(np.float64), column(ops, lambda o: float(o.magnitude_max or LEVEL_DENOM), LEVEL_DENOM),
-        fields["scale"], fields["offset"], fields["flip"], fields["floor"], fields["hi"], fields["lo"],
-        fields["signed"], direction, rel_x, rel_y, warp, p1, plus, minus, np.full(len(ops), float(noisy))], axis=1)
+    columns = {
+        "Active": 1.0, "Magnitude": column(ops, lambda o: float(o.magnitude)),
+        "Std": np.where(np.isinf(stds), 0.0, stds), "Uniform": np.isinf(stds), "Upper": column(ops, lambda o: float(o.magnitude_max or LEVEL_DENOM), LEVEL_DENOM),
+        "Scale": fields["scale"], "Offset": fields["offset"], "Flip": fields["flip"], "Floor": fields["floor"],
+        "Hi": fields["hi"], "Lo": fields["lo"], "Signed": fields["signed"], "Direction": direction,
+        "RelativeX": rel_x, "RelativeY": rel_y, "Warp": warp, "P1": p1, "FixedPlus": plus, "FixedMinus": minus,
+        "Noisy": float(noisy)}
+    if set(columns) != set(op.LEVEL):   # the header and this function disagree: a broken install
+        raise RuntimeError(f"timm level columns {sorted(columns)} are not {op.CODES_HEADER}'s {sorted(op.LEVEL)}")
+    level_rows = np.zeros((len(ops), op.LEVEL_COLUMNS))
+    for name, values in columns.items():
+        level_rows[:, op.LEVEL[name]] = values
     return rows, level_rows
 
 
@@ -230,7 +237,7 @@ def translate(step, images: Images) -> bool:
     pending.resamples = choices
     rows, levels = operator_rows(ops, images)
     first = pending.add_table(rows, levels)
-    sometimes = bool((rows[:, -1] < 1.0).any())
+    sometimes = bool((rows[:, op.ROW["Probability"]] < 1.0).any())
     for index in slot_indices(step):
         applied = fn.random.uniform(range=[0.0, 1.0]) if sometimes else 0.0
         pending.add_slot(index + first if first else index, applied, level_draws())

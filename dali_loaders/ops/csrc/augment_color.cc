@@ -10,15 +10,12 @@
 // the ImageOps tables) runs as a 256-entry table computed by the same per-value arithmetic;
 // the rest are loops instantiated per flavour and channel count, written for the compiler to
 // vectorise (no branch inside, the grey inlined).
-#ifdef __SSE4_1__
-#include <immintrin.h>
-#endif
-
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 
 #include "augment_kernels.h"
+#include "simd.h"
 
 namespace augk {
 namespace {
@@ -28,9 +25,6 @@ inline uint8_t trunc_clamp(float v) { return static_cast<uint8_t>(v <= 0.0f ? 0.
 // floor() of a value >= 0 below 2**31, as a truncating conversion, which vectorises (GCC
 // keeps std::floor scalar unless traps are off)
 inline float floor_positive(float v) { return static_cast<float>(static_cast<int32_t>(v)); }
-
-template <int C>
-inline int channels_of(const Image& img) { return C ? C : img.channels; }
 
 // -- the grey image and the blend with a degenerate image -------------------------------------
 
@@ -76,18 +70,9 @@ inline uint8_t blend(float x, float d, const Factor& k) {
 // -- RGB pixels four at a time, as three planes of float lanes (SSE4.1) -----------------------
 
 #ifdef __SSE4_1__
-typedef float v4f __attribute__((vector_size(16)));
-typedef int32_t v4i __attribute__((vector_size(16)));
-
-inline v4f fma4(v4f a, v4f b, v4f c) {   // std::fma per lane
-#ifdef __FMA__
-  return reinterpret_cast<v4f>(_mm_fmadd_ps(reinterpret_cast<__m128>(a), reinterpret_cast<__m128>(b),
-                                            reinterpret_cast<__m128>(c)));
-#else
-  return v4f{std::fma(a[0], b[0], c[0]), std::fma(a[1], b[1], c[1]), std::fma(a[2], b[2], c[2]),
-             std::fma(a[3], b[3], c[3])};
-#endif
-}
+using simd::fma4;
+using simd::v4f;
+using simd::v4i;
 
 struct Planes {
   v4i r, g, b;

@@ -14,16 +14,13 @@
 // (the products with the row's coordinate: a sum of the same rounded terms in the same order);
 // the filters run the channels of a pixel side by side in SIMD lanes (double for PIL, float
 // for torch), each lane the scalar arithmetic exactly.
-#ifdef __SSE4_1__
-#include <immintrin.h>
-#endif
-
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
 #include "augment_kernels.h"
+#include "simd.h"
 
 namespace augk {
 namespace {
@@ -112,12 +109,11 @@ bool pil_matrix(const Step& s, int w, int h, double m[6], int& quarter_turns) {
 
 // -- pixels as SIMD lanes: channel b in lane b, lanes past the channel count zero ------------
 
-typedef double v4d __attribute__((vector_size(32)));
-typedef float v4f __attribute__((vector_size(16)));
-typedef int32_t v4i __attribute__((vector_size(16)));
-
-template <int C>
-inline int channels_of(const Image& img) { return C ? C : img.channels; }
+using simd::fma4;
+using simd::round_even4;
+using simd::v4d;
+using simd::v4f;
+using simd::v4i;
 
 template <int C>
 inline v4i load_pixel(const uint8_t* p, int c) {
@@ -154,24 +150,6 @@ inline void copy_pixel(uint8_t* out, const uint8_t* in, int c) {
 
 inline v4d to_double(v4i v) { return __builtin_convertvector(v, v4d); }
 inline v4f to_float(v4i v) { return __builtin_convertvector(v, v4f); }
-
-inline v4f fma4(v4f a, v4f b, v4f c) {   // std::fma per lane
-#ifdef __FMA__
-  return reinterpret_cast<v4f>(_mm_fmadd_ps(reinterpret_cast<__m128>(a), reinterpret_cast<__m128>(b),
-                                            reinterpret_cast<__m128>(c)));
-#else
-  return v4f{std::fma(a[0], b[0], c[0]), std::fma(a[1], b[1], c[1]), std::fma(a[2], b[2], c[2]),
-             std::fma(a[3], b[3], c[3])};
-#endif
-}
-
-inline v4f round_even4(v4f v) {   // std::nearbyint per lane, in the default rounding mode
-#ifdef __SSE4_1__
-  return reinterpret_cast<v4f>(_mm_round_ps(reinterpret_cast<__m128>(v), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
-#else
-  return v4f{std::nearbyint(v[0]), std::nearbyint(v[1]), std::nearbyint(v[2]), std::nearbyint(v[3])};
-#endif
-}
 
 // Where each output pixel of a row comes from: its index in the source (int, as Pillow's
 // coordinates are), -1 outside

@@ -6,7 +6,7 @@
 // time, as in torch's and Pillow's builds. For speed the loops are instantiated per flavour
 // and channel count (by_flavour, by_channels below), so that no pixel loop branches on them.
 //
-// The interface, per sample: `ops` int32 (K,) op codes, run in order (-1 skips a slot);
+// The interface, per sample: `ops` int32 (K,) op codes (augment_codes.h), run in order (-1 skips a slot);
 // `params` float32 (K, 4), row k the parameters of op k (unused ones ignored):
 //   kShearX, kShearY   p0 shear factor m, p1 resample, p2 the PIL matrix: 1 torchvision v2's,
 //                      2 v1's (by atan(m) degrees, two groupings of the products), 0 timm's
@@ -28,17 +28,11 @@
 #include <type_traits>
 #include <vector>
 
+#include "augment_codes.h"   // OpCode, kNumParams, Resample: the numbers Python reads too
+
 namespace augk {
 
-enum OpCode : int32_t {
-  kSkip = -1, kIdentity = 0, kShearX, kShearY, kTranslateX, kTranslateY, kRotate, kBrightness, kColor,
-  kContrast, kSharpness, kPosterize, kSolarize, kAutoContrast, kEqualize, kInvert, kSolarizeAdd, kHue,
-  kFlipH, kFlipV, kErase, kGrayscale, kNumOps
-};
-constexpr int kNumParams = 4;
-
 enum class Flavour { kPil, kTensor, kTensorV1 };
-enum Resample { kNearest = 0, kBilinear = 2, kBicubic = 3 };
 
 struct Image {   // dense HWC
   uint8_t* data;
@@ -56,6 +50,10 @@ struct Settings {
   const float* fill;          // per channel
   const float* erase_value;   // per channel
 };
+
+// An image's channel count: C where the loop was instantiated for it, else the image's own
+template <int C>
+inline int channels_of(const Image& img) { return C ? C : img.channels; }
 
 // Buffers a caller keeps between calls (one per thread)
 struct Scratch {

@@ -55,11 +55,12 @@ class Augment : public dali::StatelessOperator<CPUBackend> {
     table_ = spec.GetRepeatedArgument<float>("table");
     levels_ = spec.GetRepeatedArgument<float>("levels");
     resamples_ = spec.GetRepeatedArgument<float>("resamples");
-    DALI_ENFORCE(levels_.empty() || levels_.size() / kLevelColumns == table_.size() / kTableColumns,
-                 dali::make_string("DaliLoadersAugment: levels must hold ", kLevelColumns, " values per table row"));
+    DALI_ENFORCE(levels_.empty() || levels_.size() / augk::kLevelColumns == table_.size() / augk::kTableColumns,
+                 dali::make_string("DaliLoadersAugment: levels must hold ", augk::kLevelColumns,
+                                   " values per table row"));
     DALI_ENFORCE(levels_.empty() || !resamples_.empty(), "DaliLoadersAugment: levels need resamples");
-    DALI_ENFORCE(table_.size() % kTableColumns == 0,
-                 dali::make_string("DaliLoadersAugment: table must hold rows of ", kTableColumns, " values"));
+    DALI_ENFORCE(table_.size() % augk::kTableColumns == 0,
+                 dali::make_string("DaliLoadersAugment: table must hold rows of ", augk::kTableColumns, " values"));
   }
 
  protected:
@@ -77,7 +78,7 @@ class Augment : public dali::StatelessOperator<CPUBackend> {
     if (draws_.HasExplicitValue()) draws_.Acquire(spec_, ws, n, dali::ArgValue_AllowEmpty);
     if (level_draws_.HasExplicitValue())
       level_draws_.Acquire(spec_, ws, n, dali::ArgValue_AllowEmpty,
-                           [](int64_t size) { return TensorShape<2>(size / kLevelDraws, kLevelDraws); });
+                           [](int64_t size) { return TensorShape<2>(size / augk::kLevelDraws, augk::kLevelDraws); });
     if (fill_.HasExplicitValue()) fill_.Acquire(spec_, ws, n);
     if (erase_value_.HasExplicitValue()) erase_value_.Acquire(spec_, ws, n);
     steps_.resize(n);
@@ -135,9 +136,9 @@ class Augment : public dali::StatelessOperator<CPUBackend> {
         if (level_draws_.HasExplicitValue()) {
           DALI_ENFORCE(level_draws_[i].shape[0] == k, dali::make_string("DaliLoadersAugment: level_draws must have "
                                                                          "a row per slot; sample ", i, " has ", k, " slots"));
-          level_u = level_draws_[i].data + static_cast<int64_t>(j) * kLevelDraws;
+          level_u = level_draws_[i].data + static_cast<int64_t>(j) * augk::kLevelDraws;
         }
-        DALI_ENFORCE(r >= -1 - direct && r < static_cast<int>(table_.size() / kTableColumns),
+        DALI_ENFORCE(r >= -1 - direct && r < static_cast<int>(table_.size() / augk::kTableColumns),
                      dali::make_string("DaliLoadersAugment: rows[", j, "] = ", r, " of sample ", i, " is out of range"));
         steps[j] = r >= 0 ? FromTable(r, u, level_u, height, width) : r == -1 ? augk::Step{augk::kSkip, {0, 0, 0, 0}}
                                                                         : Direct(i, -2 - r);
@@ -191,49 +192,49 @@ class Augment : public dali::StatelessOperator<CPUBackend> {
 
   // Table row r, drawn with u (and level_u, timm's), for a height x width image
   augk::Step FromTable(int r, float u, const float *level_u, int height, int width) const {
-    const float *row = &table_[static_cast<size_t>(r) * kTableColumns];
+    const float *row = &table_[static_cast<size_t>(r) * augk::kTableColumns];
     augk::Step step;
-    step.op = u <= row[8] ? static_cast<int32_t>(row[0]) : augk::kSkip;
-    for (int p = 0; p < augk::kNumParams; p++) step.p[p] = row[1 + p];
-    step.p[0] += u * row[7];
-    if (row[5] != 0.0f || row[6] != 0.0f) {   // a fraction of the size, to whole pixels (toward zero)
-      const float size = row[5] * static_cast<float>(width) + row[6] * static_cast<float>(height);
+    step.op = u <= row[augk::kRowProbability] ? static_cast<int32_t>(row[augk::kRowCode]) : augk::kSkip;
+    for (int p = 0; p < augk::kNumParams; p++) step.p[p] = row[augk::kRowP0 + p];
+    step.p[0] += u * row[augk::kRowSpan];
+    const float relative_x = row[augk::kRowRelativeX], relative_y = row[augk::kRowRelativeY];
+    if (relative_x != 0.0f || relative_y != 0.0f) {   // a fraction of the size, to whole pixels (toward zero)
+      const float size = relative_x * static_cast<float>(width) + relative_y * static_cast<float>(height);
       step.p[0] = std::trunc(step.p[0] * size);
     }
-    if (!levels_.empty() && levels_[static_cast<size_t>(r) * kLevelColumns] != 0.0f) {
+    if (!levels_.empty() && levels_[static_cast<size_t>(r) * augk::kLevelColumns + augk::kLevelActive] != 0.0f) {
       DALI_ENFORCE(level_u != nullptr, "DaliLoadersAugment: a row with a level needs level_draws");
-      Level(&levels_[static_cast<size_t>(r) * kLevelColumns], level_u, height, width, step);
+      Level(&levels_[static_cast<size_t>(r) * augk::kLevelColumns], level_u, height, width, step);
     }
     return step;
   }
 
   // timm's magnitude -> argument (see the top of the file); L: a row of `levels`
   void Level(const float *L, const float *u, int height, int width, augk::Step &step) const {
-    enum { kActive, kMagnitude, kStd, kUniform, kUpper, kScale, kOffset, kFlip, kFloor, kHi, kLo, kSigned,
-           kDirection, kRelX, kRelY, kWarp, kP1, kFixedPlus, kFixedMinus, kNoisy };
     const float sign = u[3] < 0.5f ? -1.0f : 1.0f;
     float arg;
-    if (L[kNoisy] != 0.0f) {
-      float m = L[kMagnitude];
-      if (L[kUniform] != 0.0f) m = m * u[2];
+    if (L[augk::kLevelNoisy] != 0.0f) {
+      float m = L[augk::kLevelMagnitude];
+      if (L[augk::kLevelUniform] != 0.0f) m = m * u[2];
       const double gaussian = std::sqrt(-2.0 * std::log(1.0 - static_cast<double>(u[0]))) *
                               std::cos(6.283185307179586 * static_cast<double>(u[1]));
-      m = m + L[kStd] * static_cast<float>(gaussian);
-      m = std::min(std::max(m, 0.0f), L[kUpper]);
-      float v = (m / 10.0f) * L[kScale];
-      if (L[kFloor] != 0.0f) v = std::floor(v);
-      v = std::min(v, L[kHi]);
-      if (L[kSigned] != 0.0f) v = v * sign;
-      arg = std::max(L[kOffset] + L[kFlip] * v, L[kLo]);
+      m = m + L[augk::kLevelStd] * static_cast<float>(gaussian);
+      m = std::min(std::max(m, 0.0f), L[augk::kLevelUpper]);
+      float v = (m / 10.0f) * L[augk::kLevelScale];
+      if (L[augk::kLevelFloor] != 0.0f) v = std::floor(v);
+      v = std::min(v, L[augk::kLevelHi]);
+      if (L[augk::kLevelSigned] != 0.0f) v = v * sign;
+      arg = std::max(L[augk::kLevelOffset] + L[augk::kLevelFlip] * v, L[augk::kLevelLo]);
     } else {
-      arg = sign > 0.0f ? L[kFixedPlus] : L[kFixedMinus];
+      arg = sign > 0.0f ? L[augk::kLevelFixedPlus] : L[augk::kLevelFixedMinus];
     }
-    const float unit = (1.0f - L[kRelX] - L[kRelY]) + L[kRelX] * static_cast<float>(width) +
-                       L[kRelY] * static_cast<float>(height);
-    step.p[0] = arg * L[kDirection] * unit;
+    const float relative_x = L[augk::kLevelRelativeX], relative_y = L[augk::kLevelRelativeY];
+    const float unit = (1.0f - relative_x - relative_y) + relative_x * static_cast<float>(width) +
+                       relative_y * static_cast<float>(height);
+    step.p[0] = arg * L[augk::kLevelDirection] * unit;
     const int choices = static_cast<int>(resamples_.size());
     const float resample = resamples_[std::min(choices - 1, static_cast<int>(u[4] * choices))];
-    step.p[1] = L[kWarp] * resample + L[kP1];
+    step.p[1] = L[augk::kLevelWarp] * resample + L[augk::kLevelP1];
     step.p[2] = step.p[3] = 0.0f;
   }
 
@@ -243,9 +244,6 @@ class Augment : public dali::StatelessOperator<CPUBackend> {
                                    "), got ", arg[i].shape[0]));
   }
 
-  static constexpr int kTableColumns = 9;
-  static constexpr int kLevelColumns = 20;
-  static constexpr int kLevelDraws = 5;
   dali::ArgValue<int, 1> ops_;
   dali::ArgValue<float, 2> params_;
   dali::ArgValue<int, 1> rows_;

@@ -11,6 +11,7 @@
 #include "dali/pipeline/operator/common.h"
 #include "dali/pipeline/operator/operator.h"
 #include "normalize_kernels.h"
+#include "simd.h"
 
 namespace dali_loaders {
 
@@ -22,7 +23,7 @@ class Normalize : public dali::StatelessOperator<CPUBackend> {
   explicit Normalize(const dali::OpSpec &spec)
       : dali::StatelessOperator<CPUBackend>(spec),
         dtype_(spec.GetArgument<dali::DALIDataType>("dtype")),
-        simd_(!spec.GetArgument<bool>("_portable") && normk::have_avx2()) {
+        simd_(!spec.GetArgument<bool>("_portable") && simd::have_avx2()) {
     const std::string layout = spec.GetArgument<std::string>("output_layout");
     DALI_ENFORCE(layout == "CHW" || layout == "HWC",
                  "DaliLoadersNormalize: output_layout must be \"CHW\" or \"HWC\", got \"" + layout + "\"");

@@ -20,8 +20,9 @@
 #include <cstring>
 #include <vector>
 
-#if (defined(__x86_64__) || defined(_M_X64)) && !defined(PILRS_PORTABLE_ONLY)
-#include <immintrin.h>
+#include "simd.h"
+
+#if defined(DALI_LOADERS_X86) && !defined(PILRS_PORTABLE_ONLY)
 #define PILRS_X86 1
 #endif
 
@@ -135,8 +136,6 @@ inline void vertical_scalar(const uint8_t* in, int in_stride, int row0, int widt
 
 // ---- AVX2 ---------------------------------------------------------------------------------
 #ifdef PILRS_X86
-
-inline bool have_avx2() { return __builtin_cpu_supports("avx2"); }
 
 // Horizontal weights for 3 channels: per output pixel, per group of 4 taps, 16 int16 as the
 // shuffled pixels expect them (lane 0: taps 0,1 as (c0t0, c0t1, c1t0, c1t1, c2t0, c2t1, 0, 0),
@@ -425,7 +424,7 @@ inline void resample(const uint8_t* in, int in_h, int in_w, int in_stride, int c
                      bool allow_simd = true) {
   if (f == Filter::kNearest) return nearest(in, in_h, in_w, in_stride, channels, out, y, x);
 #ifdef PILRS_X86
-  const Passes passes{allow_simd && have_avx2()};
+  const Passes passes{allow_simd && simd::have_avx2()};
 #else
   const Passes passes{false};
 #endif

@@ -18,6 +18,7 @@ import torch
 from cifar_data import index_images, write_cifar
 from dist_worker import make_loader
 from PIL import Image
+from subprocess_env import subprocess_env
 
 from dali_loaders.datasets.cifar import get_cifar_iter_dali
 from dali_loaders.distributed import (
@@ -54,21 +55,14 @@ def write_index_folder(root, count):
 
 
 @pytest.fixture(scope="module")
-def cifar_root(tmp_path_factory):
-    return write_cifar(str(tmp_path_factory.mktemp("cifar")), n_train=N_TRAIN, n_test=N_VAL,
-                       images=index_images)
+def cifar_root(written_once):
+    return written_once(write_cifar, n_train=N_TRAIN, n_test=N_VAL, images=index_images)
 
 
 @pytest.fixture(scope="module")
 def folder_roots(tmp_path_factory):
     root = tmp_path_factory.mktemp("folder")
     return {split: write_index_folder(str(root / split), n) for split, n in (("train", N_TRAIN), ("val", N_VAL))}
-
-
-@pytest.fixture
-def no_torchrun_env(monkeypatch):
-    for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK"):
-        monkeypatch.delenv(name, raising=False)
 
 
 def cifar_spec(root, type, batch_size, epochs, **extra):
@@ -95,9 +89,7 @@ def free_port() -> int:
 
 
 def worker_env() -> dict:
-    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
-    env["PYTHONPATH"] = os.pathsep.join([os.path.dirname(HERE), HERE, env.get("PYTHONPATH", "")])
-    return env
+    return subprocess_env()
 
 
 def launch(node_commands, out_dir) -> list:

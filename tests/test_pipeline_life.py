@@ -14,6 +14,7 @@ import pytest
 import torch
 from cifar_data import index_images, write_cifar
 from dist_worker import decode_indices, recipe_mean_std
+from subprocess_env import subprocess_env
 
 from dali_loaders import get_cifar_iter_dali
 
@@ -30,14 +31,8 @@ def root(tmp_path_factory):
     return write_cifar(path, dataset="cifar100", n_train=96, n_test=10)   # label == index
 
 
-@pytest.fixture
-def no_torchrun_env(monkeypatch):
-    for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
-        monkeypatch.delenv(name, raising=False)
-
-
 def env():
-    return dict(os.environ, PYTHONPATH=os.pathsep.join([os.path.dirname(HERE), HERE]))
+    return subprocess_env()
 
 
 def indices(images):

@@ -19,6 +19,7 @@ import pytest
 import torch
 from image_data import image_id, solid_colour, write_solid_folder
 from PIL import Image
+from subprocess_env import subprocess_env
 from torchvision.transforms import v2
 
 from dali_loaders import (
@@ -105,9 +106,8 @@ REPO = os.path.dirname(TESTS)
 
 
 @pytest.fixture(autouse=True)
-def own_cache(tmp_path, monkeypatch):
+def own_cache(own_home):
     """The screening cache (under ~/.cache) in this test's own folder."""
-    monkeypatch.setenv("HOME", str(tmp_path / "home"))
 
 
 @pytest.fixture(scope="module")
@@ -142,7 +142,7 @@ def test_the_corpus_is_what_it_claims(corpus):
 
 def test_fuzz_each_file_is_decoded_as_pil_does_or_refused_by_name(corpus, tmp_path):
     out = tmp_path / "results.json"
-    env = dict(os.environ, HOME=str(tmp_path / "home"), PYTHONPATH=os.pathsep.join([REPO, TESTS]))
+    env = subprocess_env(home=tmp_path / "home")
     folder = os.path.dirname(next(iter(corpus.values())))
     done = subprocess.run([sys.executable, os.path.join(TESTS, "untrusted_worker.py"), folder, str(out)],
                           env=env, capture_output=True, text=True, timeout=900)
@@ -280,7 +280,7 @@ for run in runs:
 def peak_rss(backend, runs, home):
     """[(peak RSS in MiB so far, what the epoch did)] after each (root, on_error) epoch of
     `runs`, one after the other in one fresh process (a peak only grows)."""
-    env = dict(os.environ, HOME=str(home), PYTHONPATH=REPO)
+    env = subprocess_env(home=home)
     done = subprocess.run([sys.executable, "-c", PEAK_RSS, backend, *(f"{r}|{e}" for r, e in runs)], env=env,
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 import torch
 from dataset_data import write_shards
+from subprocess_env import subprocess_env
 from wds_worker import recipe, sample_ids
 
 from dali_loaders import get_webdataset_iter_dali, get_webdataset_iter_torch
@@ -187,8 +188,7 @@ def test_resume_mid_epoch_gives_the_rest_of_that_epoch(folder, train):
 def torchrun(folder, processes, tmp_path):
     out = tmp_path / f"out{processes}"
     out.mkdir()
-    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
-    env["PYTHONPATH"] = os.pathsep.join([os.path.dirname(HERE), HERE, env.get("PYTHONPATH", "")])
+    env = subprocess_env()
     cmd = [*TORCHRUN, "--standalone", f"--nproc_per_node={processes}", os.path.join(HERE, "wds_worker.py"),
            folder, str(out)]
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,

@@ -302,7 +302,7 @@ except ImportError as e:
     assert "pip install nvidia-dali" in out.splitlines()[1]
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@pytest.mark.gpu
 def test_gpu_outputs_live_on_the_gpu_and_match_the_cpu(cifar10):
     gpu = get_cifar_iter_dali("val", cifar10, 16, 2)
     cpu = get_cifar_iter_torch("val", cifar10, 16, 0)

@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup demo test bench clean
+.PHONY: setup demo test test-quick bench clean
 
 setup: $(STAMP)
 
@@ -17,8 +17,12 @@ $(STAMP): requirements.txt setup.py pyproject.toml
 demo: setup
 	$(PY) -m dali_loaders demo
 
+# the whole suite (CI runs it); test-quick leaves out the tests marked slow or subprocess
 test: setup
-	$(PY) -m pytest -q tests
+	$(PY) -m pytest tests
+
+test-quick: setup
+	$(PY) -m pytest -m "not slow and not subprocess" tests
 
 bench: setup
 	$(PY) -m dali_loaders bench

@@ -96,6 +96,9 @@ print(dali_loaders.__file__)
 print(type(loader).__name__, sum(len(labels) for _, labels in loader))
 """
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    # The plugins compile cold from the wheel's own sources (their path is in the cache key):
+    # into a cache of this test's own, not the shared one, where each run would leave a copy.
+    env["DALI_LOADERS_CACHE"] = str(tmp_path / "plugin-cache")
     done = subprocess.run([str(python), "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True,
                           timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]

@@ -29,6 +29,7 @@ def captchas(tmp_path_factory):
     return root
 
 
+@pytest.mark.subprocess
 def test_captcha_example_trains_a_few_steps_on_dali(captchas):
     done = subprocess.run([sys.executable, os.path.join(REPO, "examples", "captcha.py"), "--root", captchas,
                            "--use_dali", "--max_steps", "3", "--batch-size", "8", "--num_workers", "1"],

@@ -283,6 +283,7 @@ def test_dali_needs_a_thread(cifar10):
         get_cifar_iter_dali("train", cifar10, 8, 0)
 
 
+@pytest.mark.subprocess
 def test_without_dali_warns_once_and_returns_the_twin(cifar10):
     script = NO_DALI + f"""
 import warnings

@@ -179,6 +179,7 @@ def test_lightning_one_process(cifar_root, tmp_path, no_torchrun_env):
     check_lightning([json.load(open(tmp_path / "rank0.json"))], 1)
 
 
+@pytest.mark.subprocess
 def test_lightning_ddp_two_processes(cifar_root, tmp_path, no_torchrun_env):
     pytest.importorskip("pytorch_lightning")
     jobs_path = tmp_path / "jobs.json"
@@ -240,6 +241,7 @@ def test_every_standard_dataset_has_a_datamodule_that_reads_each_split_once(tmp_
     assert len(val.dataset) != len(test.dataset) or val.dataset.fingerprint != test.dataset.fingerprint
 
 
+@pytest.mark.subprocess
 def test_import_needs_no_lightning():
     code = ("import sys; sys.modules['pytorch_lightning'] = sys.modules['lightning'] = None; "
             "import dali_loaders; print('ok')")

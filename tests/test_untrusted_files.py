@@ -140,6 +140,7 @@ def test_the_corpus_is_what_it_claims(corpus):
         {"P", "LA", "CMYK"}
 
 
+@pytest.mark.subprocess
 def test_fuzz_each_file_is_decoded_as_pil_does_or_refused_by_name(corpus, tmp_path):
     out = tmp_path / "results.json"
     env = subprocess_env(home=tmp_path / "home")
@@ -288,6 +289,7 @@ def peak_rss(backend, runs, home):
     return [(int(line.split(" ", 1)[0]) / 1024, line.split(" ", 1)[1]) for line in lines]
 
 
+@pytest.mark.subprocess
 @pytest.mark.parametrize("backend", list(BACKENDS))
 def test_the_bomb_is_refused_undecoded_within_an_ordinary_epochs_memory(tmp_path, backend):
     """Decoded, the 20000 x 20000 bomb alone would take 1.2 GB as RGB."""

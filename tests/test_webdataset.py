@@ -57,6 +57,7 @@ def shard_of(ids):
 # 1. index files ---------------------------------------------------------------------------------
 
 
+@pytest.mark.subprocess
 def test_index_files_are_made_beside_the_shards_in_dalis_format(folder, tmp_path):
     shards = write_shards(str(tmp_path), SIZES)
     get_webdataset_iter_dali(str(tmp_path), 4, 1, train=False)
@@ -71,6 +72,7 @@ def test_index_files_are_made_beside_the_shards_in_dalis_format(folder, tmp_path
         assert open(tmp_path / "dali.idx").read() == open(shards[1][:-4] + ".idx").read()
 
 
+@pytest.mark.subprocess
 def test_index_command_and_cache_dir(folder, tmp_path):
     shards = copy_of(folder, tmp_path)
     cache = str(tmp_path / "cache")
@@ -202,6 +204,7 @@ def torchrun(folder, processes, tmp_path):
     return [json.load(open(out / f"rank{r}.json")) for r in range(processes)]
 
 
+@pytest.mark.subprocess
 @pytest.mark.parametrize("processes", [1, 3])
 def test_torchrun_ranks_split_train_equally_and_read_val_once(folder, processes, tmp_path):
     reports = torchrun(copy_of(folder, tmp_path), processes, tmp_path)

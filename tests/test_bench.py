@@ -36,6 +36,7 @@ def tiny_run(tmp_path_factory):
         return json.load(f), done.stdout, out
 
 
+@pytest.mark.slow
 @pytest.mark.subprocess
 def test_every_workload_reports_every_loader(tiny_run):
     report, _, _ = tiny_run
@@ -58,6 +59,7 @@ def test_every_workload_reports_every_loader(tiny_run):
         assert result["vs_torchvision"] > 0 and result["of_limit"] > 0
 
 
+@pytest.mark.slow
 @pytest.mark.subprocess
 def test_ratios_are_medians_of_side_by_side_runs(tiny_run):
     report, _, _ = tiny_run
@@ -72,6 +74,7 @@ def test_ratios_are_medians_of_side_by_side_runs(tiny_run):
             assert result[field + "_runs"] == pytest.approx([d / o for d, o in zip(dali, other)])
 
 
+@pytest.mark.slow
 @pytest.mark.subprocess
 def test_new_workloads_time_the_standard_factories_against_their_twins(tiny_run):
     report, stdout, _ = tiny_run
@@ -82,6 +85,7 @@ def test_new_workloads_time_the_standard_factories_against_their_twins(tiny_run)
     assert "torch v2 on whole batches" in stdout and "38d94aa's loader" in stdout
 
 
+@pytest.mark.slow
 @pytest.mark.subprocess
 def test_machine_targets_and_command_are_recorded(tiny_run):
     report, _, _ = tiny_run
@@ -94,6 +98,7 @@ def test_machine_targets_and_command_are_recorded(tiny_run):
     assert all(isinstance(t["met"], bool) for t in report["targets"])
 
 
+@pytest.mark.slow
 @pytest.mark.subprocess
 def test_table_and_chart(tiny_run):
     _, stdout, out = tiny_run
@@ -105,6 +110,7 @@ def test_table_and_chart(tiny_run):
     assert os.path.getsize(out / "bench.png") > 10_000
 
 
+@pytest.mark.slow
 @pytest.mark.subprocess
 def test_progress_bar_ends_full(tiny_run):
     _, _, out = tiny_run
@@ -132,6 +138,7 @@ def test_missing_data_dir_is_reported(tmp_path):
     assert "skipping cifar10" in done.stderr and "nothing to time" in done.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.subprocess
 def test_stages_table_builds_the_train_graph_stage_by_stage(tmp_path):
     from dali_loaders.bench import data

@@ -200,6 +200,7 @@ def test_shard_indices_partition_for_every_size_and_world():
 # -- 1. one machine, three processes ---------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.subprocess
 def test_torchrun_three_processes_shard_train_and_read_val_exactly_once(cifar_root, folder_roots, tmp_path):
     specs = {"cifar_train": cifar_spec(cifar_root, "train", 16, EPOCHS),
@@ -223,6 +224,7 @@ def test_torchrun_three_processes_shard_train_and_read_val_exactly_once(cifar_ro
 # -- 2. two "machines", two processes each ---------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.subprocess
 def test_two_torchrun_nodes_shard_by_global_rank(cifar_root, folder_roots, tmp_path):
     # The original API's call: local_rank and world_size from the environment. On two

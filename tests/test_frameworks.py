@@ -179,6 +179,7 @@ def test_lightning_one_process(cifar_root, tmp_path, no_torchrun_env):
     check_lightning([json.load(open(tmp_path / "rank0.json"))], 1)
 
 
+@pytest.mark.slow
 @pytest.mark.subprocess
 def test_lightning_ddp_two_processes(cifar_root, tmp_path, no_torchrun_env):
     pytest.importorskip("pytorch_lightning")

@@ -10,6 +10,8 @@ import zipfile
 import pytest
 from packaging.requirements import Requirement
 
+pytestmark = pytest.mark.subprocess   # pip builds the wheel, venvs run it
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LINUX_X86 = {"platform_system": "Linux", "platform_machine": "x86_64"}
 OTHERS = [{"platform_system": "Darwin", "platform_machine": "arm64"},
@@ -72,6 +74,7 @@ def test_setup_py_still_works():
     assert done.stdout.split()[-2:] == ["dali_loaders", "0.1.0"], done.stderr[-2000:]
 
 
+@pytest.mark.slow
 def test_the_wheel_installed_in_a_fresh_venv_runs_batches(wheel, tmp_path):
     from cifar_data import index_images, write_cifar
 

@@ -150,6 +150,7 @@ def test_soak_thirty_epochs_flat_memory_and_a_sigkill_resumed_exactly(root, tmp_
         assert seen[epoch] == run["seen"][epoch]    # and in the uninterrupted run's order
 
 
+@pytest.mark.slow
 @pytest.mark.subprocess
 def test_lightning_dali_then_ddp_then_forked_workers_in_one_process(root, tmp_path, no_torchrun_env):
     """The issue's sequence: fit with the DALI DataModule, then under ddp, then with

@@ -140,6 +140,7 @@ def test_the_corpus_is_what_it_claims(corpus):
         {"P", "LA", "CMYK"}
 
 
+@pytest.mark.slow
 @pytest.mark.subprocess
 def test_fuzz_each_file_is_decoded_as_pil_does_or_refused_by_name(corpus, tmp_path):
     out = tmp_path / "results.json"

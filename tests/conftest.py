@@ -12,6 +12,7 @@ LAUNCHER_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT
 
 
 def pytest_collection_modifyitems(config, items):
+    """gpu tests skip where torch sees no CUDA: one rule here, not a skipif in every file."""
     gpu_tests = [item for item in items if item.get_closest_marker("gpu")]
     if gpu_tests:
         import torch

@@ -10,13 +10,13 @@ import pickle
 import shutil
 import subprocess
 import sys
-import tarfile
 import tracemalloc
 import warnings
 
 import numpy as np
 import pytest
 import torch
+from dataset_data import write_tar
 from image_data import image_id, solid_colour, write_solid_folder
 from PIL import Image
 from subprocess_env import subprocess_env
@@ -341,15 +341,6 @@ def test_max_image_pixels_is_honoured_the_same_by_both_backends(big_images, back
 # -- 5. WebDataset: the same, for tar members ---------------------------------------------
 
 WDS_KEYS = ("jpg", "jpeg", "png", "webp", "tiff")
-
-
-def write_tar(path, members):
-    with tarfile.open(path, "w") as tar:
-        for name, data in members:
-            info = tarfile.TarInfo(name)
-            info.size = len(data)
-            tar.addfile(info, io.BytesIO(data))
-    return str(path)
 
 
 @pytest.fixture(scope="module")

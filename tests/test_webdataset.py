@@ -8,12 +8,11 @@ import shutil
 import signal
 import subprocess
 import sys
-import tarfile
 
 import numpy as np
 import pytest
 import torch
-from dataset_data import write_shards
+from dataset_data import write_shards, write_tar
 from subprocess_env import subprocess_env
 from wds_worker import recipe, sample_ids
 
@@ -245,15 +244,6 @@ def test_a_truncated_shard_is_named(folder, tmp_path):
     for factory in (get_webdataset_iter_dali, get_webdataset_iter_torch):
         with pytest.raises(ValueError, match="shard-001.tar.*truncated"):
             factory(shards, 4, 1, train=False)
-
-
-def write_tar(path, members):
-    with tarfile.open(path, "w") as tar:
-        for name, data in members:
-            info = tarfile.TarInfo(name)
-            info.size = len(data)
-            tar.addfile(info, io.BytesIO(data))
-    return path
 
 
 def test_a_sample_without_an_image_is_named(tmp_path):

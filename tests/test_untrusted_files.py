@@ -102,7 +102,6 @@ def test_a_pickle_that_encodes_with_another_codec_is_refused(tmp_path):
 
 POLICY_REFUSED = {"png16.png": "16-bit", "animated_gif_named.png": "GIF"}   # PIL decodes them; DALI differs
 TESTS = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.dirname(TESTS)
 
 
 @pytest.fixture(autouse=True)

@@ -9,7 +9,7 @@ LOWEST      := .venv-lowest
 PY_LOWEST   := $(LOWEST)/bin/python
 LOWEST_DALI := nvidia-dali-cuda120==2.3.0
 
-.PHONY: setup demo test bench clean smoke-lowest
+.PHONY: setup demo test test-quick bench clean smoke-lowest
 
 setup: $(STAMP)
 
@@ -22,12 +22,16 @@ $(STAMP): requirements.txt setup.py pyproject.toml
 demo: setup
 	$(PY) -m dali_loaders demo
 
+# the whole suite (CI runs it); test-quick leaves out the tests marked slow or subprocess
 test: setup
-	$(PY) -m pytest -q tests
+	$(PY) -m pytest tests
+
+test-quick: setup
+	$(PY) -m pytest -m "not slow and not subprocess" tests
 
 smoke-lowest: $(LOWEST)/.installed
 	$(PY_LOWEST) -m dali_loaders build-plugins
-	$(PY_LOWEST) -m pytest -q -m smoke tests
+	$(PY_LOWEST) -m pytest -m smoke tests
 
 $(LOWEST)/.installed: requirements.txt setup.py pyproject.toml
 	test -x $(PY_LOWEST) || $(PYTHON) -m venv $(LOWEST)

@@ -187,6 +187,19 @@ def write_tiny_imagenet(root, per_class=4, val=7):
     return root
 
 
+def write_tar(path, members):
+    """A tar file of (member name, bytes) in that order; returns its path as a string."""
+    import io
+    import tarfile
+
+    with tarfile.open(path, "w") as tar:
+        for name, data in members:
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return str(path)
+
+
 def write_shards(folder, sizes=(13, 11, 16), image_format="jpg", first=0, labels=True):
     """WebDataset shards folder/shard-000.tar, ...: sample i (counted over all shards) is a
     flat-colour image solid_colour(i) under `image_format` (a JPEG, PNG, ...), with

@@ -36,6 +36,8 @@ def tiny_run(tmp_path_factory):
         return json.load(f), done.stdout, out
 
 
+@pytest.mark.slow
+@pytest.mark.subprocess
 def test_every_workload_reports_every_loader(tiny_run):
     report, _, _ = tiny_run
     assert [r["workload"] for r in report["results"]] == list(WORKLOADS)
@@ -57,6 +59,8 @@ def test_every_workload_reports_every_loader(tiny_run):
         assert result["vs_torchvision"] > 0 and result["of_limit"] > 0
 
 
+@pytest.mark.slow
+@pytest.mark.subprocess
 def test_ratios_are_medians_of_side_by_side_runs(tiny_run):
     report, _, _ = tiny_run
     for result in report["results"]:
@@ -70,6 +74,8 @@ def test_ratios_are_medians_of_side_by_side_runs(tiny_run):
             assert result[field + "_runs"] == pytest.approx([d / o for d, o in zip(dali, other)])
 
 
+@pytest.mark.slow
+@pytest.mark.subprocess
 def test_new_workloads_time_the_standard_factories_against_their_twins(tiny_run):
     report, stdout, _ = tiny_run
     by_name = {r["workload"]: r for r in report["results"]}
@@ -79,6 +85,8 @@ def test_new_workloads_time_the_standard_factories_against_their_twins(tiny_run)
     assert "torch v2 on whole batches" in stdout and "38d94aa's loader" in stdout
 
 
+@pytest.mark.slow
+@pytest.mark.subprocess
 def test_machine_targets_and_command_are_recorded(tiny_run):
     report, _, _ = tiny_run
     assert {"cpu", "cores", "memory_gb", "torch", "dali"} <= set(report["machine"])
@@ -90,6 +98,8 @@ def test_machine_targets_and_command_are_recorded(tiny_run):
     assert all(isinstance(t["met"], bool) for t in report["targets"])
 
 
+@pytest.mark.slow
+@pytest.mark.subprocess
 def test_table_and_chart(tiny_run):
     _, stdout, out = tiny_run
     assert "| workload (batch) | loader | images/s |" in stdout
@@ -100,6 +110,8 @@ def test_table_and_chart(tiny_run):
     assert os.path.getsize(out / "bench.png") > 10_000
 
 
+@pytest.mark.slow
+@pytest.mark.subprocess
 def test_progress_bar_ends_full(tiny_run):
     _, _, out = tiny_run
     bars = [line for line in (out / "stderr.txt").read_text().replace("\r", "\n").splitlines()
@@ -108,6 +120,7 @@ def test_progress_bar_ends_full(tiny_run):
     assert done == total  # the bar's length counts exactly the steps the bench takes
 
 
+@pytest.mark.subprocess
 def test_help_describes_the_options():
     done = subprocess.run([sys.executable, "-m", "dali_loaders", "bench", "--help"],
                           capture_output=True, text=True, timeout=120)
@@ -116,6 +129,7 @@ def test_help_describes_the_options():
         assert option in done.stdout
 
 
+@pytest.mark.subprocess
 def test_missing_data_dir_is_reported(tmp_path):
     done = subprocess.run([sys.executable, "-m", "dali_loaders", "bench", "--tiny",
                            "--data-dir", str(tmp_path / "nothing")],
@@ -124,6 +138,8 @@ def test_missing_data_dir_is_reported(tmp_path):
     assert "skipping cifar10" in done.stderr and "nothing to time" in done.stderr
 
 
+@pytest.mark.slow
+@pytest.mark.subprocess
 def test_stages_table_builds_the_train_graph_stage_by_stage(tmp_path):
     from dali_loaders.bench import data
 
@@ -167,6 +183,7 @@ def test_resnet50_recipe_runs_torchvisions_reference(kind, tmp_path):
         assert labels.shape == ((4, 2) if split == "train" else (4,))
 
 
+@pytest.mark.subprocess
 def test_cifar_stages_table_has_every_stage_and_the_contenders(tmp_path):
     from cifar_data import write_cifar
 

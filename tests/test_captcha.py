@@ -10,6 +10,7 @@ import pytest
 import torch
 from cifar_data import write_cifar
 from PIL import Image
+from subprocess_env import subprocess_env
 from torchvision.transforms import v2
 
 pytest.importorskip("pytorch_lightning")
@@ -28,10 +29,11 @@ def captchas(tmp_path_factory):
     return root
 
 
+@pytest.mark.subprocess
 def test_captcha_example_trains_a_few_steps_on_dali(captchas):
     done = subprocess.run([sys.executable, os.path.join(REPO, "examples", "captcha.py"), "--root", captchas,
                            "--use_dali", "--max_steps", "3", "--batch-size", "8", "--num_workers", "1"],
-                          capture_output=True, text=True, timeout=600, env=dict(os.environ, PYTHONPATH=REPO))
+                          capture_output=True, text=True, timeout=600, env=subprocess_env())
     assert done.returncode == 0, done.stderr[-3000:]
     line = done.stdout.strip().splitlines()[-1]
     found = re.fullmatch(r"loader=ShapedLoader steps=(\d+) train_loss=([\d.]+) val_loss=([\d.]+) val_exact=[\d.]+%",

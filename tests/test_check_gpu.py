@@ -12,6 +12,7 @@ from dali_loaders.testing import check_gpu
 from dali_loaders.testing.synthetic import write_cifar
 
 
+@pytest.mark.subprocess
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the machine without a GPU")
 def test_without_a_gpu_it_says_so_and_exits_0():
     done = subprocess.run([sys.executable, "-m", "dali_loaders", "check-gpu"], capture_output=True, text=True)

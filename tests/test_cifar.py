@@ -287,6 +287,7 @@ def test_zero_threads_runs_one_as_dataloader_runs_in_this_process(cifar10):
         get_cifar_iter_dali("train", cifar10, 8, -1)
 
 
+@pytest.mark.subprocess
 def test_without_dali_warns_once_and_returns_the_twin(cifar10):
     script = NO_DALI + f"""
 import warnings
@@ -306,7 +307,7 @@ except ImportError as e:
     assert "pip install nvidia-dali" in out.splitlines()[1]
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@pytest.mark.gpu
 def test_gpu_outputs_live_on_the_gpu_and_match_the_cpu(cifar10):
     gpu = get_cifar_iter_dali("val", cifar10, 16, 2)
     cpu = get_cifar_iter_torch("val", cifar10, 16, 0)

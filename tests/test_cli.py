@@ -4,6 +4,7 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
 from PIL import Image
 
 
@@ -11,6 +12,7 @@ def run_cli(*args):
     return subprocess.run([sys.executable, "-m", "dali_loaders", *args], capture_output=True, text=True)
 
 
+@pytest.mark.subprocess
 def test_demo_prints_parity_and_speed(tmp_path):
     done = run_cli("demo", "--cache-dir", str(tmp_path), "--samples", "600")
     assert done.returncode == 0, done.stderr
@@ -22,6 +24,7 @@ def test_demo_prints_parity_and_speed(tmp_path):
     assert worst <= 1e-5
 
 
+@pytest.mark.subprocess
 def test_verify_lists_the_bad_files_and_fails(tmp_path):
     os.makedirs(tmp_path / "cat")
     Image.fromarray(np.zeros((20, 30, 3), np.uint8)).save(tmp_path / "cat" / "good.jpg")

@@ -18,6 +18,7 @@ import torch
 from cifar_data import index_images, write_cifar
 from dist_worker import make_loader
 from PIL import Image
+from subprocess_env import subprocess_env
 
 from dali_loaders.datasets.cifar import get_cifar_iter_dali
 from dali_loaders.distributed import (
@@ -54,21 +55,14 @@ def write_index_folder(root, count):
 
 
 @pytest.fixture(scope="module")
-def cifar_root(tmp_path_factory):
-    return write_cifar(str(tmp_path_factory.mktemp("cifar")), n_train=N_TRAIN, n_test=N_VAL,
-                       images=index_images)
+def cifar_root(written_once):
+    return written_once(write_cifar, n_train=N_TRAIN, n_test=N_VAL, images=index_images)
 
 
 @pytest.fixture(scope="module")
 def folder_roots(tmp_path_factory):
     root = tmp_path_factory.mktemp("folder")
     return {split: write_index_folder(str(root / split), n) for split, n in (("train", N_TRAIN), ("val", N_VAL))}
-
-
-@pytest.fixture
-def no_torchrun_env(monkeypatch):
-    for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK"):
-        monkeypatch.delenv(name, raising=False)
 
 
 def cifar_spec(root, type, batch_size, epochs, **extra):
@@ -95,9 +89,7 @@ def free_port() -> int:
 
 
 def worker_env() -> dict:
-    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
-    env["PYTHONPATH"] = os.pathsep.join([os.path.dirname(HERE), HERE, env.get("PYTHONPATH", "")])
-    return env
+    return subprocess_env()
 
 
 def launch(node_commands, out_dir) -> list:
@@ -208,6 +200,8 @@ def test_shard_indices_partition_for_every_size_and_world():
 # -- 1. one machine, three processes ---------------------------------------------------------
 
 
+@pytest.mark.slow
+@pytest.mark.subprocess
 def test_torchrun_three_processes_shard_train_and_read_val_exactly_once(cifar_root, folder_roots, tmp_path):
     specs = {"cifar_train": cifar_spec(cifar_root, "train", 16, EPOCHS),
              "cifar_val": cifar_spec(cifar_root, "val", 16, 1),
@@ -230,6 +224,8 @@ def test_torchrun_three_processes_shard_train_and_read_val_exactly_once(cifar_ro
 # -- 2. two "machines", two processes each ---------------------------------------------------
 
 
+@pytest.mark.slow
+@pytest.mark.subprocess
 def test_two_torchrun_nodes_shard_by_global_rank(cifar_root, folder_roots, tmp_path):
     # The original API's call: local_rank and world_size from the environment. On two
     # machines LOCAL_RANK repeats, so it must pick the GPU only, never the shard.
@@ -291,6 +287,7 @@ RESUME_CASES = {
 }
 
 
+@pytest.mark.subprocess
 @pytest.mark.parametrize("case", sorted(RESUME_CASES))
 def test_resume_in_a_new_process_yields_exactly_the_remaining_batches(case, cifar_root, folder_roots, tmp_path,
                                                                       no_torchrun_env):

@@ -7,6 +7,8 @@ import sys
 import pytest
 from cifar_data import write_cifar
 
+pytestmark = pytest.mark.subprocess   # every test runs examples/train.py
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 N_TRAIN, N_VAL = 128, 64
 

@@ -15,6 +15,7 @@ import pytest
 import torch
 from cifar_data import index_images, write_cifar
 from dist_worker import decode_indices, recipe_mean_std
+from subprocess_env import subprocess_env
 from torch.utils.data import DataLoader
 
 from dali_loaders import get_cifar_iter_dali, get_cifar_iter_torch
@@ -34,14 +35,8 @@ def indices(images):
 
 
 @pytest.fixture(scope="module")
-def cifar_root(tmp_path_factory):
-    return write_cifar(str(tmp_path_factory.mktemp("cifar")), n_train=N_TRAIN, n_test=N_VAL, images=index_images)
-
-
-@pytest.fixture
-def no_launcher_env(monkeypatch):
-    for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK"):
-        monkeypatch.delenv(name, raising=False)
+def cifar_root(written_once):
+    return written_once(write_cifar, n_train=N_TRAIN, n_test=N_VAL, images=index_images)
 
 
 def flat(batches):
@@ -51,7 +46,7 @@ def flat(batches):
 # -- the DataLoader surface and the lazy shard, without a framework ---------------------------
 
 
-def test_dali_loader_has_every_dataloader_attribute(cifar_root, no_launcher_env):
+def test_dali_loader_has_every_dataloader_attribute(cifar_root, no_torchrun_env):
     loader = get_cifar_iter_dali("train", cifar_root, BATCH, num_threads=1, seed=0)
     arguments = set(inspect.signature(DataLoader.__init__).parameters) - {"self", "shuffle"}
     assert not [name for name in arguments if not hasattr(loader, name)]
@@ -66,7 +61,7 @@ def test_dali_loader_has_every_dataloader_attribute(cifar_root, no_launcher_env)
     assert [indices(images) for images, _ in loader] == planned
 
 
-def test_iter_alone_starts_no_epoch(cifar_root, no_launcher_env):
+def test_iter_alone_starts_no_epoch(cifar_root, no_torchrun_env):
     loader = get_cifar_iter_dali("train", cifar_root, BATCH, num_threads=1, seed=0)
     reference = [indices(images) for images, _ in get_cifar_iter_dali("train", cifar_root, BATCH, num_threads=1,
                                                                       seed=0)]
@@ -75,7 +70,7 @@ def test_iter_alone_starts_no_epoch(cifar_root, no_launcher_env):
     assert [indices(images) for images, _ in loader] == reference
 
 
-def test_shard_waits_for_the_rank(cifar_root, no_launcher_env, monkeypatch):
+def test_shard_waits_for_the_rank(cifar_root, no_torchrun_env, monkeypatch):
     # Lightning's ddp launcher, in rank 1 before its process group: WORLD_SIZE, LOCAL_RANK, no RANK.
     monkeypatch.setenv("WORLD_SIZE", "2")
     monkeypatch.setenv("LOCAL_RANK", "1")
@@ -89,7 +84,7 @@ def test_shard_waits_for_the_rank(cifar_root, no_launcher_env, monkeypatch):
     assert loader.sampler.seed == 0, "several processes must agree on the seed"
 
 
-def test_single_process_until_a_group_says_otherwise(cifar_root, no_launcher_env, monkeypatch):
+def test_single_process_until_a_group_says_otherwise(cifar_root, no_torchrun_env, monkeypatch):
     # Lightning's rank 0: built before fit() with nothing set, read once the group exists.
     loader = get_cifar_iter_dali("train", cifar_root, BATCH, num_threads=1)
     assert len(loader.sampler) == N_TRAIN
@@ -99,7 +94,7 @@ def test_single_process_until_a_group_says_otherwise(cifar_root, no_launcher_env
     assert sorted(flat(indices(images) for images, _ in loader)) == sorted(loader.sampler.indices(0).tolist())
 
 
-def test_state_from_another_rank_resumes_this_ranks_batches(cifar_root, no_launcher_env):
+def test_state_from_another_rank_resumes_this_ranks_batches(cifar_root, no_torchrun_env):
     def loader(rank):
         return get_cifar_iter_dali("train", cifar_root, BATCH, num_threads=1, seed=4, rank=rank, world_size=2)
 
@@ -173,7 +168,7 @@ def check_lightning(reports, world_size):
                 assert resumed["1"] == original["1"]
 
 
-def test_lightning_one_process(cifar_root, tmp_path, no_launcher_env):
+def test_lightning_one_process(cifar_root, tmp_path, no_torchrun_env):
     pytest.importorskip("pytorch_lightning")
     sys.path.insert(0, HERE)
     import lightning_worker
@@ -184,11 +179,13 @@ def test_lightning_one_process(cifar_root, tmp_path, no_launcher_env):
     check_lightning([json.load(open(tmp_path / "rank0.json"))], 1)
 
 
-def test_lightning_ddp_two_processes(cifar_root, tmp_path, no_launcher_env):
+@pytest.mark.slow
+@pytest.mark.subprocess
+def test_lightning_ddp_two_processes(cifar_root, tmp_path, no_torchrun_env):
     pytest.importorskip("pytorch_lightning")
     jobs_path = tmp_path / "jobs.json"
     jobs_path.write_text(json.dumps(lightning_jobs(cifar_root, devices=2, strategy="ddp")))
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.path.dirname(HERE), HERE]))
+    env = subprocess_env()
     done = subprocess.run([sys.executable, os.path.join(HERE, "lightning_worker.py"), str(jobs_path), str(tmp_path)],
                           env=env, capture_output=True, text=True, timeout=LAUNCH_TIMEOUT)
     assert done.returncode == 0, done.stderr[-5000:]
@@ -245,6 +242,7 @@ def test_every_standard_dataset_has_a_datamodule_that_reads_each_split_once(tmp_
     assert len(val.dataset) != len(test.dataset) or val.dataset.fingerprint != test.dataset.fingerprint
 
 
+@pytest.mark.subprocess
 def test_import_needs_no_lightning():
     code = ("import sys; sys.modules['pytorch_lightning'] = sys.modules['lightning'] = None; "
             "import dali_loaders; print('ok')")
@@ -255,7 +253,7 @@ def test_import_needs_no_lightning():
 # -- Accelerate -------------------------------------------------------------------------------------
 
 
-def test_accelerate_prepare_runs_the_loop_unchanged(cifar_root, no_launcher_env):
+def test_accelerate_prepare_runs_the_loop_unchanged(cifar_root, no_torchrun_env):
     accelerate = pytest.importorskip("accelerate")
     accelerator = accelerate.Accelerator(cpu=True)
     for make in (get_cifar_iter_dali, get_cifar_iter_torch):

@@ -32,7 +32,7 @@ from dali_loaders.sources import image_files
 from dali_loaders.sources.image_files import ImageDecodeError, verify_images
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
-needs_gpu = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+needs_gpu = pytest.mark.gpu   # skipped without CUDA (conftest.py)
 
 MEAN = torch.tensor(IMAGENET_MEAN).view(1, 3, 1, 1)
 STD = torch.tensor(IMAGENET_STD).view(1, 3, 1, 1)

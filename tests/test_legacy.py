@@ -151,7 +151,7 @@ def test_gpu_variants_without_a_gpu_fail_at_construction(imagenet_dir, cifar_dir
             get_imagenet_iter_torch("val", imagenet_dir, 4, 0, **kwargs)
 
 
-@pytest.mark.skipif(NO_CUDA, reason="needs CUDA")
+@pytest.mark.gpu
 def test_a_device_id_that_does_not_exist_fails(imagenet_dir):
     with pytest.raises(RuntimeError, match="names no GPU"):
         get_imagenet_iter_dali("val", imagenet_dir, 4, 1, device_id=torch.cuda.device_count())
@@ -221,7 +221,7 @@ def test_pil_to_tensor_output_unchanged_by_the_wrapper(imagenet_dir):
     assert np.array_equal(dict_batch["label"].view(-1).numpy(), tuple_batch[1].numpy())
 
 
-@pytest.mark.skipif(NO_CUDA, reason="needs CUDA")
+@pytest.mark.gpu
 @pytest.mark.parametrize("variant", ["cpu-decode", "gpu"])
 def test_gpu_variants_serve_every_image_once_on_the_gpu(imagenet_dir, variant):
     root = os.path.join(imagenet_dir, "train")

@@ -179,6 +179,7 @@ def test_images_and_labels_stay_paired_in_a_shuffled_epoch(indexed_cifar):
     assert cutmixed > 0
 
 
+@pytest.mark.subprocess
 def test_resume_in_a_new_process_is_bit_identical_with_trivial_augment_erasing_and_mixing(indexed_cifar, tmp_path):
     transform = v2.Compose([v2.RandomCrop(32, padding=4), v2.RandomHorizontalFlip(), v2.TrivialAugmentWide(),
                             v2.ToImage(), v2.ToDtype(torch.float32, scale=True),

@@ -10,6 +10,8 @@ import zipfile
 import pytest
 from packaging.requirements import Requirement
 
+pytestmark = pytest.mark.subprocess   # pip builds the wheel, venvs run it
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LINUX_X86 = {"platform_system": "Linux", "platform_machine": "x86_64"}
 OTHERS = [{"platform_system": "Darwin", "platform_machine": "arm64"},
@@ -94,6 +96,7 @@ def test_setup_py_still_works():
     assert done.stdout.split()[-2:] == ["dali_loaders", "0.1.0"], done.stderr[-2000:]
 
 
+@pytest.mark.slow
 def test_the_wheel_installed_in_a_fresh_venv_runs_batches(wheel, tmp_path):
     from cifar_data import index_images, write_cifar
 
@@ -118,6 +121,9 @@ print(dali_loaders.__file__)
 print(type(loader).__name__, sum(len(labels) for _, labels in loader))
 """
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    # The plugins compile cold from the wheel's own sources (their path is in the cache key):
+    # into a cache of this test's own, not the shared one, where each run would leave a copy.
+    env["DALI_LOADERS_CACHE"] = str(tmp_path / "plugin-cache")
     done = subprocess.run([str(python), "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True,
                           timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]

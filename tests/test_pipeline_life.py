@@ -14,6 +14,7 @@ import pytest
 import torch
 from cifar_data import index_images, write_cifar
 from dist_worker import decode_indices, recipe_mean_std
+from subprocess_env import subprocess_env
 
 from dali_loaders import get_cifar_iter_dali
 
@@ -30,14 +31,8 @@ def root(tmp_path_factory):
     return write_cifar(path, dataset="cifar100", n_train=96, n_test=10)   # label == index
 
 
-@pytest.fixture
-def no_torchrun_env(monkeypatch):
-    for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
-        monkeypatch.delenv(name, raising=False)
-
-
 def env():
-    return dict(os.environ, PYTHONPATH=os.pathsep.join([os.path.dirname(HERE), HERE]))
+    return subprocess_env()
 
 
 def indices(images):
@@ -81,6 +76,7 @@ def test_augmentations_are_the_epochs_own_on_a_reused_pipeline(root, no_torchrun
     assert torch.equal(torch.cat([x for x, _ in fresh]), epochs[2])
 
 
+@pytest.mark.subprocess
 def test_forked_workers_collecting_a_cycled_loader_do_not_hang(root, no_torchrun_env):
     # Without the after-fork hook this hangs in the workers (life_worker.py fork --no-hook).
     done = subprocess.run([sys.executable, WORKER, "fork", root], env=env(), capture_output=True,
@@ -88,6 +84,7 @@ def test_forked_workers_collecting_a_cycled_loader_do_not_hang(root, no_torchrun
     assert done.returncode == 0 and "served 8" in done.stdout, done.stderr[-2000:]
 
 
+@pytest.mark.subprocess
 def test_even_batches_let_a_per_batch_all_reduce_finish_on_three_ranks(root, tmp_path, no_torchrun_env):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -115,6 +112,7 @@ def test_even_batches_pads_only_validation_and_flags_the_padding(root, no_torchr
     assert len(unpadded) == 1
 
 
+@pytest.mark.subprocess
 def test_soak_thirty_epochs_flat_memory_and_a_sigkill_resumed_exactly(root, tmp_path, no_torchrun_env):
     out, epochs = str(tmp_path / "soak.pt"), 30
     soak = subprocess.run([sys.executable, WORKER, "soak", root, out, str(epochs)], env=env(),
@@ -152,6 +150,8 @@ def test_soak_thirty_epochs_flat_memory_and_a_sigkill_resumed_exactly(root, tmp_
         assert seen[epoch] == run["seen"][epoch]    # and in the uninterrupted run's order
 
 
+@pytest.mark.slow
+@pytest.mark.subprocess
 def test_lightning_dali_then_ddp_then_forked_workers_in_one_process(root, tmp_path, no_torchrun_env):
     """The issue's sequence: fit with the DALI DataModule, then under ddp, then with
     use_dali=False, whose DataLoader forks workers after the DALI pipelines existed."""

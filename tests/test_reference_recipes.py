@@ -10,7 +10,7 @@ from photos import photo_arrays
 from PIL import Image
 from reference_presets import classification_eval, classification_train
 from test_autoaugment import dali_draws, same_distribution, torchvision_draws
-from test_transforms import FLOAT, C, dali_outputs, photo_files, twin_outputs  # noqa: F401  (fixture)
+from test_transforms import FLOAT, C, dali_outputs, twin_outputs
 from torchvision import transforms as v1
 from torchvision.transforms import InterpolationMode as IM
 from torchvision.transforms import v2
@@ -88,7 +88,7 @@ def test_v1_automatic_augmentations_run_in_a_loader(make_v1):
 # -- ToPureTensor, tensor Normalize ----------------------------------------------------------------
 
 
-def test_to_pure_tensor_changes_nothing(photo_files):   # noqa: F811
+def test_to_pure_tensor_changes_nothing(photo_files):
     recipe = C(v2.Resize(64), v2.CenterCrop(56), v2.ToImage(), FLOAT)
     plain = dali_outputs(photo_files, recipe)
     pure = dali_outputs(photo_files, C(*recipe.transforms, v2.ToPureTensor()))
@@ -98,7 +98,7 @@ def test_to_pure_tensor_changes_nothing(photo_files):   # noqa: F811
 
 
 @pytest.mark.parametrize("T", [v1, v2])
-def test_normalize_with_tensors_is_torchvisions(photo_files, T):   # noqa: F811
+def test_normalize_with_tensors_is_torchvisions(photo_files, T):
     mean, std = torch.tensor([0.4, 0.5, 0.6]), torch.tensor([0.2, 0.25, 0.3])
     to_float = T.ToDtype(torch.float32, scale=True) if T is v2 else T.ConvertImageDtype(torch.float32)
     recipe = T.Compose([T.CenterCrop(64), T.PILToTensor(), to_float, T.Normalize(mean, std)])
@@ -114,7 +114,7 @@ LTRB = (1, 2, 3, 4)   # every side different: a swapped side shows
 
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("T", [v1, v2])
-def test_random_crop_padding_modes_on_arrays_and_files(photo_files, mode, T):   # noqa: F811
+def test_random_crop_padding_modes_on_arrays_and_files(photo_files, mode, T):
     """A window the size of the padded image: the whole padding, deterministic. On arrays the
     source pads (numpy); after a Resize the graph does (flipped slices)."""
     size = (30 + LTRB[1] + LTRB[3], 40 + LTRB[0] + LTRB[2])
@@ -129,7 +129,7 @@ def test_random_crop_padding_modes_on_arrays_and_files(photo_files, mode, T):   
 
 
 @pytest.mark.parametrize("mode", MODES)
-def test_pad_modes_on_files_of_every_size(photo_files, mode):   # noqa: F811
+def test_pad_modes_on_files_of_every_size(photo_files, mode):
     recipe = C(v2.Pad(list(LTRB), padding_mode=mode), v2.PILToTensor())
     for ours, theirs in zip(dali_outputs(photo_files, recipe), twin_outputs(photo_files, recipe)):
         assert ours.shape == theirs.shape and np.array_equal(ours, theirs)
@@ -159,7 +159,7 @@ def test_a_reflection_wider_than_the_image_is_refused_by_name(mode, padding):
         dali_outputs(arrays(), C(v2.RandomCrop(40, padding=padding, padding_mode=mode), v2.PILToTensor()))
 
 
-def test_pad_if_needed_with_a_mode_on_varying_sizes_is_refused_by_name(photo_files):   # noqa: F811
+def test_pad_if_needed_with_a_mode_on_varying_sizes_is_refused_by_name(photo_files):
     with pytest.raises(ValueError, match="RandomCrop: pad_if_needed with padding_mode='edge'"):
         dali_outputs(photo_files, C(v2.RandomCrop(500, pad_if_needed=True, padding_mode="edge"), v2.PILToTensor()))
 
@@ -215,7 +215,7 @@ STD = np.array([0.229, 0.224, 0.225])[:, None, None]
 @pytest.mark.parametrize("use_v2", [False, True])
 @pytest.mark.parametrize("backend", ["pil", "tensor"])
 @pytest.mark.parametrize("interpolation", [IM.BILINEAR, IM.BICUBIC])
-def test_eval_preset_matches_torchvision(photo_files, use_v2, backend, interpolation):   # noqa: F811
+def test_eval_preset_matches_torchvision(photo_files, use_v2, backend, interpolation):
     recipe = classification_eval(crop_size=96, resize_size=112, interpolation=interpolation, backend=backend,
                                  use_v2=use_v2)
     gaps = [np.abs(ours - theirs) * STD * 255 for ours, theirs in zip(dali_outputs(photo_files, recipe),

@@ -243,16 +243,6 @@ def test_tensor_nearest_and_unantialiased_tensors_keep_the_stock_resize(built):
 # -- when it cannot be built -----------------------------------------------------------------
 
 
-@pytest.fixture
-def no_compiler(tmp_path, monkeypatch):
-    """A compiler that does not exist and an empty cache: the build fails."""
-    monkeypatch.setenv("CXX", str(tmp_path / "no-such-compiler"))
-    monkeypatch.setenv(plugin.CACHE_ENV, str(tmp_path / "cache"))
-    plugin.forget()
-    yield
-    plugin.forget()
-
-
 def test_without_a_compiler_the_loaders_warn_once_and_use_fn_resize(no_compiler, photo_dir):
     transform = RECIPES["resize to (h, w)"]
     with warnings.catch_warnings(record=True) as caught:

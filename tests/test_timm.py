@@ -10,7 +10,7 @@ import torch
 from photos import photo_arrays
 from scipy import stats
 from test_autoaugment import same_distribution
-from test_transforms import dali_outputs, photo_files, twin_outputs  # noqa: F401  (fixture)
+from test_transforms import dali_outputs, twin_outputs
 
 from dali_loaders import transforms
 from dali_loaders.loader import dali_loader, serialized_gpu_graph
@@ -418,7 +418,7 @@ def test_random_resized_crop_and_interpolation_areas_as_timm():
 # -- the whole recipes ----------------------------------------------------------------------------------------
 
 
-def test_resnet50_eval_transform_matches_timm(photo_files):   # noqa: F811
+def test_resnet50_eval_transform_matches_timm(photo_files):
     recipe = create_transform(**resnet50_config())
     gaps = [np.abs(a - b) * 0.229 * 255 for a, b in zip(dali_outputs(photo_files, recipe),
                                                         twin_outputs(photo_files, recipe))]

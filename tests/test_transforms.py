@@ -12,7 +12,7 @@ import math
 import numpy as np
 import pytest
 import torch
-from photos import photo_paths, write_photo_folder
+from photos import photo_paths
 from PIL import Image
 from torchvision import transforms as v1
 from torchvision.transforms import InterpolationMode as IM
@@ -22,7 +22,6 @@ from dali_loaders import transforms
 from dali_loaders.loader import build as loaders
 from dali_loaders.sources.torch_dataset import SourceDataset
 from dali_loaders.sources.arrays import ArraySource
-from dali_loaders.sources.files import FileSource
 
 pytest.importorskip("nvidia.dali")
 if len(photo_paths()) < 3:
@@ -56,13 +55,6 @@ def twin_outputs(source, transform, seed=7):
     torch.manual_seed(seed)
     dataset = SourceDataset(source, transform)
     return [dataset[i][0].float().numpy() for i in range(len(source))]
-
-
-@pytest.fixture(scope="module")
-def photo_files(tmp_path_factory):
-    """The photographs as JPEG files (longest side 160), read and decoded as ImageFolder's are."""
-    paths = write_photo_folder(str(tmp_path_factory.mktemp("photos")), max_side=160)
-    return FileSource(paths, [0] * len(paths), "photos")
 
 
 def differences(source, transform, scale=255.0):
@@ -529,7 +521,7 @@ def test_every_translated_transform_is_in_a_gpu_graph():
     assert torchvision_names - used == set()   # timm's: tests/test_timm.py
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
+@pytest.mark.gpu
 @pytest.mark.parametrize("transform", GPU_TRANSFORMS[1:3] + GPU_TRANSFORMS[5:6] + GPU_TRANSFORMS[10:12],
                          ids=["resize-crop", "nearest", "pad", "normalize", "half"])
 def test_gpu_matches_cpu(photo_files, transform):

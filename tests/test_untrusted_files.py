@@ -10,15 +10,16 @@ import pickle
 import shutil
 import subprocess
 import sys
-import tarfile
 import tracemalloc
 import warnings
 
 import numpy as np
 import pytest
 import torch
+from dataset_data import write_tar
 from image_data import image_id, solid_colour, write_solid_folder
 from PIL import Image
+from subprocess_env import subprocess_env
 from torchvision.transforms import v2
 
 from dali_loaders import (
@@ -101,13 +102,11 @@ def test_a_pickle_that_encodes_with_another_codec_is_refused(tmp_path):
 
 POLICY_REFUSED = {"png16.png": "16-bit", "animated_gif_named.png": "GIF"}   # PIL decodes them; DALI differs
 TESTS = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.dirname(TESTS)
 
 
 @pytest.fixture(autouse=True)
-def own_cache(tmp_path, monkeypatch):
+def own_cache(own_home):
     """The screening cache (under ~/.cache) in this test's own folder."""
-    monkeypatch.setenv("HOME", str(tmp_path / "home"))
 
 
 @pytest.fixture(scope="module")
@@ -140,9 +139,11 @@ def test_the_corpus_is_what_it_claims(corpus):
         {"P", "LA", "CMYK"}
 
 
+@pytest.mark.slow
+@pytest.mark.subprocess
 def test_fuzz_each_file_is_decoded_as_pil_does_or_refused_by_name(corpus, tmp_path):
     out = tmp_path / "results.json"
-    env = dict(os.environ, HOME=str(tmp_path / "home"), PYTHONPATH=os.pathsep.join([REPO, TESTS]))
+    env = subprocess_env(home=tmp_path / "home")
     folder = os.path.dirname(next(iter(corpus.values())))
     done = subprocess.run([sys.executable, os.path.join(TESTS, "untrusted_worker.py"), folder, str(out)],
                           env=env, capture_output=True, text=True, timeout=900)
@@ -280,7 +281,7 @@ for run in runs:
 def peak_rss(backend, runs, home):
     """[(peak RSS in MiB so far, what the epoch did)] after each (root, on_error) epoch of
     `runs`, one after the other in one fresh process (a peak only grows)."""
-    env = dict(os.environ, HOME=str(home), PYTHONPATH=REPO)
+    env = subprocess_env(home=home)
     done = subprocess.run([sys.executable, "-c", PEAK_RSS, backend, *(f"{r}|{e}" for r, e in runs)], env=env,
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
@@ -288,6 +289,7 @@ def peak_rss(backend, runs, home):
     return [(int(line.split(" ", 1)[0]) / 1024, line.split(" ", 1)[1]) for line in lines]
 
 
+@pytest.mark.subprocess
 @pytest.mark.parametrize("backend", list(BACKENDS))
 def test_the_bomb_is_refused_undecoded_within_an_ordinary_epochs_memory(tmp_path, backend):
     """Decoded, the 20000 x 20000 bomb alone would take 1.2 GB as RGB."""
@@ -338,15 +340,6 @@ def test_max_image_pixels_is_honoured_the_same_by_both_backends(big_images, back
 # -- 5. WebDataset: the same, for tar members ---------------------------------------------
 
 WDS_KEYS = ("jpg", "jpeg", "png", "webp", "tiff")
-
-
-def write_tar(path, members):
-    with tarfile.open(path, "w") as tar:
-        for name, data in members:
-            info = tarfile.TarInfo(name)
-            info.size = len(data)
-            tar.addfile(info, io.BytesIO(data))
-    return str(path)
 
 
 @pytest.fixture(scope="module")

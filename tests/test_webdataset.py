@@ -8,12 +8,12 @@ import shutil
 import signal
 import subprocess
 import sys
-import tarfile
 
 import numpy as np
 import pytest
 import torch
-from dataset_data import write_shards
+from dataset_data import write_shards, write_tar
+from subprocess_env import subprocess_env
 from wds_worker import recipe, sample_ids
 
 from dali_loaders import get_webdataset_iter_dali, get_webdataset_iter_torch
@@ -56,6 +56,7 @@ def shard_of(ids):
 # 1. index files ---------------------------------------------------------------------------------
 
 
+@pytest.mark.subprocess
 def test_index_files_are_made_beside_the_shards_in_dalis_format(folder, tmp_path):
     shards = write_shards(str(tmp_path), SIZES)
     get_webdataset_iter_dali(str(tmp_path), 4, 1, train=False)
@@ -70,6 +71,7 @@ def test_index_files_are_made_beside_the_shards_in_dalis_format(folder, tmp_path
         assert open(tmp_path / "dali.idx").read() == open(shards[1][:-4] + ".idx").read()
 
 
+@pytest.mark.subprocess
 def test_index_command_and_cache_dir(folder, tmp_path):
     shards = copy_of(folder, tmp_path)
     cache = str(tmp_path / "cache")
@@ -187,8 +189,7 @@ def test_resume_mid_epoch_gives_the_rest_of_that_epoch(folder, train):
 def torchrun(folder, processes, tmp_path):
     out = tmp_path / f"out{processes}"
     out.mkdir()
-    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
-    env["PYTHONPATH"] = os.pathsep.join([os.path.dirname(HERE), HERE, env.get("PYTHONPATH", "")])
+    env = subprocess_env()
     cmd = [*TORCHRUN, "--standalone", f"--nproc_per_node={processes}", os.path.join(HERE, "wds_worker.py"),
            folder, str(out)]
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
@@ -202,6 +203,7 @@ def torchrun(folder, processes, tmp_path):
     return [json.load(open(out / f"rank{r}.json")) for r in range(processes)]
 
 
+@pytest.mark.subprocess
 @pytest.mark.parametrize("processes", [1, 3])
 def test_torchrun_ranks_split_train_equally_and_read_val_once(folder, processes, tmp_path):
     reports = torchrun(copy_of(folder, tmp_path), processes, tmp_path)
@@ -242,15 +244,6 @@ def test_a_truncated_shard_is_named(folder, tmp_path):
     for factory in (get_webdataset_iter_dali, get_webdataset_iter_torch):
         with pytest.raises(ValueError, match="shard-001.tar.*truncated"):
             factory(shards, 4, 1, train=False)
-
-
-def write_tar(path, members):
-    with tarfile.open(path, "w") as tar:
-        for name, data in members:
-            info = tarfile.TarInfo(name)
-            info.size = len(data)
-            tar.addfile(info, io.BytesIO(data))
-    return path
 
 
 def test_a_sample_without_an_image_is_named(tmp_path):

@@ -1,0 +1,84 @@
+"""What the test files share: the markers' rules, the data several files only read, the
+environment fixtures. Plain helpers the files import by name live next to it (cifar_data.py,
+image_data.py, dataset_data.py, photos.py, subprocess_env.py).
+
+Markers (registered in pyproject.toml): slow (over ~10 s on a 2-core machine), subprocess
+(starts Python processes), gpu (needs CUDA: skipped here where torch sees none).
+`make test-quick` runs -m "not slow and not subprocess"."""
+import pytest
+from subprocess_env import CACHE_ENV, PLUGIN_CACHE
+
+LAUNCHER_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")
+
+
+def pytest_collection_modifyitems(config, items):
+    """gpu tests skip where torch sees no CUDA: one rule here, not a skipif in every file."""
+    gpu_tests = [item for item in items if item.get_closest_marker("gpu")]
+    if gpu_tests:
+        import torch
+
+        if not torch.cuda.is_available():
+            for item in gpu_tests:
+                item.add_marker(pytest.mark.skip(reason="needs CUDA (marked gpu)"))
+
+
+# -- environment ------------------------------------------------------------------------------
+
+@pytest.fixture
+def no_torchrun_env(monkeypatch):
+    """This process as a plain one, whatever launched pytest: one rank of one."""
+    for name in LAUNCHER_VARS:
+        monkeypatch.delenv(name, raising=False)
+
+
+@pytest.fixture
+def no_compiler(tmp_path, monkeypatch):
+    """A compiler that does not exist and an empty plugin cache: every plugin build fails (a
+    cold build on purpose); the plugins are forgotten before and after."""
+    from dali_loaders.ops import plugin
+
+    monkeypatch.setenv("CXX", str(tmp_path / "no-such-compiler"))
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path / "cache"))
+    plugin.forget()
+    yield
+    plugin.forget()
+
+
+@pytest.fixture
+def own_home(tmp_path, monkeypatch):
+    """HOME in this test's own folder, so whatever the library caches under ~/.cache starts
+    cold; the C++ plugins' cache stays where it is (a rebuild is not what such tests test)."""
+    home = tmp_path / "home"
+    monkeypatch.setenv(CACHE_ENV, PLUGIN_CACHE)
+    monkeypatch.setenv("HOME", str(home))
+    return home
+
+
+# -- data the tests only read -----------------------------------------------------------------
+
+@pytest.fixture(scope="session")
+def written_once(tmp_path_factory):
+    """write(writer, *args, **kwargs): writer(root, *args, **kwargs) into a fresh folder, once
+    per session for the same arguments (later calls get the first one's result). For data the
+    tests only read: a test that changes files works on its own copy."""
+    made = {}
+
+    def write(writer, *args, **kwargs):
+        key = (writer, args, tuple(sorted(kwargs.items())))
+        if key not in made:
+            made[key] = writer(str(tmp_path_factory.mktemp(writer.__name__)), *args, **kwargs)
+        return made[key]
+
+    return write
+
+
+@pytest.fixture(scope="session")
+def photo_files(tmp_path_factory):
+    """The photographs (tests/photos.py) as JPEG files (longest side 160), read and decoded as
+    ImageFolder's are."""
+    from photos import write_photo_folder
+
+    from dali_loaders.sources.files import FileSource
+
+    paths = write_photo_folder(str(tmp_path_factory.mktemp("photos")), max_side=160)
+    return FileSource(paths, [0] * len(paths), "photos")

@@ -90,7 +90,7 @@ def bomb_peaks() -> None:
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.screening", description=__doc__.splitlines()[0])
     parser.add_argument("--images", type=int, default=1300)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--cache-dir", default=default_cache_dir())

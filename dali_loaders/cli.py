@@ -51,9 +51,10 @@ def _check_gpu(args) -> int:
             contextlib.redirect_stdout(_Tee(sys.stdout, log)):
         checked = run(args.against)
     from .bench.data import default_cache_dir
-    from .bench.gpu_run import run_bench
+    from .bench.gpu_run import IMAGE_RECIPES, run_bench
 
-    timed = run_bench(args.out, args.cache_dir or default_cache_dir(), images=args.images, cifar_images=args.cifar_images)
+    timed = run_bench(args.out, args.cache_dir or default_cache_dir(), images=args.images, cifar_images=args.cifar_images,
+                      threads=args.threads, recipes=args.recipe or IMAGE_RECIPES)
     print(f"check-gpu --bench: {time.perf_counter() - started:.0f} s in all; checks "
           f"{'passed' if checked == 0 else 'FAILED'}, bench {'complete' if timed == 0 else 'had failures'}")
     return checked or timed
@@ -116,6 +117,10 @@ def build_parser() -> argparse.ArgumentParser:
                        help="--bench: train JPEGs to make (val: N/4; default: %(default)s)")
     check.add_argument("--cifar-images", type=int, default=50000, metavar="N",
                        help="--bench: CIFAR-10 train images (default: %(default)s, the full epoch)")
+    check.add_argument("--recipe", action="append", choices=["default", "resnet50", "timm-ra"],
+                       help="--bench: time this image recipe only (repeatable; default: all three)")
+    check.add_argument("--threads", type=int, default=0, metavar="N",
+                       help="--bench: DALI threads and the most DataLoader workers (default: the cores)")
     check.add_argument("--cache-dir", default=None, metavar="DIR",
                        help="--bench: where the made data is kept (default: the bench's cache)")
     check.set_defaults(run=_check_gpu)

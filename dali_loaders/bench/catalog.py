@@ -139,7 +139,7 @@ RECIPES = {
                                    about="RandomCrop(32, padding=4), flip, AutoAugment(CIFAR10), normalized"),
     },
     "mnist": {"default": BenchRecipe(lambda train: None)},          # None: the factory's own recipe
-    "flowers102": {"default": BenchRecipe(lambda train: None)},
+    "flowers102": {"default": BenchRecipe(lambda train: None, needs=("scipy",))},   # its .mat files
 }
 
 

@@ -151,7 +151,8 @@ def markdown(rows: List[dict]) -> str:
               "GPU: device used (MB)"]
     lines = ["| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
     for row in sorted(rows, key=lambda r: r["workload"]):
-        who = row["contender"] + (f" ({row['num_workers']} workers)" if "num_workers" in row else "")
+        count = row.get("num_workers")
+        who = row["contender"] + (f" ({count} worker{'' if count == 1 else 's'})" if count is not None else "")
         if "error" in row:
             cells = [f"{row['workload']} ({row['batch_size']})", who, "failed: " + row["error"]] + [""] * 7
         else:
@@ -172,13 +173,14 @@ def run_bench(out_dir: str, cache_dir: str, images: int = 2000, cifar_images: in
     gpu = torch.cuda.is_available()
     threads = threads or cores()
     print(f"\nGPU bench: {torch.cuda.get_device_name(0) if gpu else 'no CUDA GPU: the CPU variants only'}, "
-          f"{threads} threads, {images:,} + {images // 4:,} JPEGs, CIFAR-10 {cifar_images:,} train images")
+          f"{threads} thread{'' if threads == 1 else 's'}, {images:,} + {images // 4:,} JPEGs, CIFAR-10 {cifar_images:,} train images")
     started = time.perf_counter()
     missing = [r for r in recipes if r == "timm-ra" and not _has("timm")]
     for recipe in missing:
         print(f"{recipe} skipped: pip install timm", file=sys.stderr)
     recipes = [r for r in recipes if r not in missing]
-    roots = {"imagenet": data.make_image_folder(cache_dir, images, images // 4),
+    classes = min(10, max(1, images // 4))   # every val class holds an image
+    roots = {"imagenet": data.make_image_folder(cache_dir, images, images // 4, classes=classes),
              "cifar10": data.make_cifar(cache_dir, cifar_images, 1000)}
     made = time.perf_counter() - started
     print(f"data ready in {made:.0f} s")
@@ -195,7 +197,7 @@ def run_bench(out_dir: str, cache_dir: str, images: int = 2000, cifar_images: in
         json.dump(document, f, indent=2)
     table = markdown(rows)
     with open(os.path.join(out_dir, "gpu-bench.md"), "w") as f:
-        f.write(f"# GPU bench: {document['gpu'] or 'no GPU (CPU variants)'}, {threads} threads, DALI "
+        f.write(f"# GPU bench: {document['gpu'] or 'no GPU (CPU variants)'}, {threads} DALI threads, DALI "
                 f"{document['dali']}\n\n{table}\n")
     print("\n" + table)
     print(f"\nGPU bench took {document['seconds']:.0f} s; wrote {out_dir}/gpu-bench.json and gpu-bench.md")

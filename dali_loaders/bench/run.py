@@ -131,7 +131,8 @@ def chosen_recipes(args, dataset: str) -> dict:
             continue
         missing = recipe.missing()
         if missing:
-            print(f"{name} skipped: pip install {' '.join(missing)}", file=sys.stderr)
+            print(f"{name if name != 'default' else dataset} skipped: pip install {' '.join(missing)}",
+                  file=sys.stderr)
             continue
         found[name] = recipe
     return found

@@ -91,8 +91,21 @@ def test_tiny_checks_no_targets_and_names_no_commit(tiny_run):
     assert report["command"].startswith("dali-loaders bench --tiny")
     assert report["targets"] == [] and " met " not in stdout and "MISSED" not in stdout
     assert "no targets checked" in stdout
-    printed = stdout + (out / "stderr.txt").read_text() + json.dumps(report["results"])
+    printed = stdout + (out / "stderr.txt").read_text() + " ".join(strings(report["results"]))
     assert not HASH.findall(printed.replace(str(out), ""))
+
+
+def strings(value):
+    """Every string in a JSON document, keys too (numbers like 1e-05 are no names)."""
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield key
+            yield from strings(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from strings(item)
 
 
 def test_the_targets_of_a_full_run(tiny_run):

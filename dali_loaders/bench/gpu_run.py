@@ -7,8 +7,8 @@ pipeline (the default recipe, hand-written; bench/nvidia.py); torchvision's tens
 at its best num_workers of 4, 8 and 16. Then a full CIFAR-10 train epoch (50,000 images,
 batch 256): the DALI loader on the GPU and on the CPU against its torchvision twin at its
 best num_workers. Every contender runs in its own process, one at a time (nothing else on
-the GPU meanwhile), 3 epochs of each workload after its first batch: images/s is their
-median; the GPU memory is torch's peak (torch.cuda.max_memory_allocated: the batches DALI
+the GPU meanwhile), 3 epochs of each workload after its first batch, each batch timed until
+it is on the GPU (a CPU loader's copied there): images/s is their median; the GPU memory is torch's peak (torch.cuda.max_memory_allocated: the batches DALI
 hands over) and the device's used memory at its highest, sampled after every batch, less
 what was used before the process started (DALI's own pools are not torch's).
 Without a GPU it runs the CPU variants only, and says so. It writes gpu-bench.json and
@@ -71,7 +71,7 @@ def time_contender(contender: Contender, roots: dict, threads: int, batch: dict,
         for dataset, split, recipe in contender.workloads:
             spec = {"kind": contender.kind, "dataset": dataset, "split": split, "data": roots[dataset],
                     "batch_size": batch[dataset], "threads": threads, "recipe": recipe,
-                    "device": contender.device, "measure_gpu": True}
+                    "device": contender.device, "measure_gpu": True, "to_gpu": True}
             row = {"workload": f"{dataset}/{split}" + ("" if recipe == "default" else f" [{recipe}]"),
                    "contender": contender.name, "kind": contender.kind, "device": contender.device,
                    "batch_size": batch[dataset]}

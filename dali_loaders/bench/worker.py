@@ -31,12 +31,41 @@ REPLY = "@bench "
 def _one_pass(loader, max_batches):
     """(images, seconds) of one pass, stopping after max_batches if given."""
     images, start = 0, time.perf_counter()
-    for k, (_, labels) in enumerate(loader):
+    for k, (batch, labels) in enumerate(loader):
+        DELIVERY.take(batch)
         images += len(labels)
         MEMORY.sample()
         if max_batches is not None and k + 1 >= max_batches:
             break
+    DELIVERY.wait()
     return images, time.perf_counter() - start
+
+
+class Delivery:
+    """With spec's to_gpu (the GPU bench): each batch is timed until it is on the GPU, where a
+    training step needs it (a CPU loader's batch copied there, a GPU loader's already there),
+    the copies waited for at the end of the pass."""
+
+    def __init__(self):
+        self.on = False
+
+    def start(self, spec: dict) -> None:
+        import torch
+
+        self.on = bool(spec.get("to_gpu")) and torch.cuda.is_available()
+
+    def take(self, batch) -> None:
+        if self.on and not getattr(batch, "is_cuda", True):   # a torch tensor on the CPU
+            batch.to("cuda", non_blocking=True)
+
+    def wait(self) -> None:
+        if self.on:
+            import torch
+
+            torch.cuda.synchronize()
+
+
+DELIVERY = Delivery()
 
 
 def _passes(loader, max_batches, min_seconds: float):
@@ -134,6 +163,7 @@ def serve(spec: dict, commands, reply) -> None:
             gc.collect()  # the previous loader's DataLoader workers exit before the next start
             spec = command.get("spec") or spec
             MEMORY.start(spec)
+            DELIVERY.start(spec)
             built = dict(spec, threads=command.get("threads") or spec["threads"])
             loader, seconds = _first_batch(built, command.get("workers", 0))
             reply({"first_batch_s": seconds})

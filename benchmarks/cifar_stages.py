@@ -2,9 +2,9 @@
 
 The loader's graph for the default recipe (RandomCrop(32, padding=4), flip, normalize),
 built one stage at a time from the array source, then the whole loader (the graph plus
-DaliLoader's per-batch work: the torch tensors, the labels), beside the baseline DALI loader (CIFAR, original)
-(dali_loaders/bench/arrays.py) and torch's v2 ops on whole batches (one crop and one flip per batch, not
-per image: cheaper work than the loaders'), with 1 torch thread and with as many as DALI's
+DaliLoader's per-batch work: the torch tensors, the labels), beside the baseline DALI loader
+(CIFAR, original; dali_loaders/bench/arrays.py) and torch's v2 ops on whole batches (one crop
+and one flip per batch, not per image: cheaper work than the loaders'), with 1 torch thread and with as many as DALI's
 (torch's intra-op threads are the batched contender's only parallelism; with 2 on 2 shared
 cores it slows down far more than the loaders under load). Every row runs whole passes
 over the split, the rows taking turns round after round (A, B, C, A, B, C, ...), with the

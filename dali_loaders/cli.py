@@ -53,8 +53,8 @@ def _check_gpu(args) -> int:
     from .bench.data import default_cache_dir
     from .bench.gpu_run import IMAGE_RECIPES, run_bench
 
-    timed = run_bench(args.out, args.cache_dir or default_cache_dir(), images=args.images, cifar_images=args.cifar_images,
-                      threads=args.threads, recipes=args.recipe or IMAGE_RECIPES)
+    timed = run_bench(args.out, args.cache_dir or default_cache_dir(), images=args.images,
+                      cifar_images=args.cifar_images, threads=args.threads, recipes=args.recipe or IMAGE_RECIPES)
     print(f"check-gpu --bench: {time.perf_counter() - started:.0f} s in all; checks "
           f"{'passed' if checked == 0 else 'FAILED'}, bench {'complete' if timed == 0 else 'had failures'}")
     return checked or timed
@@ -109,8 +109,7 @@ def build_parser() -> argparse.ArgumentParser:
                        help="cpu: the same checks CPU against CPU (tries the machinery without a GPU)")
     check.add_argument("--bench", action="store_true",
                        help="then time the GPU variants against NVIDIA's DALI example and torchvision on data "
-                            "it makes (without a GPU: the CPU variants, checks CPU against CPU); ~8 minutes "
-                            "on 16 cores")
+                            "it makes (without a GPU: the CPU variants); under 8 minutes on 16 cores")
     check.add_argument("--out", default="gpu-check-results", metavar="DIR",
                        help="--bench: where check-gpu.txt, gpu-bench.json and gpu-bench.md go (default: %(default)s)")
     check.add_argument("--images", type=int, default=2000, metavar="N",

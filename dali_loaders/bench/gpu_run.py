@@ -8,9 +8,10 @@ at its best num_workers of 4, 8 and 16. Then a full CIFAR-10 train epoch (50,000
 batch 256): the DALI loader on the GPU and on the CPU against its torchvision twin at its
 best num_workers. Every contender runs in its own process, one at a time (nothing else on
 the GPU meanwhile), 3 epochs of each workload after its first batch, each batch timed until
-it is on the GPU (a CPU loader's copied there): images/s is their median; the GPU memory is torch's peak (torch.cuda.max_memory_allocated: the batches DALI
-hands over) and the device's used memory at its highest, sampled after every batch, less
-what was used before the process started (DALI's own pools are not torch's).
+it is on the GPU (a CPU loader's copied there): images/s is their median. The GPU memory is
+torch's peak (torch.cuda.max_memory_allocated: the batches DALI hands over) and the device's
+used memory at its highest, sampled after every batch, less what was used before the
+process started (DALI's own pools are not torch's).
 Without a GPU it runs the CPU variants only, and says so. It writes gpu-bench.json and
 gpu-bench.md into the output folder.
 """
@@ -173,7 +174,8 @@ def run_bench(out_dir: str, cache_dir: str, images: int = 2000, cifar_images: in
     gpu = torch.cuda.is_available()
     threads = threads or cores()
     print(f"\nGPU bench: {torch.cuda.get_device_name(0) if gpu else 'no CUDA GPU: the CPU variants only'}, "
-          f"{threads} thread{'' if threads == 1 else 's'}, {images:,} + {images // 4:,} JPEGs, CIFAR-10 {cifar_images:,} train images")
+          f"{threads} thread{'' if threads == 1 else 's'}, {images:,} + {images // 4:,} JPEGs, "
+          f"CIFAR-10 {cifar_images:,} train images")
     started = time.perf_counter()
     missing = [r for r in recipes if r == "timm-ra" and not _has("timm")]
     for recipe in missing:

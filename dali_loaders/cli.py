@@ -54,7 +54,8 @@ def _check_gpu(args) -> int:
     from .bench.gpu_run import IMAGE_RECIPES, run_bench
 
     timed = run_bench(args.out, args.cache_dir or default_cache_dir(), images=args.images,
-                      cifar_images=args.cifar_images, threads=args.threads, recipes=args.recipe or IMAGE_RECIPES)
+                      cifar_images=args.cifar_images, threads=args.threads, recipes=args.recipe or IMAGE_RECIPES,
+                      deadline=started + args.budget)
     print(f"check-gpu --bench: {time.perf_counter() - started:.0f} s in all; checks "
           f"{'passed' if checked == 0 else 'FAILED'}, bench {'complete' if timed == 0 else 'had failures'}")
     return checked or timed
@@ -122,6 +123,9 @@ def build_parser() -> argparse.ArgumentParser:
                        help="--bench: DALI threads and the most DataLoader workers (default: the cores)")
     check.add_argument("--cache-dir", default=None, metavar="DIR",
                        help="--bench: where the made data is kept (default: the bench's cache)")
+    check.add_argument("--budget", type=float, default=450, metavar="SECONDS",
+                       help="--bench: no workload starts after this long, checks included; the rest are "
+                            "listed as skipped (default: %(default)s)")
     check.set_defaults(run=_check_gpu)
     return parser
 

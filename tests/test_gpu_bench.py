@@ -38,3 +38,14 @@ def test_without_a_gpu_it_times_the_cpu_variants(tmp_path):
     table = (out / "gpu-bench.md").read_text()
     assert table.count("\n| ") == len(rows) + 2   # the header and its rule, then a row each
     assert "| cifar10/train (256) |" in table
+
+
+def test_past_the_time_budget_the_rest_is_listed_as_skipped(tmp_path):
+    out = tmp_path / "out"
+    done = subprocess.run([sys.executable, "-m", "dali_loaders", "check-gpu", "--bench", "--out", str(out),
+                           "--cache-dir", str(tmp_path / "cache"), "--images", "8", "--cifar-images", "256",
+                           "--recipe", "default", "--budget", "0"], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-3000:]
+    rows = json.loads((out / "gpu-bench.json").read_text())["rows"]
+    assert rows and all(row["skipped"] == "the time budget ran out" for row in rows)
+    assert (out / "gpu-bench.md").read_text().count("skipped: the time budget ran out") == len(rows)

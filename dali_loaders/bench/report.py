@@ -1,4 +1,5 @@
 """The results as a table, a list of targets met or missed, and a chart."""
+import math
 import textwrap
 from typing import List
 
@@ -150,8 +151,10 @@ def plot(results: List[dict], path: str, title: str) -> None:
         bars = ax.barh([_loader_label(result, k) for k in kinds], speeds, color=[COLORS[k] for k in kinds])
         ax.bar_label(bars, labels=[f" {s:,.0f}" for s in speeds], fontsize=8)
         ax.set_xscale("log")
-        ax.set_xlim(min(speeds) / 2, max(speeds) * 6)   # room for the values
+        # whole decades, room for the values at the bars' ends; ticks at the decades only
+        ax.set_xlim(10 ** math.floor(math.log10(min(speeds) / 2)), 10 ** math.ceil(math.log10(max(speeds) * 6)))
         ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda x, _: f"{x:,.0f}"))
+        ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
         ax.set_title(f"{result['workload']} (batch {result['batch_size']})", fontsize=10)
         ax.set_xlabel("images/s (log scale)\n" + textwrap.fill(_ratio_note(result), 90), fontsize=8)
         ax.tick_params(axis="both", labelsize=8)

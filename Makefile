@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup demo test bench clean
+.PHONY: setup demo test bench check-gpu clean
 
 setup: $(STAMP)
 
@@ -22,6 +22,9 @@ test: setup
 
 bench: setup
 	$(PY) -m dali_loaders bench
+
+check-gpu: setup   # on a machine with a GPU: the GPU checks, then the GPU bench (docs/speed.md)
+	$(PY) -m dali_loaders check-gpu --bench
 
 clean:
 	rm -rf $(VENV) build *.egg-info

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import List, Optional
 
 from . import data
+from .catalog import RECIPES
 from .run import cores, dali_version
 from .session import Worker, WorkerFailed
 
@@ -190,10 +191,11 @@ def run_bench(out_dir: str, cache_dir: str, images: int = 2000, cifar_images: in
           f"{threads} thread{'' if threads == 1 else 's'}, {images:,} + {images // 4:,} JPEGs, "
           f"CIFAR-10 {cifar_images:,} train images")
     started = time.perf_counter()
-    missing = [r for r in recipes if r == "timm-ra" and not _has("timm")]
-    for recipe in missing:
-        print(f"{recipe} skipped: pip install timm", file=sys.stderr)
-    recipes = [r for r in recipes if r not in missing]
+    for recipe in recipes:
+        lacking = RECIPES["imagenet"][recipe].missing()
+        if lacking:
+            print(f"{recipe} skipped: pip install {' '.join(lacking)}", file=sys.stderr)
+    recipes = [r for r in recipes if not RECIPES["imagenet"][r].missing()]
     classes = min(10, max(1, images // 4))   # every val class holds an image
     roots = {"imagenet": data.make_image_folder(cache_dir, images, images // 4, classes=classes),
              "cifar10": data.make_cifar(cache_dir, cifar_images, 1000)}
@@ -217,9 +219,3 @@ def run_bench(out_dir: str, cache_dir: str, images: int = 2000, cifar_images: in
     print("\n" + table)
     print(f"\nGPU bench took {document['seconds']:.0f} s; wrote {out_dir}/gpu-bench.json and gpu-bench.md")
     return 1 if not all(_timed(row) for row in rows) else 0
-
-
-def _has(module: str) -> bool:
-    from importlib.util import find_spec
-
-    return find_spec(module) is not None

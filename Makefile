@@ -9,7 +9,7 @@ LOWEST      := .venv-lowest
 PY_LOWEST   := $(LOWEST)/bin/python
 LOWEST_DALI := nvidia-dali-cuda120==2.3.0
 
-.PHONY: setup demo test test-quick bench clean smoke-lowest
+.PHONY: setup demo test test-quick bench check-gpu clean smoke-lowest
 
 setup: $(STAMP)
 
@@ -43,6 +43,9 @@ $(LOWEST)/.installed: requirements.txt setup.py pyproject.toml
 
 bench: setup
 	$(PY) -m dali_loaders bench
+
+check-gpu: setup   # on a machine with a GPU: the GPU checks, then the GPU bench (docs/speed.md)
+	$(PY) -m dali_loaders check-gpu --bench
 
 clean:
 	rm -rf $(VENV) $(LOWEST) build *.egg-info

@@ -1,10 +1,10 @@
-"""bench.augment_kernels builds the augmentation kernels outside DALI to time them and to prove a
+"""benchmarks/augment_kernels.py builds the augmentation kernels outside DALI to time them and to prove a
 faster build bit-identical: the build it times must compute what the plugin computes, and its
 digest must see a changed output."""
 import numpy as np
 import pytest
 
-from dali_loaders.bench import augment_kernels as bench
+from benchmarks import augment_kernels as bench
 from dali_loaders.ops import augment as op
 from dali_loaders.ops import plugin
 

@@ -3,10 +3,11 @@
 - TorchBatched: what torch does fastest with the same recipe: uint8 tensors in memory,
   each batch gathered by index and handed whole to the recipe's v2 transforms (one call
   per batch, so one crop offset and one flip per batch, not per image), no workers;
-- CifarReference: CIFAR-10 train as the loader did it at commit 38d94aa, before recipes
-  became torchvision transforms: crop origins and flips drawn in numpy for the whole batch,
-  the batch zero-padded in numpy, one crop_mirror_normalize with per-sample crop and flip
-  arguments. The regression check of issue 20 is the DALI loader's speed over this one;
+- CifarBaseline: the baseline DALI loader of CIFAR-10 train, as the library's original
+  loader did it before recipes became torchvision transforms: crop origins and flips drawn
+  in numpy for the whole batch, the batch zero-padded in numpy, one crop_mirror_normalize
+  with per-sample crop and flip arguments. The DALI loader's speed over this one is the
+  regression check;
 - Bandwidth: the physical limit, a numpy copy that reads the batch's uint8 pixels and
   writes them as float32 (CIFAR: 3 KB read and 12 KB written per image), nothing else.
 Each runs over the split in a seeded order, a fresh order per pass, as the loaders do.
@@ -56,8 +57,8 @@ class TorchBatched:
             torch.set_num_threads(before)
 
 
-class CifarReference:
-    """38d94aa's CIFAR-10 train pipeline, rebuilt (see the module's docstring); a fresh
+class CifarBaseline:
+    """The original CIFAR-10 train pipeline, rebuilt (see the module's docstring); a fresh
     pipeline per pass, run exactly as many times as the pass has batches."""
 
     def __init__(self, source, batch_size: int, threads: int, mean, std):
@@ -84,7 +85,7 @@ class CifarReference:
         from nvidia.dali import fn, pipeline_def, types
 
         @pipeline_def(batch_size=self.batch_size, num_threads=self.threads, device_id=None, seed=seed)
-        def reference():
+        def baseline():
             images, labels, crop_y, crop_x, mirror = fn.external_source(
                 source=self._feeder(order, seed), num_outputs=5, batch=True, batch_info=True,
                 layout=["HWC", "", "", "", ""], dtype=[types.UINT8, types.INT64, types.FLOAT, types.FLOAT, types.INT32])
@@ -92,7 +93,7 @@ class CifarReference:
                                               mirror=mirror, dtype=types.FLOAT, output_layout="CHW",
                                               mean=self.mean, std=self.std)
             return images, labels
-        pipeline = reference()
+        pipeline = baseline()
         pipeline.build()
         return pipeline
 

@@ -19,6 +19,13 @@ class BenchRecipe:
     tensor_backend: bool = True                   # torchvision's tensor backend can run it
     mixing: Optional[Callable[[int], object]] = None   # num_classes -> the train batches' batch_transform
     tensor_make: Optional[Callable[[bool], object]] = None   # the tensor backend's, when `make` needs PIL
+    needs: Tuple[str, ...] = ()                   # the libraries it imports beyond ours (pip names)
+
+    def missing(self) -> Tuple[str, ...]:
+        """The libraries it needs that are not installed here."""
+        from importlib.util import find_spec
+
+        return tuple(name for name in self.needs if find_spec(name) is None)
 
 
 def _torchvision_176(train: bool):
@@ -115,12 +122,12 @@ RECIPES = {
         "tvref-ta": BenchRecipe(_torchvision_reference_ta, mixing=recipes.resnet50_mixing,
                                 about="RandomResizedCrop(176, bicubic), flip, TrivialAugmentWide, RandomErasing(0.1), "
                                       "MixUp(0.2)/CutMix(1.0) / Resize(232), CenterCrop(224)"),
-        "timm-ra": BenchRecipe(_timm_rand_augment, tensor_make=_timm_rand_augment_on_tensors,
+        "timm-ra": BenchRecipe(_timm_rand_augment, tensor_make=_timm_rand_augment_on_tensors, needs=("timm",),
                                about="timm create_transform(224, rand-m9-mstd0.5-inc1, re_prob 0.25 pixel, bicubic) / "
                                      "its eval (Resize(235, bicubic), CenterCrop(224)); tensor backend: a v2 "
                                      "near-equivalent"),
         "albumentations": BenchRecipe(_albumentations_val, splits=("val",), options={"python_fallback": True},
-                                      tensor_backend=False,
+                                      tensor_backend=False, needs=("albumentations",),
                                       about="SmallestMaxSize(256), CenterCrop(224), Normalize, ToTensorV2: "
                                             "python_fallback=True"),
     },
@@ -132,7 +139,7 @@ RECIPES = {
                                    about="RandomCrop(32, padding=4), flip, AutoAugment(CIFAR10), normalized"),
     },
     "mnist": {"default": BenchRecipe(lambda train: None)},          # None: the factory's own recipe
-    "flowers102": {"default": BenchRecipe(lambda train: None)},
+    "flowers102": {"default": BenchRecipe(lambda train: None, needs=("scipy",))},   # its .mat files
 }
 
 

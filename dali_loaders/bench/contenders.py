@@ -1,7 +1,8 @@
 """What a benchmark worker can time: the DALI loader, its torchvision twin (PIL), the
 torchvision tensor backend (decode_image + transforms.v2 on uint8 tensors; for datasets in
-memory, v2 on whole uint8 batches), 38d94aa's CIFAR loader (the reference) and the limit.
-Every loader runs the workload's recipe (bench/catalog.py).
+memory, v2 on whole uint8 batches), the baseline DALI loader of CIFAR-10 (the original,
+bench/arrays.py), NVIDIA's example pipeline (bench/nvidia.py) and the limit. Every loader
+runs the workload's recipe (bench/catalog.py).
 
 Each maker returns an iterable of (images, labels) batches, one pass per `iter()`.
 Imports stay inside the makers so that a worker loads only what its loader needs
@@ -11,18 +12,22 @@ import os
 
 from .catalog import batch_options, options_for, tensor_transform_for, transform_for
 
-KINDS = ("dali", "torchvision", "tensor", "reference", "limit")
+KINDS = ("dali", "torchvision", "tensor", "baseline", "nvidia", "limit")
 # Swept over num_workers 0 .. threads; on datasets in memory the tensor contender has no
 # workers, and the number swept is its torch threads instead (0 and 1: one thread).
 WORKER_KINDS = ("torchvision", "tensor")
 ARRAY_DATASETS = ("cifar10", "mnist")
 
 
+OPTIONAL = ("tensor", "baseline", "nvidia")
+
+
 def kinds(dataset: str):
     """The contenders of a dataset: the tensor backend on the image folder and the datasets
-    in memory, the reference (38d94aa's loader) on CIFAR-10."""
-    found = {"imagenet": ("tensor",), "cifar10": ("tensor", "reference"), "mnist": ("tensor",)}.get(dataset, ())
-    return tuple(k for k in KINDS if k not in ("tensor", "reference") or k in found)
+    in memory, NVIDIA's example pipeline on the image folder, the baseline DALI loader on
+    CIFAR-10."""
+    found = {"imagenet": ("tensor", "nvidia"), "cifar10": ("tensor", "baseline"), "mnist": ("tensor",)}.get(dataset, ())
+    return tuple(k for k in KINDS if k not in OPTIONAL or k in found)
 
 
 def preload(spec: dict) -> None:
@@ -35,7 +40,7 @@ def preload(spec: dict) -> None:
         import timm.data  # noqa: F401  timm's transforms, for every contender
     if spec["kind"] in ("torchvision", "tensor"):
         import torchvision.transforms.v2  # noqa: F401
-    elif spec["kind"] == "dali" or spec["dataset"] in ("imagenet", "flowers102"):
+    elif spec["kind"] in ("dali", "nvidia") or spec["dataset"] in ("imagenet", "flowers102"):
         import nvidia.dali.fn  # noqa: F401
         import nvidia.dali.plugin.pytorch  # noqa: F401
 
@@ -45,8 +50,8 @@ def make_loader(spec: dict, workers: int):
     tensor contender on datasets in memory)."""
     makers = {("cifar10", "dali"): _cifar_dali, ("cifar10", "torchvision"): _cifar_torch,
               ("cifar10", "limit"): _array_limit, ("cifar10", "tensor"): _array_batched,
-              ("cifar10", "reference"): _cifar_reference, ("mnist", "tensor"): _array_batched,
-              ("imagenet", "dali"): _imagenet_dali,
+              ("cifar10", "baseline"): _cifar_baseline, ("mnist", "tensor"): _array_batched,
+              ("imagenet", "dali"): _imagenet_dali, ("imagenet", "nvidia"): _nvidia_example,
               ("imagenet", "torchvision"): _imagenet_torch, ("imagenet", "tensor"): _imagenet_tensor,
               ("imagenet", "limit"): _decode_only,
               ("mnist", "dali"): _standard_dali, ("mnist", "torchvision"): _standard_torch,
@@ -59,7 +64,8 @@ def _cifar_dali(spec, workers):
     from .. import get_cifar_iter_dali
 
     return get_cifar_iter_dali(spec["split"], spec["data"], spec["batch_size"], spec["threads"], seed=0,
-                               transform=transform_for(spec), **options_for(spec), **batch_options(spec))
+                               transform=transform_for(spec), device=spec.get("device"), **options_for(spec),
+                               **batch_options(spec))
 
 
 def _cifar_torch(spec, workers):
@@ -73,7 +79,22 @@ def _imagenet_dali(spec, workers):
     from .. import get_imagenet_iter_dali
 
     return get_imagenet_iter_dali(spec["split"], spec["data"], spec["batch_size"], spec["threads"], seed=0,
-                                  transform=transform_for(spec), **options_for(spec), **batch_options(spec))
+                                  transform=transform_for(spec), device=spec.get("device"), **options_for(spec),
+                                  **batch_options(spec))
+
+
+def uses_gpu(device) -> bool:
+    """Whether a DALI loader with this device= runs on the GPU (None: where CUDA is)."""
+    import torch
+
+    return device in ("gpu", "cpu-decode") or (device is None and torch.cuda.is_available())
+
+
+def _nvidia_example(spec, workers):
+    from .nvidia import NvidiaExample
+
+    return NvidiaExample(spec["data"], spec["split"], spec["batch_size"], spec["threads"],
+                         gpu=uses_gpu(spec.get("device")))
 
 
 def _imagenet_torch(spec, workers):
@@ -114,7 +135,7 @@ def _standard_dali(spec, workers):
     import dali_loaders
 
     factory = getattr(dali_loaders, f"get_{spec['dataset']}_iter_dali")
-    return factory(spec["split"], spec["data"], spec["batch_size"], spec["threads"], seed=0)
+    return factory(spec["split"], spec["data"], spec["batch_size"], spec["threads"], seed=0, device=spec.get("device"))
 
 
 def _standard_torch(spec, workers):
@@ -147,11 +168,11 @@ def _array_batched(spec, workers):
                         **batch_options(spec))
 
 
-def _cifar_reference(spec, workers):
+def _cifar_baseline(spec, workers):
     from .. import recipes
-    from .arrays import CifarReference
+    from .arrays import CifarBaseline
 
-    return CifarReference(_array_source(spec), spec["batch_size"], spec["threads"], recipes.CIFAR_MEAN["cifar10"],
+    return CifarBaseline(_array_source(spec), spec["batch_size"], spec["threads"], recipes.CIFAR_MEAN["cifar10"],
                           recipes.CIFAR_STD["cifar10"])
 
 

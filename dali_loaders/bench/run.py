@@ -1,12 +1,13 @@
 """`python -m dali_loaders bench`: the DALI loaders against torchvision and the machine's limit.
 
-For CIFAR-10, an ImageNet-style folder, MNIST and a Flowers-102-style set, train and val, it times three loaders side by
-side, each in its own process: the DALI loader; its torchvision twin at its best
-num_workers (0 .. the core count); and the limit: for CIFAR and MNIST, gathering the batch and
-converting it to float NCHW in one vectorized pass; for images, DALI decoding the same
-files and nothing else. It prints images/s, DALI's speed-up over torchvision, its
-fraction of the limit, time to first batch and peak RSS, then writes a JSON file and a
-PNG chart.
+For CIFAR-10, an ImageNet-style folder, MNIST and a Flowers-102-style set, train and val, it
+times the loaders side by side, each in its own process: the DALI loader; its torchvision
+twin at its best num_workers (0 .. the core count); torchvision's tensor backend; on the
+image folder, NVIDIA's DALI example pipeline written by hand; and the limit: for CIFAR and
+MNIST, gathering the batch and converting it to float NCHW in one vectorized pass; for
+images, DALI decoding the same files and nothing else. It prints images/s, DALI's speed-up
+over each, its fraction of the limit, time to first batch and peak RSS, then writes a JSON
+file and a PNG chart.
 """
 import argparse
 import datetime
@@ -22,7 +23,7 @@ from tqdm import tqdm
 from . import data, report
 from .catalog import RECIPES
 from .contenders import ARRAY_DATASETS  # in memory: the larger batch
-from .session import Schedule, Workload, commands_per_workload, time_workload
+from .session import Schedule, Workers, Workload, commands_per_workload, time_workload
 
 # mode -> CIFAR train/test images, JPEGs train/val, batch sizes, plan
 MODES = {
@@ -34,7 +35,7 @@ MODES = {
                   plan=Schedule(rounds=3, sweep_batches=None, max_batches=None, min_seconds=1.0)),
     "tiny": dict(cifar=(1024, 512), jpegs=(48, 24), mnist=(1024, 512), flowers=(16, 16),
                  cifar_batch=256, image_batch=16, flowers_short_sides=(96, 128),
-                 plan=Schedule(rounds=1, sweep_batches=1, max_batches=None)),
+                 plan=Schedule(rounds=1, sweep_batches=1, max_batches=None, sweep=False)),
 }
 SWEEP_IMAGES = {"cifar10": 12800, "imagenet": 384, "mnist": 12800, "flowers102": 384}  # per num_workers pass
 DATASETS = ("cifar10", "imagenet", "mnist", "flowers102")
@@ -54,13 +55,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.epilog = ("examples:\n"
                      "  dali-loaders bench                      made-up data, ~5 minutes\n"
                      "  dali-loaders bench --quick              fewer images, ~3 minutes\n"
+                     "  dali-loaders bench --tiny               a few batches, default recipes: that it runs\n"
                      "  dali-loaders bench --data-dir ~/data    real CIFAR-10 and ImageNet\n"
                      "  dali-loaders bench --only cifar10 --json cifar.json")
     size = parser.add_mutually_exclusive_group()
     size.add_argument("--quick", action="store_const", dest="mode", const="quick",
                       help="10,000 CIFAR and 1,024 JPEG train images (default: 50,000 and 1,280)")
     size.add_argument("--tiny", action="store_const", dest="mode", const="tiny",
-                      help="a few batches of everything, one round: checks that it runs, not speed")
+                      help="a few batches of each dataset, the default recipes (unless --recipe), one round, "
+                           "no targets: checks that it runs, not speed")
     parser.set_defaults(mode="full")
     parser.add_argument("--data-dir", metavar="DIR",
                         help="real data instead of made-up: DIR/cifar-10-batches-py/, DIR/MNIST/raw/, "
@@ -73,10 +76,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="time this dataset only (repeatable; default: all)")
     parser.add_argument("--recipe", action="append", metavar="NAME",
                         choices=sorted({name for named in RECIPES.values() for name in named}),
-                        help="time this recipe only (repeatable; default: all; see dali_loaders/bench/recipes.py)")
+                        help="time this recipe only (repeatable; default: all, --tiny: default; "
+                             "defined in dali_loaders/bench/catalog.py)")
     parser.add_argument("--threads", type=int, default=cores(), metavar="N",
                         help="the most DALI threads and DataLoader workers tried (default: %(default)s, "
-                             "the cores this process may use)")
+                             "the cores this process may use; --tiny tries this many only)")
     parser.add_argument("--rounds", type=int, metavar="N", help="timed runs per loader (default: 3)")
     parser.add_argument("--max-batches", type=int, metavar="N",
                         help="end each pass after N batches (default: the whole split of made-up data, "
@@ -117,16 +121,32 @@ def _data_root(args, dataset: str, mode: dict):
     return root
 
 
+def chosen_recipes(args, dataset: str) -> dict:
+    """name -> recipe of the dataset's recipes this run times: --recipe's, else all (--tiny:
+    the default); one whose library is missing is skipped with a one-line hint."""
+    wanted = args.recipe or (["default"] if args.mode == "tiny" else None)
+    found = {}
+    for name, recipe in RECIPES[dataset].items():
+        if wanted and name not in wanted:
+            continue
+        missing = recipe.missing()
+        if missing:
+            print(f"{name if name != 'default' else dataset} skipped: pip install {' '.join(missing)}",
+                  file=sys.stderr)
+            continue
+        found[name] = recipe
+    return found
+
+
 def workloads(args, mode: dict):
     found = []
     for dataset in args.only or DATASETS:
-        root = _data_root(args, dataset, mode)
+        recipes = chosen_recipes(args, dataset)
+        root = _data_root(args, dataset, mode) if recipes else None
         if not root:
             continue
         batch = mode["cifar_batch" if dataset in ARRAY_DATASETS else "image_batch"]
-        for name, recipe in RECIPES[dataset].items():
-            if args.recipe and name not in args.recipe:
-                continue
+        for name, recipe in recipes.items():
             for split in recipe.splits:
                 found.append(Workload(dataset, split, root, batch, args.threads, name))
     return found
@@ -136,7 +156,7 @@ def _plan(args, mode: dict, workload: Workload) -> Schedule:
     plan = mode["plan"]
     sweep = plan.sweep_batches or max(1, SWEEP_IMAGES[workload.dataset] // workload.batch_size)
     return Schedule(rounds=args.rounds or plan.rounds, sweep_batches=sweep, max_batches=_pass_batches(args, workload),
-                min_seconds=plan.min_seconds)
+                    min_seconds=plan.min_seconds, sweep=plan.sweep)
 
 
 def _pass_batches(args, workload: Workload):
@@ -162,14 +182,39 @@ def machine() -> dict:
     return {"cpu": cpu, "cores": cores(), "memory_gb": round(memory_gb, 1),
             "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
             "python": platform.python_version(), "platform": platform.platform(),
-            "torch": version("torch"), "torchvision": version("torchvision"),
-            "dali": version("nvidia-dali-cuda120")}
+            "torch": version("torch"), "torchvision": version("torchvision"), "dali": dali_version()}
+
+
+def dali_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    for name in ("nvidia-dali-cuda120", "nvidia-dali-cuda130", "nvidia-dali-cuda110", "nvidia-dali"):
+        try:
+            return version(name)
+        except PackageNotFoundError:
+            pass
+    import nvidia.dali
+
+    return nvidia.dali.__version__
 
 
 def _write_json(path: str, document: dict) -> None:
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     with open(path, "w") as f:
         json.dump(document, f, indent=2)
+
+
+def draw_chart(results: list, path: str, title: str) -> bool:
+    """The PNG chart; without matplotlib, a one-line hint instead (the table is printed already)."""
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        print("no chart: matplotlib is not installed (pip install matplotlib, or dali_loaders[bench])",
+              file=sys.stderr)
+        return False
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    report.plot(results, path, title)
+    return True
 
 
 def main(args) -> int:
@@ -181,24 +226,31 @@ def main(args) -> int:
         return 1
     steps = sum(commands_per_workload(plan, w) for w, plan in todo)
     results = []
-    with tqdm(total=steps, desc="bench", unit="step", dynamic_ncols=True) as progress:
-        for workload, plan in todo:
-            results.append(time_workload(workload, plan, progress))
+    pool = Workers(reuse=args.mode == "tiny")   # --tiny: one process per loader, not per workload
+    try:
+        with tqdm(total=steps, desc="bench", unit="step", dynamic_ncols=True) as progress:
+            for workload, plan in todo:
+                results.append(time_workload(workload, plan, progress, pool))
+    finally:
+        pool.close()
     info = machine()
     when = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     command = "dali-loaders bench " + " ".join(sys.argv[2:] if sys.argv[1:2] == ["bench"] else sys.argv[1:])
-    checked = report.check_targets(results)
+    checked = report.check_targets(results) if args.mode != "tiny" else []
     document = {"date": when, "command": command.strip(), "mode": args.mode, "machine": info,
                 "seconds": time.perf_counter() - started, "results": results, "targets": checked}
     _write_json(args.json, document)
     title = f"{info['cpu']}, {info['cores']} cores, {info['gpu'] or 'no GPU'}, DALI {info['dali']}, {when}"
-    os.makedirs(os.path.dirname(os.path.abspath(args.plot)), exist_ok=True)
-    report.plot(results, args.plot, title)
     print(f"\n{title}; `{document['command']}` in {document['seconds'] / 60:.1f} min\n")
     print(report.markdown_table(results))
-    print("\nDALI's ratios are medians over rounds of side-by-side passes.\n")
-    print(report.targets_text(checked))
-    print(f"\nwrote {args.json} and {args.plot}")
+    print("\nDALI's ratios are medians over rounds of side-by-side passes.")
+    if checked:
+        print("\n" + report.targets_text(checked))
+    elif args.mode == "tiny":
+        print("--tiny: too few batches for the speeds to mean anything; no targets checked.")
+    sys.stdout.flush()
+    drawn = draw_chart(results, args.plot, title)
+    print(f"\nwrote {args.json}" + (f" and {args.plot}" if drawn else ""))
     return 0
 
 

@@ -26,8 +26,15 @@ class Workload:
     data: str             # the dataset root the loaders read
     batch_size: int
     threads: int          # the most DALI threads and DataLoader workers tried
-    recipe: str = "default"   # a name in bench/recipes.py
+    recipe: str = "default"   # a name in bench/catalog.py
     images: int = 0       # images per timed pass (the split, unless passes are capped)
+    device: Optional[str] = None   # the DALI loader's device= (None: the library's default)
+
+    @property
+    def spec(self) -> dict:
+        """What a worker needs to make this workload's loaders (its kind added)."""
+        return {"dataset": self.dataset, "split": self.split, "data": self.data, "batch_size": self.batch_size,
+                "threads": self.threads, "recipe": self.recipe, "device": self.device}
 
     @property
     def name(self) -> str:
@@ -38,8 +45,10 @@ class Workload:
         found = kinds(self.dataset)
         if not bench_recipe(self.dataset, self.recipe).tensor_backend:
             found = tuple(k for k in found if k != "tensor")
-        if self.recipe != "default" or self.split != "train":   # 38d94aa ran its own train recipe only
-            found = tuple(k for k in found if k != "reference")
+        if self.recipe != "default" or self.split != "train":   # the baseline ran its own train recipe only
+            found = tuple(k for k in found if k != "baseline")
+        if self.recipe != "default":   # NVIDIA's example pipeline is the default recipe, hand-written
+            found = tuple(k for k in found if k != "nvidia")
         return found
 
     @property
@@ -53,6 +62,12 @@ class Schedule:
     sweep_batches: int            # batches per pass while choosing num_workers
     max_batches: Optional[int]    # batches per timed pass (None: the whole split)
     min_seconds: float = 0.0      # a timed run repeats passes until this long
+    sweep: bool = True            # try every DALI thread count and num_workers (False: --threads' alone)
+
+
+# (result field, contender): DALI's speed over the contender's, round by round
+RATIOS = (("vs_torchvision", "torchvision"), ("vs_tensor", "tensor"), ("vs_baseline", "baseline"),
+          ("vs_nvidia", "nvidia"), ("of_limit", "limit"))
 
 
 class WorkerFailed(RuntimeError):
@@ -64,6 +79,7 @@ class Worker:
 
     def __init__(self, spec: dict):
         self.spec = spec
+        self.ready = False
         self.log = tempfile.TemporaryFile(mode="w+")
         self.process = subprocess.Popen([sys.executable, "-m", "dali_loaders.bench.worker", json.dumps(spec)],
                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log,
@@ -90,18 +106,69 @@ class Worker:
         self.send(**command)
         return self.read()
 
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+        self.process.wait()
+        self.log.close()
 
-def dali_thread_counts(threads: int) -> List[int]:
+
+class Workers:
+    """The worker processes: one per workload and loader, so that each peak RSS is that
+    loader's own; or, with `reuse` (--tiny), one per loader for the whole run, which starts
+    five processes instead of forty (their peak RSS is then the largest of the run)."""
+
+    def __init__(self, reuse: bool = False):
+        self.reuse, self.kept = reuse, {}
+
+    def get(self, spec: dict) -> Worker:
+        if self.reuse and spec["kind"] in self.kept:
+            return self.kept[spec["kind"]]
+        worker = Worker(spec)
+        if self.reuse:
+            self.kept[spec["kind"]] = worker
+        return worker
+
+    def finish(self, workers: dict) -> dict:
+        """kind -> peak RSS of each worker, which shuts down unless kept (in parallel:
+        nothing is timed any more)."""
+        for worker in workers.values():
+            worker.send(cmd="memory" if self.reuse else "quit")
+        memory = {kind: worker.read() for kind, worker in workers.items()}
+        if not self.reuse:
+            for worker in workers.values():
+                worker.process.wait()
+                worker.log.close()
+        return memory
+
+    def close(self) -> None:
+        for worker in self.kept.values():
+            worker.send(cmd="quit")
+        for worker in self.kept.values():
+            try:
+                worker.read()
+            except WorkerFailed:
+                pass
+            worker.stop()
+        self.kept = {}
+
+
+def dali_thread_counts(threads: int, sweep: bool = True) -> List[int]:
     """The DALI num_threads tried: 1 .. threads, as the twin's workers. (2 x threads was
     tried: its choice between close speeds was mostly noise, and the peak RSS of a
     worker counts the largest thread count it ever ran.)"""
-    return list(range(1, threads + 1))
+    return list(range(1, threads + 1)) if sweep else [threads]
+
+
+def worker_counts(threads: int, sweep: bool = True) -> List[int]:
+    """The DataLoaders' num_workers tried: 0 .. threads."""
+    return list(range(threads + 1)) if sweep else [threads]
 
 
 def commands_per_workload(plan: Schedule, workload: Workload) -> int:
     """How many steps `time_workload` reports to `progress` (the bar's length)."""
-    dali_sweep = 6 * len(dali_thread_counts(workload.threads))
-    twin_sweep = 4 * (workload.threads + 1)  # num_workers 0 .. threads
+    dali_sweep = 6 * len(dali_thread_counts(workload.threads, plan.sweep))
+    twin_sweep = 4 * len(worker_counts(workload.threads, plan.sweep))
     n = len(workload.kinds)
     single = n - len(workload.worker_kinds)
     return n + dali_sweep + 2 * single + len(workload.worker_kinds) * (twin_sweep + 2) + n * plan.rounds + 2 * n
@@ -118,8 +185,9 @@ def _median(values: List[float]) -> float:
 class Session:
     """The three workers of one workload and what they measured."""
 
-    def __init__(self, workload: Workload, plan: Schedule, progress):
+    def __init__(self, workload: Workload, plan: Schedule, progress, pool: Optional[Workers] = None):
         self.workload, self.plan, self.progress = workload, plan, progress
+        self.pool = pool or Workers()
         self.workers = {}
 
     def step(self, what: str) -> None:
@@ -129,16 +197,16 @@ class Session:
     def start(self) -> None:
         # The imports run in parallel; the measured work below never does.
         for kind in self.workload.kinds:
-            self.workers[kind] = Worker({"kind": kind, "dataset": self.workload.dataset,
-                                         "split": self.workload.split, "data": self.workload.data,
-                                         "batch_size": self.workload.batch_size,
-                                         "threads": self.workload.threads, "recipe": self.workload.recipe})
+            self.workers[kind] = self.pool.get(dict(self.workload.spec, kind=kind))
         for kind, worker in self.workers.items():
-            worker.read()
+            if not worker.ready:
+                worker.read()
+                worker.ready = True
             self.step(f"{kind} ready")
 
     def build(self, kind: str, workers: int = 0, threads: int = 0) -> float:
-        seconds = self.workers[kind].ask(cmd="build", workers=workers, threads=threads)["first_batch_s"]
+        spec = dict(self.workload.spec, kind=kind)
+        seconds = self.workers[kind].ask(cmd="build", workers=workers, threads=threads, spec=spec)["first_batch_s"]
         self.step(f"{kind} first batch")
         return seconds
 
@@ -153,7 +221,7 @@ class Session:
         """DALI threads -> images/s, the mean of two passes each, taken in the order 1, 2, ..,
         then back, so that drift falls on all alike."""
         found = {}
-        candidates = dali_thread_counts(self.workload.threads)
+        candidates = dali_thread_counts(self.workload.threads, self.plan.sweep)
         for threads in candidates + candidates[::-1]:
             self.build("dali", threads=threads)
             self.run("dali", self.plan.sweep_batches)  # warm-up
@@ -164,7 +232,7 @@ class Session:
         """num_workers -> (the DataLoader's speed / DALI's, first batch s), each against an
         adjacent DALI pass."""
         found = {}
-        for workers in range(self.workload.threads + 1):
+        for workers in worker_counts(self.workload.threads, self.plan.sweep):
             first_batch = self.build(kind, workers)
             self.run(kind, self.plan.sweep_batches)  # warm-up: workers up, caches hot
             dali = self.run("dali", self.plan.sweep_batches)
@@ -190,31 +258,29 @@ class Session:
         return speeds
 
     def close(self) -> dict:
-        """Each worker's peak RSS; they shut down in parallel (nothing is timed any more)."""
-        for worker in self.workers.values():
-            worker.send(cmd="quit")
-        memory = {}
-        for kind, worker in self.workers.items():
-            memory[kind] = worker.read()
+        """Each worker's peak RSS."""
+        memory = self.pool.finish(self.workers)
+        for kind in self.workers:
             self.step(f"{kind} done")
-        for worker in self.workers.values():
-            worker.process.wait()
-            worker.log.close()
         return memory
 
     def kill(self) -> None:
+        """After a failure: every worker of the session goes, kept ones too."""
         for worker in self.workers.values():
-            if worker.process.poll() is None:
-                worker.process.kill()
+            worker.stop()
+        for kind, worker in list(self.pool.kept.items()):
+            if worker in self.workers.values():
+                del self.pool.kept[kind]
 
 
-def time_workload(workload: Workload, plan: Schedule, progress) -> dict:
-    session = Session(workload, plan, progress)
+def time_workload(workload: Workload, plan: Schedule, progress, pool: Optional[Workers] = None) -> dict:
+    session = Session(workload, plan, progress, pool)
+    failed = True
     try:
         session.start()
         threads = session.sweep_dali_threads()
         dali_threads = max(threads, key=threads.get)
-        # The others get the threads DALI's loader got (the decode limit, the reference).
+        # The others get the threads DALI's loader got (the decode limit, the DALI pipelines).
         single = [kind for kind in workload.kinds if kind not in workload.worker_kinds]
         first_batch = {kind: session.build(kind, threads=dali_threads) for kind in single}
         for kind in single:
@@ -228,8 +294,10 @@ def time_workload(workload: Workload, plan: Schedule, progress) -> dict:
         speeds = session.rounds()
         starts = session.epoch_starts()
         memory = session.close()
+        failed = False
     finally:
-        session.kill()
+        if failed:
+            session.kill()
     return summarize(workload, speeds, first_batch, memory, sweeps, dali_threads, threads, starts)
 
 
@@ -243,8 +311,9 @@ def summarize(workload: Workload, speeds: dict, first_batch: dict, memory: dict,
     loaders = {kind: {"images_per_s": _median(speeds[kind]), "runs_images_per_s": speeds[kind],
                       "first_batch_s": first_batch[kind], **starts[kind], **memory[kind]} for kind in workload.kinds}
     loaders["dali"]["num_threads"] = dali_threads
-    if "reference" in loaders:
-        loaders["reference"]["num_threads"] = dali_threads
+    for kind in ("baseline", "nvidia"):
+        if kind in loaders:
+            loaders[kind]["num_threads"] = dali_threads
     loaders["dali"]["sweep_images_per_s"] = {str(t): speed for t, speed in thread_sweep.items()}
     for kind, sweep in sweeps.items():
         loaders[kind]["num_workers"] = max(sweep, key=lambda w: sweep[w][0])
@@ -253,8 +322,7 @@ def summarize(workload: Workload, speeds: dict, first_batch: dict, memory: dict,
               "recipe": workload.recipe, "data": os.path.abspath(workload.data),
               "batch_size": workload.batch_size, "images": workload.images, "threads": workload.threads,
               "loaders": loaders}
-    for field, kind in (("vs_torchvision", "torchvision"), ("vs_tensor", "tensor"), ("vs_reference", "reference"),
-                        ("of_limit", "limit")):
+    for field, kind in RATIOS:
         if kind in speeds:
             result[field], result[field + "_runs"] = _median(_ratios(speeds, kind)), _ratios(speeds, kind)
     return result

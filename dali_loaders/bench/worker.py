@@ -4,15 +4,19 @@ The parent drives it over stdin/stdout, one JSON line each way, so several worke
 take turns (A, B, A, B, ...) while each keeps its loader, its warm caches and its own
 peak RSS. It says {"ready": true} once its imports are done. Commands:
   {"cmd": "build", "workers": w,         (re)make the loader with w DataLoader workers (the
-   "threads": t}                          twin) or t DALI threads (the others); replies
+   "threads": t, "spec": {...}}           twin) or t DALI threads (the others), for the spec
+                                          given (default: the one it started with); replies
                                           first_batch_s, from construction to the first batch
   {"cmd": "run", "max_batches": m|null,   timed passes, as many as fit in min_seconds (at
    "min_seconds": s}                      least one); replies images, seconds, passes
   {"cmd": "epoch_start",                  one more pass, each batch timed: replies its first
    "max_batches": m|null}                 batch's seconds (an epoch after the first: the
                                           cost of starting an epoch) and the median of the rest
-  {"cmd": "quit"}                         replies peak_rss_mb (this process) and
+  {"cmd": "memory", "reset": r}           replies peak_rss_mb (this process),
                                           children_peak_rss_mb (its largest DataLoader worker)
+                                          and, where spec's measure_gpu and a GPU, the GPU
+                                          memory (DeviceMemory), whose peaks restart if r
+  {"cmd": "quit"}                         replies as "memory" does, then exits
 Replies start with REPLY so that whatever a library prints to stdout is skipped.
 """
 import gc
@@ -27,11 +31,41 @@ REPLY = "@bench "
 def _one_pass(loader, max_batches):
     """(images, seconds) of one pass, stopping after max_batches if given."""
     images, start = 0, time.perf_counter()
-    for k, (_, labels) in enumerate(loader):
+    for k, (batch, labels) in enumerate(loader):
+        DELIVERY.take(batch)
         images += len(labels)
+        MEMORY.sample()
         if max_batches is not None and k + 1 >= max_batches:
             break
+    DELIVERY.wait()
     return images, time.perf_counter() - start
+
+
+class Delivery:
+    """With spec's to_gpu (the GPU bench): each batch is timed until it is on the GPU, where a
+    training step needs it (a CPU loader's batch copied there, a GPU loader's already there),
+    the copies waited for at the end of the pass."""
+
+    def __init__(self):
+        self.on = False
+
+    def start(self, spec: dict) -> None:
+        import torch
+
+        self.on = bool(spec.get("to_gpu")) and torch.cuda.is_available()
+
+    def take(self, batch) -> None:
+        if self.on and not getattr(batch, "is_cuda", True):   # a torch tensor on the CPU
+            batch.to("cuda", non_blocking=True)
+
+    def wait(self) -> None:
+        if self.on:
+            import torch
+
+            torch.cuda.synchronize()
+
+
+DELIVERY = Delivery()
 
 
 def _passes(loader, max_batches, min_seconds: float):
@@ -51,6 +85,7 @@ def _batch_times(loader, max_batches):
     for k, _ in enumerate(loader):
         now = time.perf_counter()
         times.append(now - start)
+        MEMORY.sample()
         start = now
         if max_batches is not None and k + 1 >= max_batches:
             break
@@ -70,6 +105,51 @@ def _peak_rss_mb(who) -> float:
     return resource.getrusage(who).ru_maxrss / 1024  # Linux reports KiB
 
 
+class DeviceMemory:
+    """The GPU memory this process uses, when it uses CUDA: torch's peak (DALI's iterators copy
+    into torch tensors) and the device's used memory at its highest, sampled after every
+    batch, less what was used before this process touched the GPU (DALI's own pools are not
+    torch's; with one process on the GPU at a time, the difference is this process's)."""
+
+    def __init__(self):
+        self.before = self.peak = None
+
+    def _used(self):
+        import torch
+
+        if not torch.cuda.is_available():
+            return None
+        free, total = torch.cuda.mem_get_info()
+        return total - free
+
+    def start(self, spec: dict) -> None:
+        if spec.get("measure_gpu") and self.before is None:
+            self.before = self.peak = self._used()
+
+    def sample(self) -> None:
+        if self.before is not None:
+            self.peak = max(self.peak, self._used())
+
+    def reset(self) -> None:
+        """The peaks start again from now (the next workload's own)."""
+        if self.before is not None:
+            import torch
+
+            torch.cuda.reset_peak_memory_stats()
+            self.peak = self._used()
+
+    def report(self) -> dict:
+        if self.before is None:
+            return {}
+        import torch
+
+        return {"gpu_torch_peak_mb": torch.cuda.max_memory_allocated() / 2 ** 20,
+                "gpu_used_peak_mb": (self.peak - self.before) / 2 ** 20}
+
+
+MEMORY = DeviceMemory()
+
+
 def serve(spec: dict, commands, reply) -> None:
     from .contenders import preload
 
@@ -81,6 +161,9 @@ def serve(spec: dict, commands, reply) -> None:
         if command["cmd"] == "build":
             loader = None
             gc.collect()  # the previous loader's DataLoader workers exit before the next start
+            spec = command.get("spec") or spec
+            MEMORY.start(spec)
+            DELIVERY.start(spec)
             built = dict(spec, threads=command.get("threads") or spec["threads"])
             loader, seconds = _first_batch(built, command.get("workers", 0))
             reply({"first_batch_s": seconds})
@@ -91,12 +174,16 @@ def serve(spec: dict, commands, reply) -> None:
             times = _batch_times(loader, command.get("max_batches"))
             steady = sorted(times[1:])[len(times[1:]) // 2] if len(times) > 1 else None
             reply({"next_epoch_first_batch_s": times[0], "steady_batch_s": steady})
-        elif command["cmd"] == "quit":
-            loader = None
-            gc.collect()
+        elif command["cmd"] in ("memory", "quit"):
+            if command.get("reset"):
+                MEMORY.reset()
+            if command["cmd"] == "quit":
+                loader = None
+                gc.collect()
             reply({"peak_rss_mb": _peak_rss_mb(resource.RUSAGE_SELF),
-                   "children_peak_rss_mb": _peak_rss_mb(resource.RUSAGE_CHILDREN)})
-            return
+                   "children_peak_rss_mb": _peak_rss_mb(resource.RUSAGE_CHILDREN), **MEMORY.report()})
+            if command["cmd"] == "quit":
+                return
 
 
 def main() -> None:

@@ -1,4 +1,4 @@
-"""What screening costs (README, "Data you did not make"): `python -m dali_loaders.bench.screening`.
+"""What screening costs (README, "Data you did not make"): `python -m benchmarks.screening`.
 
 On one ImageNet-like folder, side by side in one run: listing the files, the header scan
 (on_error="raise"), the decode check (on_error="skip"), each with the cache cold and warm,
@@ -13,9 +13,9 @@ import sys
 import tempfile
 import time
 
-from ..datasets.imagenet import get_imagefolder_iter_dali
-from ..sources.image_files import ImageFiles, find_classes, is_image
-from .data import default_cache_dir, make_image_folder
+from dali_loaders.datasets.imagenet import get_imagefolder_iter_dali
+from dali_loaders.sources.image_files import ImageFiles, find_classes, is_image
+from dali_loaders.bench.data import default_cache_dir, make_image_folder
 
 
 def timed(work) -> float:
@@ -69,8 +69,8 @@ def bomb_peaks() -> None:
     import numpy as np
     from PIL import Image
 
-    from ..testing.synthetic import smooth_images
-    from ..testing.untrusted import huge_png
+    from dali_loaders.testing.synthetic import smooth_images
+    from dali_loaders.testing.untrusted import huge_png
 
     with tempfile.TemporaryDirectory() as folder:
         plain, bombed = os.path.join(folder, "plain"), os.path.join(folder, "bombed")
@@ -90,7 +90,7 @@ def bomb_peaks() -> None:
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.screening", description=__doc__.splitlines()[0])
     parser.add_argument("--images", type=int, default=1300)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--cache-dir", default=default_cache_dir())

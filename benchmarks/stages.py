@@ -1,4 +1,4 @@
-"""`python -m dali_loaders.bench.stages`: where the DALI image loader's time goes, stage by stage.
+"""`python -m benchmarks.stages`: where the DALI image loader's time goes, stage by stage.
 
 It builds the loader's train graph one stage at a time (read; decode; the random-crop
 decode; + resize; + crop_mirror_normalize, which is the whole graph), plus the val graph,
@@ -8,8 +8,8 @@ same threads and batch; the rows ending in ", fn.resize" resize with DALI's own 
 applies. Then it times one resize, 330x330 to 224x224 antialiased, four ways on one
 thread: DALI's fn.resize, PIL (what torchvision runs), torch's uint8 kernel and the plugin.
 Last, the per-image cost of crop_mirror_normalize on 256 zero-padded 40x40 CIFAR images:
-without arguments, and with per-image crop and flip arguments as 38d94aa's loader gave it
-(the loader's own CIFAR stages: bench/cifar_stages.py). The difference between
+without arguments, and with per-image crop and flip arguments as the baseline DALI loader
+(CIFAR, original) gave it (the loader's own CIFAR stages: benchmarks/cifar_stages.py). The difference between
 consecutive rows is the cost of what was added.
 """
 import argparse
@@ -19,10 +19,10 @@ import time
 
 import numpy as np
 
-from .. import recipes
-from . import data
-from .contenders import decode_only, exact_runs
-from .run import cores
+from dali_loaders import recipes
+from dali_loaders.bench import data
+from dali_loaders.bench.contenders import decode_only, exact_runs
+from dali_loaders.bench.run import cores
 
 CROP = recipes.IMAGENET_CROP
 BATCH = 64
@@ -35,15 +35,15 @@ STAGES = ("read the files", "decode (the bench's limit)", "decode, PIL's chroma 
 
 def every_sample(source):
     """The order a graph reads: every sample once, in order (what a loader sets per epoch)."""
-    from ..loader.pipeline import EpochOrder
+    from dali_loaders.loader.pipeline import EpochOrder
 
     return EpochOrder(np.arange(len(source)))
 
 
 def _train_stage(source, stage: int):
     """The loader's train graph (the default recipe, translated) up to stage `stage`."""
-    from .. import transforms
-    from ..loader import build as loaders
+    from dali_loaders import transforms
+    from dali_loaders.loader import build as loaders
 
     order = every_sample(source)
     if stage == len(STAGES) - 1:
@@ -63,9 +63,9 @@ def _train_stage(source, stage: int):
 def _pipelines(root: str, threads: int) -> dict:
     from nvidia.dali import pipeline_def
 
-    from .. import transforms
-    from ..loader import build as loaders
-    from ..sources.image_files import ImageFiles
+    from dali_loaders import transforms
+    from dali_loaders.loader import build as loaders
+    from dali_loaders.sources.image_files import ImageFiles
 
     train, val = ImageFiles(os.path.join(root, "train")), ImageFiles(os.path.join(root, "val"))
 
@@ -87,7 +87,7 @@ STOCK = ", fn.resize"   # the row's resize is DALI's fn.resize, not the plugin
 
 def _stock(graph):
     """`graph` defined as without the resize plugin (DALI_LOADERS_NO_PLUGIN=1)."""
-    from ..ops import plugin
+    from dali_loaders.ops import plugin
 
     def defined():
         before = os.environ.get(plugin.DISABLE_ENV)
@@ -143,7 +143,7 @@ def time_resizes(repeats: int) -> dict:
 
     image = np.random.default_rng(0).integers(0, 256, (RESIZE_SIDE, RESIZE_SIDE, 3), dtype=np.uint8)
 
-    from ..ops import plugin
+    from dali_loaders.ops import plugin
 
     def fed(resize: str):
         batch = fn.external_source(source=lambda: [image] * BATCH, batch=True, layout="HWC")
@@ -223,7 +223,7 @@ def print_tables(rates: dict, resizes: dict, cifar: dict, threads: int) -> None:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m dali_loaders.bench.stages", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.stages", description=__doc__.splitlines()[0])
     parser.add_argument("--imagenet-dir", metavar="DIR", help="an image folder with train/ and val/ "
                         "(default: the bench's made-up JPEGs, made if missing)")
     parser.add_argument("--threads", type=int, default=cores(), help="DALI threads (default: %(default)s, "

@@ -1,10 +1,10 @@
-"""`python -m dali_loaders.bench.cifar_stages`: where the CIFAR-10 train loader's time goes.
+"""`python -m benchmarks.cifar_stages`: where the CIFAR-10 train loader's time goes.
 
 The loader's graph for the default recipe (RandomCrop(32, padding=4), flip, normalize),
 built one stage at a time from the array source, then the whole loader (the graph plus
-DaliLoader's per-batch work: the torch tensors, the labels), beside 38d94aa's loader
-(bench/arrays.py) and torch's v2 ops on whole batches (one crop and one flip per batch, not
-per image: cheaper work than the loaders'), with 1 torch thread and with as many as DALI's
+DaliLoader's per-batch work: the torch tensors, the labels), beside the baseline DALI loader
+(CIFAR, original; dali_loaders/bench/arrays.py) and torch's v2 ops on whole batches (one crop
+and one flip per batch, not per image: cheaper work than the loaders'), with 1 torch thread and with as many as DALI's
 (torch's intra-op threads are the batched contender's only parallelism; with 2 on 2 shared
 cores it slows down far more than the loaders under load). Every row runs whole passes
 over the split, the rows taking turns round after round (A, B, C, A, B, C, ...), with the
@@ -17,10 +17,10 @@ import time
 
 import numpy as np
 
-from .. import recipes
-from . import data
-from .contenders import exact_runs
-from .run import cores
+from dali_loaders import recipes
+from dali_loaders.bench import data
+from dali_loaders.bench.contenders import exact_runs
+from dali_loaders.bench.run import cores
 
 BATCH = 256
 
@@ -30,9 +30,9 @@ STAGES = ("external_source: the batch gathered by index", "  + the source's pad 
 
 def _graph_stage(source, stage: int):
     """The loader's train graph up to stage `stage` (see STAGES)."""
-    from .. import transforms
-    from ..loader import build
-    from ..loader.pipeline import EpochOrder
+    from dali_loaders import transforms
+    from dali_loaders.loader import build
+    from dali_loaders.loader.pipeline import EpochOrder
 
     steps = transforms.flatten(recipes.cifar(True))   # RandomCrop, flip, ToImage, ToDtype, Normalize
     order = EpochOrder(np.random.default_rng(0).permutation(len(source)))   # what graph() hands a source
@@ -47,7 +47,7 @@ def _graph_stage(source, stage: int):
 def _pipelines(source, threads: int) -> dict:
     from nvidia.dali import pipeline_def
 
-    from ..loader import lean_api_checks
+    from dali_loaders.loader import lean_api_checks
 
     def made(stage):
         def make():
@@ -61,13 +61,13 @@ def _pipelines(source, threads: int) -> dict:
 
 
 def _loaders(root: str, source, threads: int) -> dict:
-    from .. import get_cifar_iter_dali
-    from .arrays import CifarReference, TorchBatched
+    from dali_loaders import get_cifar_iter_dali
+    from dali_loaders.bench.arrays import CifarBaseline, TorchBatched
 
     loader = get_cifar_iter_dali("train", root, BATCH, threads, seed=0)
-    reference = CifarReference(source, BATCH, threads, recipes.CIFAR_MEAN["cifar10"], recipes.CIFAR_STD["cifar10"])
+    baseline = CifarBaseline(source, BATCH, threads, recipes.CIFAR_MEAN["cifar10"], recipes.CIFAR_STD["cifar10"])
     rows = {"the DALI loader (graph + DaliLoader's per-batch work)": lambda: iter(loader),
-            "38d94aa's loader, rebuilt (bench/arrays.py)": lambda: iter(reference)}
+            "baseline DALI loader (CIFAR, original)": lambda: iter(baseline)}
     for torch_threads in sorted({1, threads}):   # torch's intra-op threads: 1, and DALI's count
         batched = TorchBatched(source, recipes.cifar(True), BATCH, shuffle=True, threads=torch_threads)
         rows[f"torch v2 on whole uint8 batches, {torch_threads} torch thread(s)"] = \
@@ -85,7 +85,7 @@ def _rate(make_pass, images: int) -> float:
 
 def time_rows(root: str, threads: int, rounds: int) -> dict:
     """{row: median images/s}, every row one whole pass per round, the rows taking turns."""
-    from ..datasets.cifar import cifar_source
+    from dali_loaders.datasets.cifar import cifar_source
 
     source = cifar_source(root, True)
     rows = {**_pipelines(source, threads), **_loaders(root, source, threads)}
@@ -106,7 +106,7 @@ def print_table(rates: dict, threads: int, images: int) -> None:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m dali_loaders.bench.cifar_stages",
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.cifar_stages",
                                      description=__doc__.splitlines()[0])
     parser.add_argument("--cifar-dir", metavar="DIR", help="a CIFAR-10 root (default: the bench's made-up "
                         "50,000 + 10,000 images, made if missing)")
@@ -116,7 +116,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     root = args.cifar_dir or data.make_cifar(args.cache_dir, 50000, 10000)
     rates = time_rows(root, args.threads, args.rounds)
-    from ..datasets.cifar import cifar_source
+    from dali_loaders.datasets.cifar import cifar_source
 
     print_table(rates, args.threads, len(cifar_source(root, True)))
     return 0

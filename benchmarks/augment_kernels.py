@@ -1,4 +1,4 @@
-"""`python -m dali_loaders.bench.augment_kernels`: what each of DaliLoadersAugment's kernels costs.
+"""`python -m benchmarks.augment_kernels`: what each of DaliLoadersAugment's kernels costs.
 
 The kernels (ops/csrc/augment_*.cc) are compiled here as the plugin compiles them (-O3,
 -ffp-contract=off, -march=x86-64-v2, -mfma where the CPU has it), without DALI, next to a
@@ -27,8 +27,8 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from ..ops import augment as op
-from ..ops import plugin
+from dali_loaders.ops import augment as op
+from dali_loaders.ops import plugin
 
 FLAVOURS = {"pil": 0, "tensor": 1, "tensor_v1": 2}   # augk::Flavour's order
 
@@ -251,7 +251,7 @@ def changed(found: Dict[str, str], expected: Dict[str, str]) -> List[str]:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m dali_loaders.bench.augment_kernels", description=__doc__,
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.augment_kernels", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=5, help="timing rounds per op (the best is printed)")
     parser.add_argument("--budget", type=float, default=0.04, help="seconds per timing round")

@@ -1,13 +1,13 @@
-"""`python -m dali_loaders.bench.first_build`: how long a TrivialAugmentWide CIFAR loader takes to
+"""`python -m benchmarks.first_build`: how long a TrivialAugmentWide CIFAR loader takes to
 its first batch in a fresh process (graph definition and build included), and a later epoch's
-first batch. Issue 18 asked for at most 2 s on a 2-core machine."""
+first batch (the aim: at most 2 s on a 2-core machine)."""
 import argparse
 import tempfile
 import time
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m dali_loaders.bench.first_build", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.first_build", description=__doc__.splitlines()[0])
     parser.add_argument("--threads", type=int, default=2)
     args = parser.parse_args(argv)
     from dali_loaders.testing.synthetic import write_cifar

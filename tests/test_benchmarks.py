@@ -1,0 +1,67 @@
+"""The developers' micro-benchmarks (benchmarks/, in the repository, not in the wheel): run
+from the repository's root as the docs say, each prints every row it promises."""
+import os
+import subprocess
+import sys
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def test_they_are_not_in_the_package():
+    import dali_loaders.bench
+
+    package = os.path.dirname(dali_loaders.bench.__file__)
+    for name in ("augment_kernels", "stages", "cifar_stages", "first_build", "screening"):
+        assert not os.path.exists(os.path.join(package, name + ".py"))
+        assert os.path.isfile(os.path.join(REPO, "benchmarks", name + ".py"))
+
+
+def test_each_one_answers_help_from_the_repository_root():
+    for name in ("augment_kernels", "stages", "cifar_stages", "first_build", "screening"):
+        done = subprocess.run([sys.executable, "-m", f"benchmarks.{name}", "--help"], capture_output=True,
+                              text=True, timeout=120, cwd=REPO)
+        assert done.returncode == 0, (name, done.stderr[-2000:])
+        assert f"python -m benchmarks.{name}" in done.stdout
+
+
+def test_stages_table_builds_the_train_graph_stage_by_stage(tmp_path):
+    from dali_loaders.bench import data
+
+    root = data.make_image_folder(str(tmp_path), 16, 8, classes=2, short_sides=(64, 96), workers=1)
+    done = subprocess.run([sys.executable, "-m", "benchmarks.stages", "--imagenet-dir", root,
+                           "--threads", "1", "--rounds", "1", "--batches", "1"],
+                          capture_output=True, text=True, timeout=300, cwd=REPO)
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = {line[:58].strip(): line[58:].split() for line in done.stdout.splitlines() if len(line) > 58}
+    from benchmarks.stages import STAGES
+
+    for stage in STAGES:
+        assert float(rows["train: " + stage][0]) > 0, stage
+    assert rows["train: " + STAGES[1]][1] == "100%"  # the decode-only row is the reference
+    assert float(rows["val: decode, resize the crop window, normalize"][0]) > 0
+    from benchmarks.stages import (
+        STOCK,  # the same graphs with DALI's fn.resize in place of the plugin
+    )
+
+    assert float(rows["val: decode, resize the crop window, normalize" + STOCK][0]) > 0
+    assert float(rows["train: " + STAGES[4] + STOCK][0]) > 0
+    for way in ("DALI fn.resize (CPU)", "PIL Image.resize (torchvision)", "torch interpolate, uint8",
+                "external_source alone", "+ per-image crop and flip"):
+        assert float(rows[way][0]) > 0, way
+
+
+def test_cifar_stages_table_has_every_stage_and_the_contenders(tmp_path):
+    from cifar_data import write_cifar
+
+    from benchmarks.cifar_stages import STAGES
+
+    root = write_cifar(str(tmp_path), "cifar10", 600, 10)
+    done = subprocess.run([sys.executable, "-m", "benchmarks.cifar_stages", "--cifar-dir", root,
+                           "--threads", "1", "--rounds", "1"], capture_output=True, text=True, timeout=300, cwd=REPO)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "600 images" in done.stdout
+    rows = {line[:58].strip(): line[58:].split() for line in done.stdout.splitlines() if len(line) > 58}
+    for row in [s.strip() for s in STAGES] + ["the DALI loader (graph + DaliLoader's per-batch work)",
+                                              "baseline DALI loader (CIFAR, original)",
+                                              "torch v2 on whole uint8 batches, 1 torch thread(s)"]:
+        assert float(rows[row][0].replace(",", "")) > 0, row

@@ -1,0 +1,51 @@
+"""`python -m dali_loaders check-gpu --bench`: the checks, then the GPU bench. Here (no GPU) it
+says so and times the CPU variants: every contender of every workload, a JSON and a
+Markdown table in the output folder."""
+import json
+import subprocess
+import sys
+
+import pytest
+import torch
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the machine without a GPU")
+def test_without_a_gpu_it_times_the_cpu_variants(tmp_path):
+    out = tmp_path / "out"
+    done = subprocess.run([sys.executable, "-m", "dali_loaders", "check-gpu", "--bench", "--out", str(out),
+                           "--cache-dir", str(tmp_path / "cache"), "--images", "16", "--cifar-images", "512",
+                           "--recipe", "default", "--threads", "1"], capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "no CUDA GPU on this machine" in done.stdout and "the CPU variants only" in done.stdout
+    assert "no CUDA GPU" in (out / "check-gpu.txt").read_text()
+    report = json.loads((out / "gpu-bench.json").read_text())
+    rows = {(r["workload"], r["contender"]): r for r in report["rows"]}
+    expected = {("imagenet/train", 'DALI loader, device="cpu"'), ("imagenet/val", 'DALI loader, device="cpu"'),
+                ("cifar10/train", 'DALI loader, device="cpu"'),
+                ("imagenet/train", "NVIDIA's DALI example (CPU decode)"),
+                ("imagenet/val", "NVIDIA's DALI example (CPU decode)"),
+                ("imagenet/train", "torchvision tensors"), ("imagenet/val", "torchvision tensors"),
+                ("cifar10/train", "torchvision (PIL)")}
+    assert set(rows) == expected
+    for row in rows.values():
+        assert "error" not in row, row
+        assert len(row["epochs_images_per_s"]) == 3 and row["images_per_s"] > 0 and row["peak_rss_mb"] > 0
+        assert "gpu_torch_peak_mb" not in row   # no GPU: nothing measured there
+    ours = rows["imagenet/train", 'DALI loader, device="cpu"']
+    assert ours["vs_nvidia"] == pytest.approx(
+        ours["images_per_s"] / rows["imagenet/train", "NVIDIA's DALI example (CPU decode)"]["images_per_s"])
+    assert rows["cifar10/train", "torchvision (PIL)"]["num_workers"] == 1
+    table = (out / "gpu-bench.md").read_text()
+    assert table.count("\n| ") == len(rows) + 2   # the header and its rule, then a row each
+    assert "| cifar10/train (256) |" in table
+
+
+def test_past_the_time_budget_the_rest_is_listed_as_skipped(tmp_path):
+    out = tmp_path / "out"
+    done = subprocess.run([sys.executable, "-m", "dali_loaders", "check-gpu", "--bench", "--out", str(out),
+                           "--cache-dir", str(tmp_path / "cache"), "--images", "8", "--cifar-images", "256",
+                           "--recipe", "default", "--budget", "0"], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-3000:]
+    rows = json.loads((out / "gpu-bench.json").read_text())["rows"]
+    assert rows and all(row["skipped"] == "the time budget ran out" for row in rows)
+    assert (out / "gpu-bench.md").read_text().count("skipped: the time budget ran out") == len(rows)

@@ -1,5 +1,6 @@
 """`python -m dali_loaders demo|bench|verify|index|check-gpu` (installed as `dali-loaders` too)."""
 import argparse
+import sys
 
 
 def _demo(args) -> int:
@@ -18,7 +19,11 @@ def _bench(args) -> int:
 def _verify(args) -> int:
     from . import verify_images
 
-    bad = verify_images(args.root)
+    try:
+        bad = verify_images(args.root)
+    except OSError as refusal:   # a missing folder, a file, no images: the reason, not a traceback
+        print(f"dali-loaders verify: error: {refusal}", file=sys.stderr)
+        return 2
     for path, reason in bad.items():
         print(f"{path}: {reason}")
     print(f"{len(bad)} undecodable file(s) under {args.root}")

@@ -1,0 +1,113 @@
+"""The manual runs as written: every ```python block of README.md and docs/*.md is executed
+against small real-format fixtures, and every repository path the pages name exists.
+
+How a block is run:
+- Data paths of the examples ("/data/cifar", "/data/imagenet", "/data/flowers/train", ...)
+  are replaced by small datasets made here in the real formats (DATA below).
+- `for epoch in range(...)` runs one epoch, so a 90-epoch example takes seconds.
+- A block whose first line is `# not run: <why>` is shown, not run (it needs a GPU, several
+  processes or a model of the reader's own); use it sparingly.
+- The blocks of one page run in order in one namespace, as a reader would paste them.
+"""
+import glob
+import os
+import re
+import warnings
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PAGES = ["README.md"] + sorted(os.path.relpath(p, ROOT) for p in glob.glob(os.path.join(ROOT, "docs", "*.md")))
+NOT_RUN = "# not run:"
+BLOCK = re.compile(r"^```python\n(.*?)^```", re.S | re.M)
+EPOCH_LOOP = re.compile(r"for epoch in range\([^)]*\)")
+# the folders and files of this repository that pages may name
+REPO_PATH = re.compile(r"(?<![\w/.~-])((?:dali_loaders|docs|examples|tests)/[\w./*-]*[\w*]|"
+                       r"(?:README|CHANGELOG)\.md|Makefile|pyproject\.toml|requirements\.txt)")
+
+
+def blocks(page):
+    return BLOCK.findall(open(os.path.join(ROOT, page)).read())
+
+
+def runnable(page):
+    return [code for code in blocks(page) if not code.startswith(NOT_RUN)]
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    """Example path -> a small dataset in that format."""
+    from cifar_data import write_cifar
+    from image_data import write_image_folder
+
+    root = tmp_path_factory.mktemp("docs_data")
+
+    def folder(name, counts):
+        path = str(root / name)
+        write_image_folder(path, counts)
+        return path
+
+    imagenet = str(root / "imagenet")
+    write_image_folder(os.path.join(imagenet, "train"), {"n01": 3, "n02": 3})
+    write_image_folder(os.path.join(imagenet, "val"), {"n01": 2, "n02": 2})
+    cifar = str(root / "cifar")
+    write_cifar(cifar, "cifar10", n_train=40, n_test=20)
+    return {"/data/imagenet": imagenet, "/data/cifar": cifar,
+            "/data/flowers/train": folder("flowers", {"a": 2, "b": 3}),
+            "/data/train": folder("train", {"a": 3, "b": 3})}
+
+
+def localized(code, data):
+    for example, path in sorted(data.items(), key=lambda item: -len(item[0])):
+        code = code.replace(f'"{example}', f'"{path}').replace(f"'{example}", f"'{path}")
+    return EPOCH_LOOP.sub("for epoch in range(1)", code)
+
+
+@pytest.mark.parametrize("page", [p for p in PAGES if runnable(p)])
+def test_every_python_block_runs(page, data, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    scope = {"__name__": "__docs__"}
+    for number, code in enumerate(runnable(page), 1):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            try:
+                exec(compile(localized(code, data), f"{page} block {number}", "exec"), scope)
+            except Exception as error:
+                raise AssertionError(f"{page}, python block {number} raised {error!r}:\n{code}") from error
+
+
+def test_blocks_not_run_say_why_and_are_few():
+    shown = {page: [code.splitlines()[0] for code in blocks(page) if code.startswith(NOT_RUN)] for page in PAGES}
+    for page, reasons in shown.items():
+        for reason in reasons:
+            assert len(reason) > len(NOT_RUN) + 3, f"{page}: '{reason}' gives no reason"
+    total = sum(len(blocks(page)) for page in PAGES)
+    assert sum(map(len, shown.values())) <= total // 3, shown
+
+
+def test_every_repository_path_named_exists():
+    missing = []
+    for page in PAGES:
+        for name in set(REPO_PATH.findall(open(os.path.join(ROOT, page)).read())):
+            if not glob.glob(os.path.join(ROOT, name.rstrip("/."))):
+                missing.append(f"{page}: {name}")
+    assert not missing, "\n".join(sorted(missing))
+
+
+def test_every_relative_link_leads_to_a_file():
+    broken = []
+    for page in PAGES:
+        for target in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", open(os.path.join(ROOT, page)).read()):
+            if "://" not in target and not os.path.exists(os.path.join(ROOT, os.path.dirname(page), target)):
+                broken.append(f"{page} -> {target}")
+    assert not broken, "\n".join(broken)
+
+
+def test_user_docs_name_no_issue_numbers_and_no_commits():
+    for page in PAGES + ["CHANGELOG.md"]:
+        if not os.path.exists(os.path.join(ROOT, page)):
+            continue
+        text = open(os.path.join(ROOT, page)).read()
+        assert not re.search(r"\bissues? \d+", text, re.I), f"{page} names an issue number"
+        hashes = [h for h in re.findall(r"\b[0-9a-f]{7,40}\b", text) if re.search(r"[a-f]", h) and re.search(r"\d", h)]
+        assert not hashes, f"{page} names commits: {hashes}"

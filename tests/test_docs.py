@@ -18,12 +18,16 @@ import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PAGES = ["README.md"] + sorted(os.path.relpath(p, ROOT) for p in glob.glob(os.path.join(ROOT, "docs", "*.md")))
+ALL_PAGES = PAGES + ["CHANGELOG.md"]   # the changelog holds no code to run, but its paths and links count
 NOT_RUN = "# not run:"
 BLOCK = re.compile(r"^```python\n(.*?)^```", re.S | re.M)
 EPOCH_LOOP = re.compile(r"for epoch in range\([^)]*\)")
 # the folders and files of this repository that pages may name
 REPO_PATH = re.compile(r"(?<![\w/.~-])((?:dali_loaders|docs|examples|tests)/[\w./*-]*[\w*]|"
                        r"(?:README|CHANGELOG)\.md|Makefile|pyproject\.toml|requirements\.txt)")
+# a module named inside the package, as `loader/pipeline.py` or `transforms/timm_fused.py`
+PACKAGE_PATH = re.compile(r"(?<![\w/.~-])((?:loader|sources|transforms|ops|datasets|bench|testing|integrations)"
+                          r"/[\w/*-]+\.(?:py|cc|h))")
 
 
 def blocks(page):
@@ -76,6 +80,12 @@ def test_every_python_block_runs(page, data, tmp_path, monkeypatch):
                 raise AssertionError(f"{page}, python block {number} raised {error!r}:\n{code}") from error
 
 
+def test_the_readme_starts_with_what_to_type():
+    text = open(os.path.join(ROOT, "README.md")).read()
+    assert "make demo" in text and "make test" in text
+    assert text.index("make demo") < text.index("```python")
+
+
 def test_blocks_not_run_say_why_and_are_few():
     shown = {page: [code.splitlines()[0] for code in blocks(page) if code.startswith(NOT_RUN)] for page in PAGES}
     for page, reasons in shown.items():
@@ -87,16 +97,19 @@ def test_blocks_not_run_say_why_and_are_few():
 
 def test_every_repository_path_named_exists():
     missing = []
-    for page in PAGES:
-        for name in set(REPO_PATH.findall(open(os.path.join(ROOT, page)).read())):
-            if not glob.glob(os.path.join(ROOT, name.rstrip("/."))):
+    for page in ALL_PAGES:
+        text = open(os.path.join(ROOT, page)).read()
+        names = [(name, name) for name in REPO_PATH.findall(text)]
+        names += [(name, os.path.join("dali_loaders", name)) for name in PACKAGE_PATH.findall(text)]
+        for name, path in set(names):
+            if not glob.glob(os.path.join(ROOT, path.rstrip("/."))):
                 missing.append(f"{page}: {name}")
     assert not missing, "\n".join(sorted(missing))
 
 
 def test_every_relative_link_leads_to_a_file():
     broken = []
-    for page in PAGES:
+    for page in ALL_PAGES:
         for target in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", open(os.path.join(ROOT, page)).read()):
             if "://" not in target and not os.path.exists(os.path.join(ROOT, os.path.dirname(page), target)):
                 broken.append(f"{page} -> {target}")
@@ -104,9 +117,7 @@ def test_every_relative_link_leads_to_a_file():
 
 
 def test_user_docs_name_no_issue_numbers_and_no_commits():
-    for page in PAGES + ["CHANGELOG.md"]:
-        if not os.path.exists(os.path.join(ROOT, page)):
-            continue
+    for page in ALL_PAGES:
         text = open(os.path.join(ROOT, page)).read()
         assert not re.search(r"\bissues? \d+", text, re.I), f"{page} names an issue number"
         hashes = [h for h in re.findall(r"\b[0-9a-f]{7,40}\b", text) if re.search(r"[a-f]", h) and re.search(r"\d", h)]

@@ -113,12 +113,24 @@ def test_every_repository_path_named_exists():
     assert not missing, "\n".join(sorted(missing))
 
 
-def test_every_relative_link_leads_to_a_file():
+def anchors(path):
+    """The #fragments a page's headings get (GitHub's rule: lower case, punctuation dropped,
+    spaces to hyphens)."""
+    headings = re.findall(r"^#+ (.+)$", open(path).read(), re.M)
+    return {re.sub(r"[^\w\- ]", "", heading.lower()).replace(" ", "-") for heading in headings}
+
+
+def test_every_relative_link_leads_to_a_file_and_heading():
     broken = []
     for page in ALL_PAGES:
-        for target in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", open(os.path.join(ROOT, page)).read()):
-            if "://" not in target and not os.path.exists(os.path.join(ROOT, os.path.dirname(page), target)):
+        for target, fragment in re.findall(r"\]\(([^)#\s]*)(?:#([^)\s]*))?\)", open(os.path.join(ROOT, page)).read()):
+            if "://" in target:
+                continue
+            path = os.path.join(ROOT, os.path.dirname(page), target) if target else os.path.join(ROOT, page)
+            if not os.path.exists(path):
                 broken.append(f"{page} -> {target}")
+            elif fragment and path.endswith(".md") and fragment not in anchors(path):
+                broken.append(f"{page} -> {target}#{fragment} (no such heading)")
     assert not broken, "\n".join(broken)
 
 

@@ -245,23 +245,3 @@ def test_cutmix_pastes_as_torchvisions_cutmix_transform(dtype):
             mixed, box = cutmix(batch, lam, torch.Generator().manual_seed(k))
             want = theirs.transform(batch, dict(box=box, labels=None, batch_size=5, lam_adjusted=lam))
             assert torch.equal(mixed, want) and mixed.dtype == dtype
-
-
-def test_a_callable_of_ones_own_changes_whole_batches_in_both_backends(tmp_path):
-    """batch_transform may be any callable (images, labels) -> (images, labels)."""
-    root = write_cifar(str(tmp_path), "cifar10", 20, 10)
-    calls = []
-
-    def halve_and_shift(images, labels):
-        calls.append(len(labels))
-        return images * 0.5, labels + 100
-
-    for factory in (get_cifar_iter_dali, get_cifar_iter_torch):
-        plain = [(x.clone(), y.clone()) for x, y in factory("val", root, 4, 1)]
-        changed = list(factory("val", root, 4, 1, batch_transform=halve_and_shift))
-        assert len(changed) == len(plain) == 3
-        for (x, y), (u, v) in zip(plain, changed):
-            assert torch.allclose(u, x * 0.5) and torch.equal(v, y + 100)
-    assert calls == [4, 4, 2, 4, 4, 2]
-    with pytest.raises(ValueError, match="not callable"):
-        get_cifar_iter_dali("val", root, 4, 1, batch_transform=42)

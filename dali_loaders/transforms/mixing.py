@@ -172,27 +172,8 @@ def batch_mixer(batch_transform, sampler) -> Optional[Callable]:
     """The per-batch hook of a loader, or None without a batch_transform."""
     if batch_transform is None:
         return None
-    if is_timm_mixup(batch_transform):
-        return TimmBatchMixer(batch_transform, sampler)
-    if type(batch_transform).__module__.split(".")[0] in ("torchvision", "timm"):
-        # torchvision's MixUp / CutMix get the seeded fast path; its other transforms are refused
-        # by name (on a whole batch they would draw once for every image: they belong in transform=)
-        return BatchMixer(batch_transform, sampler)
-    if not callable(batch_transform):
-        raise ValueError(f"batch_transform: a {type(batch_transform).__name__} is not callable; give MixUp, "
-                         f"CutMix, or a callable (images, labels) -> (images, labels)")
-    return OwnBatchTransform(batch_transform)
-
-
-class OwnBatchTransform:
-    """A user's callable (images, labels) -> (images, labels) on each whole batch. Its random
-    draws are its own: seed them from the epoch and batch if a resume must reproduce them."""
-
-    def __init__(self, function: Callable):
-        self.function = function
-
-    def __call__(self, images: torch.Tensor, labels: torch.Tensor, epoch: int, batch_index: int):
-        return self.function(images, labels)
+    return TimmBatchMixer(batch_transform, sampler) if is_timm_mixup(batch_transform) else \
+        BatchMixer(batch_transform, sampler)
 
 
 # -- timm's Mixup and FastCollateMixup, batch mode ------------------------------------------------

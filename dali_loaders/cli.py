@@ -1,6 +1,5 @@
 """`python -m dali_loaders demo|bench|verify|index|check-gpu` (installed as `dali-loaders` too)."""
 import argparse
-import sys
 
 
 def _demo(args) -> int:
@@ -17,9 +16,14 @@ def _bench(args) -> int:
 
 
 def _verify(args) -> int:
+    import os
+    import sys
+
     from . import verify_images
 
     try:
+        if os.path.isfile(args.root):
+            raise NotADirectoryError(f"{args.root!r} is a file, not a folder; pass the folder that holds the images")
         bad = verify_images(args.root)
     except OSError as refusal:   # a missing folder, a file, no images: the reason, not a traceback
         print(f"dali-loaders verify: error: {refusal}", file=sys.stderr)

@@ -148,17 +148,13 @@ def undecodable_reason(path: str) -> Optional[str]:
 
 def verify_images(root: str, num_threads: int = 4, progress: bool = True) -> Dict[str, str]:
     """Decodes every image file under `root` (recursively, ImageFolder's extensions) and
-    returns {path: reason} for the files that cannot be decoded. A missing folder, or one
-    with no image files at all (a CIFAR or MNIST folder holds arrays, not images), raises
-    FileNotFoundError: "0 undecodable files" would read as a clean bill of health."""
+    returns {path: reason} for the files that cannot be decoded."""
     from tqdm import tqdm
 
-    if not os.path.exists(root):
-        raise FileNotFoundError(f"image folder {root!r} does not exist")
     if not os.path.isdir(root):
-        raise NotADirectoryError(f"{root!r} is a file, not a folder; pass the folder that holds the images")
+        raise FileNotFoundError(f"image folder {root!r} does not exist")
     paths = _class_images(root)
-    if not paths:
+    if not paths:   # "0 undecodable files" would read as a clean bill of health
         raise FileNotFoundError(f"no image files under {root!r} (looked for {', '.join(IMG_EXTENSIONS)}, any "
                                 f"case); verify checks image folders: CIFAR, MNIST and other array formats "
                                 f"hold no image files to decode")

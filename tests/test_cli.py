@@ -4,6 +4,7 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
 from PIL import Image
 
 
@@ -61,16 +62,19 @@ def assert_refused(done, *words):
         assert word in lines[0], lines[0]
 
 
+@pytest.mark.subprocess
 def test_verify_refuses_a_missing_folder_in_one_line(tmp_path):
     assert_refused(run_cli("verify", str(tmp_path / "nowhere")), "nowhere", "does not exist")
 
 
+@pytest.mark.subprocess
 def test_verify_refuses_a_folder_without_images(tmp_path):
     os.makedirs(tmp_path / "cat")
     (tmp_path / "cat" / "notes.txt").write_text("no images here")
     assert_refused(run_cli("verify", str(tmp_path)), "no image files", str(tmp_path))
 
 
+@pytest.mark.subprocess
 def test_verify_of_a_cifar_folder_says_it_found_no_image_files(tmp_path):
     from cifar_data import write_cifar
 
@@ -80,6 +84,7 @@ def test_verify_of_a_cifar_folder_says_it_found_no_image_files(tmp_path):
     assert "undecodable" not in done.stdout
 
 
+@pytest.mark.subprocess
 def test_verify_refuses_a_file_for_a_folder(tmp_path):
     (tmp_path / "one.jpg").write_bytes(b"x")
     assert_refused(run_cli("verify", str(tmp_path / "one.jpg")), "one.jpg", "not a folder")

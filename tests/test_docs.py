@@ -140,3 +140,35 @@ def test_user_docs_name_no_issue_numbers_and_no_commits():
         assert not re.search(r"\bissues? \d+", text, re.I), f"{page} names an issue number"
         hashes = [h for h in re.findall(r"\b[0-9a-f]{7,40}\b", text) if re.search(r"[a-f]", h) and re.search(r"\d", h)]
         assert not hashes, f"{page} names commits: {hashes}"
+
+
+def headline_table():
+    """docs/speed.md's "At a glance" rows: {(workload, recipe): {column: figure}}."""
+    text = open(os.path.join(ROOT, "docs", "speed.md")).read()
+    section = text.split("## At a glance", 1)[1].split("\n## ", 1)[0]
+    lines = [line.strip().strip("|").split("|") for line in section.splitlines() if line.startswith("|")]
+    header = [cell.strip() for cell in lines[0]]
+    rows = {}
+    for cells in lines[2:]:
+        cells = [cell.strip().strip("*") for cell in cells]
+        rows[(cells[0], cells[1].split(" (")[0])] = dict(zip(header[2:], cells[2:]))
+    return rows
+
+
+def test_one_set_of_headline_figures_in_readme_speed_report_and_demo():
+    from dali_loaders import demo
+
+    rows = headline_table()
+    assert len(rows) >= 5 and all(figure.endswith("x") for row in rows.values() for figure in row.values())
+    readme = open(os.path.join(ROOT, "README.md")).read()
+    glance = readme.split("## At a glance", 1)[1].split("\n## ", 1)[0]
+    for (workload, recipe), row in rows.items():
+        for column in ("train vs tensors", "train vs PIL"):
+            assert row[column] in glance, f"README lacks {workload} {recipe} {column} {row[column]}"
+    cifar = rows[("CIFAR-10", "default")]
+    # the demo measures DALI against the PIL twin and quotes the report's figures for it
+    assert "PIL" in demo.BASELINE and "DataLoader" in demo.BASELINE
+    for column in ("train vs PIL", "val vs PIL", "train vs tensors", "val vs tensors"):
+        assert cifar[column] in demo.DOCS_FIGURES, (column, cifar[column], demo.DOCS_FIGURES)
+    # every figure says what it is measured against
+    assert "against" in glance and "tensor backend" in glance and "PIL" in glance

@@ -17,9 +17,18 @@ def _bench(args) -> int:
 
 
 def _verify(args) -> int:
+    import os
+    import sys
+
     from . import verify_images
 
-    bad = verify_images(args.root)
+    try:
+        if os.path.isfile(args.root):
+            raise NotADirectoryError(f"{args.root!r} is a file, not a folder; pass the folder that holds the images")
+        bad = verify_images(args.root)
+    except OSError as refusal:   # a missing folder, a file, no images: the reason, not a traceback
+        print(f"dali-loaders verify: error: {refusal}", file=sys.stderr)
+        return 2
     for path, reason in bad.items():
         print(f"{path}: {reason}")
     print(f"{len(bad)} undecodable file(s) under {args.root}")

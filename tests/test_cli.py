@@ -53,3 +53,40 @@ def test_the_demo_times_both_loaders_warm(tmp_path, monkeypatch):
     for loader, label in timed:
         before = epochs[:epochs.index((loader, label))]
         assert any(other is loader for other, _ in before), f"{label} was timed cold"
+
+
+def assert_refused(done, *words):
+    """A one-line error on stderr naming `words`, exit code 2, no traceback."""
+    assert done.returncode == 2, (done.returncode, done.stdout, done.stderr)
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in done.stderr, done.stderr
+    for word in words:
+        assert word in lines[0], lines[0]
+
+
+@pytest.mark.subprocess
+def test_verify_refuses_a_missing_folder_in_one_line(tmp_path):
+    assert_refused(run_cli("verify", str(tmp_path / "nowhere")), "nowhere", "does not exist")
+
+
+@pytest.mark.subprocess
+def test_verify_refuses_a_folder_without_images(tmp_path):
+    os.makedirs(tmp_path / "cat")
+    (tmp_path / "cat" / "notes.txt").write_text("no images here")
+    assert_refused(run_cli("verify", str(tmp_path)), "no image files", str(tmp_path))
+
+
+@pytest.mark.subprocess
+def test_verify_of_a_cifar_folder_says_it_found_no_image_files(tmp_path):
+    from cifar_data import write_cifar
+
+    write_cifar(str(tmp_path), "cifar10", n_train=4, n_test=2)
+    done = run_cli("verify", str(tmp_path))
+    assert_refused(done, "no image files", "CIFAR")
+    assert "undecodable" not in done.stdout
+
+
+@pytest.mark.subprocess
+def test_verify_refuses_a_file_for_a_folder(tmp_path):
+    (tmp_path / "one.jpg").write_bytes(b"x")
+    assert_refused(run_cli("verify", str(tmp_path / "one.jpg")), "one.jpg", "not a folder")

@@ -147,6 +147,10 @@ def verify_images(root: str, num_threads: int = 4, progress: bool = True) -> Dic
     if not os.path.isdir(root):
         raise FileNotFoundError(f"image folder {root!r} does not exist")
     paths = _class_images(root)
+    if not paths:   # "0 undecodable files" would read as a clean bill of health
+        raise FileNotFoundError(f"no image files under {root!r} (looked for {', '.join(IMG_EXTENSIONS)}, any "
+                                f"case); verify checks image folders: CIFAR, MNIST and other array formats "
+                                f"hold no image files to decode")
     bad = {}
     with ThreadPoolExecutor(max(1, num_threads)) as pool:
         reasons = pool.map(undecodable_reason, paths)

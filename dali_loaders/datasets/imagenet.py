@@ -13,6 +13,7 @@ from ..loader.torch_loader import SourceDataset, torch_loader
 # A decode error surfaces while DALI may already be working on the next batches (prefetch).
 from ..sources.image_files import ImageFiles, name_the_file
 from ..sources.screening import PIL_RULE
+from ..sources.storage import isdir, join, subfolders
 
 # -- the factories ------------------------------------------------------------------------
 
@@ -35,11 +36,11 @@ def _check_train(train) -> bool:
 def _imagenet_split(type, image_dir: str) -> str:
     if type not in ("train", "val"):
         raise ValueError(f"type must be 'train' or 'val', got {type!r}")
-    if not os.path.isdir(image_dir):
+    if not isdir(image_dir):
         raise FileNotFoundError(f"ImageNet folder {image_dir!r} does not exist; expected it to hold "
                                 f"train/<class>/<image> and val/<class>/<image>")
-    split = os.path.join(image_dir, type)
-    if not os.path.isdir(split):
+    split = join(image_dir, type)
+    if not isdir(split):
         raise FileNotFoundError(f"{split!r} does not exist; ImageNet's image_dir must hold train/ and val/, "
                                 f"each with one folder per class (or val/ flat, with label_file=)")
     return split
@@ -47,10 +48,10 @@ def _imagenet_split(type, image_dir: str) -> str:
 
 def _train_classes(split: str, label_file: Optional[str]):
     """A flat ImageNet val/ with a label file takes its class names from train/, if there."""
-    train = os.path.join(os.path.dirname(split), "train")
-    if label_file is None or not os.path.isdir(train):
+    train = join(os.path.dirname(split), "train")
+    if label_file is None or not isdir(train):
         return None
-    return sorted(entry.name for entry in os.scandir(train) if entry.is_dir()) or None
+    return subfolders(train) or None
 
 
 def get_imagefolder_iter_dali(root, batch_size, train, num_threads=4, device_id=None,

@@ -66,7 +66,7 @@ def _read_label_file(root: str, label_file: str):
                 raise ValueError(f"{label_file}:{number}: expected `relative/path label` with an "
                                  f"integer label >= 0, got {line.strip()!r} (text labels: "
                                  f"get_files_iter_dali(label_file=..., alphabet=...))")
-            path = storage.join(root, parts[0])
+            path = storage.normpath(storage.join(root, parts[0]))
             first = storage.join(root, line.split()[0])
             if not storage.isfile(path) and storage.isfile(first):
                 raise ValueError(f"{label_file}:{number}: {line.split()[0]!r} has several labels; one integer "

@@ -67,12 +67,30 @@ def split_url(url: str) -> Tuple[str, str]:
 
 
 def join(root: str, *parts: str) -> str:
-    """os.path.join, normalized; for a URL, '/'-joined and normalized within the bucket."""
+    """os.path.join; for a URL, '/'-joined and normalized within the bucket."""
     if not is_url(root):
-        return os.path.normpath(os.path.join(root, *parts))
+        return os.path.join(root, *parts)
     bucket, key = split_url(root)
     key = posixpath.normpath(posixpath.join(key or "/", *parts)).lstrip("/")
     return f"{SCHEME}{bucket}/{key}" if key not in ("", ".") else f"{SCHEME}{bucket}"
+
+
+def normpath(path: str) -> str:
+    return join(path) if is_url(path) else os.path.normpath(path)
+
+
+def commonpath(paths: Sequence[str]) -> str:
+    """os.path.commonpath; of URLs, the longest common folder URL."""
+    if not paths or not is_url(paths[0]):
+        return os.path.commonpath(paths)
+    common = []
+    for parts in zip(*(p.split("/") for p in paths)):
+        if any(part != parts[0] for part in parts):
+            break
+        common.append(parts[0])
+    if len(common) < 3:
+        raise ValueError(f"{paths[0]!r} and the others are in different buckets")
+    return "/".join(common)
 
 
 def redact(text: str) -> str:
@@ -101,6 +119,7 @@ def _client_of(pid: int):
         raise ImportError("reading s3:// URLs in Python needs boto3: pip install 'dali_loaders[s3]'") from None
     chosen = any(os.environ.get(v) for v in ("AWS_MAX_ATTEMPTS", "AWS_RETRY_MODE"))
     retries = None if chosen else {"mode": "standard", "total_max_attempts": ATTEMPTS}
+    prepare_dali()   # a URL is in use: DALI's SDK may read one soon
     config = Config(connect_timeout=CONNECT_TIMEOUT_S, read_timeout=READ_TIMEOUT_S, retries=retries,
                     max_pool_connections=2 * READ_THREADS)
     return boto3.session.Session().client("s3", config=config)
@@ -194,6 +213,19 @@ def tree(url: str) -> Dict[str, Tuple[int, str]]:
     return tree(url)
 
 
+def expand_pattern(pattern: str, expand_braces) -> List[str]:
+    """Shard URLs from a URL: a folder (its *.tar), a glob (matched against a listing) or a
+    `{000..009}` range (expanded by `expand_braces`)."""
+    import fnmatch
+
+    if pattern.endswith("/"):
+        return sorted(u for u in list_tree(pattern) if u.endswith(".tar") and "/" not in u[len(pattern):])
+    if any(c in pattern for c in "*?["):
+        folder = pattern[:max(pattern.rfind("/", 0, min(pattern.find(c) for c in "*?[" if c in pattern)), 0)]
+        return sorted(u for u in tree(folder) if fnmatch.fnmatchcase(u, pattern))
+    return expand_braces(pattern)
+
+
 def isdir(path: str) -> bool:
     """os.path.isdir; a URL is a folder when some object lies under it (one request)."""
     if not is_url(path):
@@ -241,7 +273,29 @@ def subfolders(url: str) -> List[str]:
     if not is_url(url):
         return sorted(entry.name for entry in os.scandir(url) if entry.is_dir())
     below = url.rstrip("/") + "/"
-    return sorted({k[len(below):].split("/", 1)[0] for k in tree(url) if "/" in k[len(below):]})
+    prefix = _memo[0]
+    if prefix and below.startswith(prefix):   # listed: ImageFiles lists its root first
+        return sorted({k[len(below):].split("/", 1)[0] for k in tree(url) if "/" in k[len(below):]})
+    return _folders(url)
+
+
+def _folders(url: str) -> List[str]:
+    """The folder names directly under `url` by a delimited listing (one request per 1000 folders)."""
+    bucket, key = split_url(url)
+    prefix = key.rstrip("/") + "/" if key.strip("/") else ""
+    names, token = set(), None
+    try:
+        for _ in range(MAX_PAGES):
+            page = client().list_objects_v2(Bucket=bucket, Prefix=prefix, Delimiter="/", MaxKeys=LIST_PAGE,
+                                            **({"ContinuationToken": token} if token else {}))
+            names |= {p["Prefix"][len(prefix):].rstrip("/") for p in page.get("CommonPrefixes", [])}
+            next_token = page.get("NextContinuationToken")
+            if not page.get("IsTruncated") or not next_token or next_token == token:
+                break
+            token = next_token
+    except Exception as e:  # as list_tree
+        raise failure(e, url) from None
+    return sorted(n for n in names if n)
 
 
 def walk_files(url: str) -> List[Tuple[str, List[str]]]:

@@ -28,6 +28,7 @@ import glob
 import hashlib
 import io
 import os
+import posixpath
 import re
 import tarfile
 import tempfile
@@ -37,6 +38,7 @@ from typing import List, Optional, Sequence
 import numpy as np
 
 from ..distributed import EpochSampler, resolve_shard
+from . import storage
 from .torch_dataset import SourceDataset
 from .files import encoded_images, require_file
 from .image_files import SUSPECT_BATCHES, ImageDecodeError, dali_reason
@@ -58,7 +60,9 @@ def expand_shards(shards) -> List[str]:
         shards = [os.fspath(shards)]
     found = []
     for pattern in shards:
-        if os.path.isdir(pattern):
+        if storage.is_url(pattern):
+            found += storage.expand_pattern(pattern, _expand_braces)
+        elif os.path.isdir(pattern):
             found += sorted(glob.glob(os.path.join(pattern, "*.tar")))
         elif any(c in pattern for c in "*?[") and not os.path.exists(pattern):
             found += sorted(glob.glob(pattern))
@@ -88,6 +92,10 @@ def _expand_braces(pattern: str) -> List[str]:
 def index_path(shard: str, cache_dir: Optional[str] = None) -> str:
     """Where a shard's index lives: beside it (`x.tar` -> `x.idx`), or in `cache_dir`
     under a name made from the shard's absolute path."""
+    if storage.is_url(shard):   # in the cache, named by URL and ETag: a changed object gets a new index
+        cache_dir = cache_dir or default_cache_dir()
+        digest = hashlib.sha1(f"{shard}\0{storage.etag(shard)}".encode()).hexdigest()[:16]
+        return os.path.join(cache_dir, f"{posixpath.basename(os.path.splitext(shard)[0])}-{digest}.idx")
     if cache_dir is None:
         return os.path.splitext(shard)[0] + ".idx"
     digest = hashlib.sha1(os.path.abspath(shard).encode()).hexdigest()[:16]
@@ -108,10 +116,11 @@ def split_name(name: str):
 def scan_shard(shard: str) -> List[List[tuple]]:
     """The samples of a tar, each a list of (key, data offset, size, member name), with tarfile;
     ValueError naming the shard if it is not a tar or is cut short."""
-    size = os.path.getsize(shard)
+    size = storage.getsize(shard)
     samples, last = [], None
-    try:
-        with tarfile.open(shard, "r:") as tar:
+    try:   # an object is read front to back once, by one GET
+        with tarfile.open(fileobj=storage.Stream(shard), mode="r|") if storage.is_url(shard) else \
+                tarfile.open(shard, "r:") as tar:
             for member in tar:
                 if not member.isfile():
                     continue
@@ -157,7 +166,7 @@ def parse_index(path: str, shard: str) -> List[List[tuple]]:
     parts = header.split()
     if len(parts) != 2 or parts[0] != INDEX_VERSION or not parts[1].isdigit() or int(parts[1]) != len(lines):
         raise ValueError(f"{path!r} is not a {INDEX_VERSION} index")
-    size, samples = os.path.getsize(shard), []
+    size, samples = storage.getsize(shard), []
     for line in lines:
         fields = line.split(" ")
         if len(fields) % 4:
@@ -187,6 +196,8 @@ def ensure_index(shard: str, cache_dir: Optional[str] = None) -> str:
 
 
 def _fresh(path: str, shard: str) -> bool:
+    if storage.is_url(shard):   # the name holds the ETag
+        return os.path.isfile(path)
     return os.path.isfile(path) and os.path.getmtime(path) >= os.path.getmtime(shard)
 
 
@@ -219,7 +230,7 @@ class WebDatasetSource:
 
     def _shard_samples(self, number: int, samples, label_key):
         shard, rows, labels = self.shards[number], [], []
-        with open(shard, "rb") as f:
+        with storage.open_binary(shard) as f:   # an object: ranged GETs
             for sample in samples:
                 image = [m for m in sample if m[0].lower() in self.image_keys]
                 if not image:
@@ -244,6 +255,8 @@ class WebDatasetSource:
     def image_bytes(self, i: int, limit: Optional[int] = None) -> bytes:
         """Sample i's encoded image (its first `limit` bytes, if given)."""
         _, offset, size, _ = self.members[i]
+        if storage.is_url(self.shards[self.shard_of[i]]):
+            return storage.read_bytes(self.shards[self.shard_of[i]], offset, size if limit is None else min(size, limit))
         with open(self.shards[self.shard_of[i]], "rb") as f:
             f.seek(offset)
             return f.read(size if limit is None else min(size, limit))
@@ -258,6 +271,8 @@ class WebDatasetSource:
             if getattr(self, "max_image_pixels", PIL_RULE) != PIL_RULE:   # a limit the user chose, applied
                 return open_unchecked(self.image_bytes(i)).convert("RGB")
             return Image.open(io.BytesIO(self.image_bytes(i))).convert("RGB")
+        except storage.StorageError:   # the store failed, not the image
+            raise
         except Exception as e:  # PIL raises OSError, SyntaxError, ValueError, ... for bad data
             raise ImageDecodeError(f"cannot decode image {self.describe(i)!r} ({type(e).__name__}: {e}); "
                                    f"remove or replace the sample", path=self.describe(i)) from e
@@ -282,6 +297,12 @@ class WebDatasetSource:
         """The encoded images of samples `indices`, each shard opened once per batch."""
         out: List[Optional[np.ndarray]] = [None] * len(indices)
         for number in np.unique(self.shard_of[indices]):
+            if storage.is_url(self.shards[number]):   # ranged GETs, neighbours coalesced, in parallel
+                ks = np.flatnonzero(self.shard_of[indices] == number)
+                parts = storage.read_ranges(self.shards[number], [self.members[indices[k]][1:3] for k in ks])
+                for k, data in zip(ks, parts):
+                    out[k] = np.frombuffer(data, dtype=np.uint8)
+                continue
             with open(self.shards[number], "rb") as f:
                 for k in np.flatnonzero(self.shard_of[indices] == number):
                     _, offset, size, _ = self.members[indices[k]]

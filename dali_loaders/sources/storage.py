@@ -30,6 +30,7 @@ SCHEME = "s3://"
 LIST_PAGE = 1000             # keys per listing request (S3's largest page)
 MAX_PAGES = 10_000_000       # a listing ends after this many pages, whatever the server says
 CONNECT_TIMEOUT_S, READ_TIMEOUT_S, ATTEMPTS = 5, 20, 3
+PROBE_TIMEOUT_S = 5          # the one request that asks why DALI's read failed
 COALESCE_GAP = 256 << 10     # tar members closer than this are fetched by one ranged GET
 MAX_SPAN = 64 << 20          # ...up to this many bytes per GET
 TEXT_LIMIT = 256 << 20       # a label file read from a URL
@@ -110,8 +111,13 @@ def client():
     return _client_of(os.getpid())
 
 
-@functools.lru_cache(maxsize=4)
-def _client_of(pid: int):
+def probe_client():
+    """One attempt, short time limits: for asking why a read already failed."""
+    return _client_of(os.getpid(), probe=True)
+
+
+@functools.lru_cache(maxsize=8)
+def _client_of(pid: int, probe: bool = False):
     try:
         import boto3
         from botocore.config import Config
@@ -122,6 +128,9 @@ def _client_of(pid: int):
     prepare_dali()   # a URL is in use: DALI's SDK may read one soon
     config = Config(connect_timeout=CONNECT_TIMEOUT_S, read_timeout=READ_TIMEOUT_S, retries=retries,
                     max_pool_connections=2 * READ_THREADS)
+    if probe:
+        config = Config(connect_timeout=PROBE_TIMEOUT_S, read_timeout=PROBE_TIMEOUT_S,
+                        retries={"mode": "standard", "total_max_attempts": 1})
     return boto3.session.Session().client("s3", config=config)
 
 
@@ -442,16 +451,17 @@ def open_binary(path: str):
 
 
 def dali_failure(message: str) -> Optional[StorageError]:
-    """The StorageError behind a DALI error that came from its S3 reader (it names bucket and
-    key, not the URL), or None for any other error."""
+    """The StorageError behind a DALI error that came from its S3 reader, or None for any other
+    error. DALI names bucket and key, and says "not found" for a store that is down as for a
+    missing object, so the object is asked for again (one HEAD, boto3's bounded retries)."""
     match = re.search(r"S3 [^\n]*?bucket=(\S+) object=(\S+?):?\s*$", message, re.MULTILINE)
     if not match:
         return None
     url = f"{SCHEME}{match.group(1)}/{match.group(2)}"
-    if re.search(r"curlCode|connect|timed? ?out|Timeout", message, re.IGNORECASE):
-        return StorageError(f"cannot reach the object store at {_plain(os.environ.get('AWS_ENDPOINT_URL', 'AWS'))} "
-                            f"reading {url}; check AWS_ENDPOINT_URL and that the server is up", url)
-    if re.search(r"denied|forbidden|403|InvalidAccessKey|Signature", message, re.IGNORECASE):
-        return StorageError(f"access to {url} was denied; check the credentials and the bucket's policy", url)
-    return ObjectNotFound(f"{url} could not be read (it no longer exists?): list the root again "
-                          f"(build the loader anew)", url)
+    bucket, key = split_url(url)
+    try:
+        probe_client().head_object(Bucket=bucket, Key=key)
+    except Exception as e:  # what the store says now: down, missing, denied
+        return failure(e, url)
+    return StorageError(f"DALI could not read {url} (the object store failed a request; it answers now): "
+                        f"load the loader's last state_dict() into a new loader to go on", url)

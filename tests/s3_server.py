@@ -10,6 +10,7 @@ from dali_loaders.testing.object_store import (  # noqa: F401  (the tests import
     WeedServer,
     aws_environment,
     free_ports,
+    identities_file,
 )
 
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 from image_data import image_id, write_garbage, write_solid_folder
-from s3_server import SECRET_KEY, Environment, aws_environment, free_ports
+from s3_server import SECRET_KEY, Environment, WeedServer, free_ports, identities_file
 from torchvision.datasets import ImageFolder
 from torchvision.transforms import v2
 
@@ -192,12 +192,35 @@ def test_a_closed_port_fails_fast_naming_the_url(val_url):
     no_secret(" ".join(str(w.message) for w in said))
 
 
-def test_wrong_credentials_are_named_without_the_secret(val_url):
-    """SeaweedFS accepts any key unless configured; the message must still hold no secret."""
-    with Environment({"AWS_SECRET_ACCESS_KEY": SECRET_KEY + "-wrong", "AWS_ACCESS_KEY_ID": "someone-else"}):
-        try:
-            loader = get_imagefolder_iter_dali(val_url, 4, False, 1, transform=recipe())
-            one_pass(loader)
-        except OSError as e:
-            assert "s3://images/val" in str(e)
-            no_secret(str(e))
+@pytest.fixture(scope="module")
+def guarded(tmp_path_factory, folder):
+    """A second server that lets in only the test keys (the session's lets anyone in)."""
+    where = str(tmp_path_factory.mktemp("guarded"))
+    server = WeedServer(where, ["-s3.config=" + identities_file(where)])
+    server.start()
+    try:
+        server.upload_folder(folder, "s3://guarded/val")
+        yield server
+    finally:
+        server.stop()
+
+
+def test_wrong_credentials_are_named_without_the_secret(guarded):
+    """Listing is boto3's (DALI keeps the session's endpoint): a wrong key is named, never said."""
+    wrong_secret = SECRET_KEY + "-wrong"
+    with Environment({"AWS_ENDPOINT_URL": guarded.endpoint, "AWS_SECRET_ACCESS_KEY": wrong_secret}):
+        with warnings.catch_warnings(record=True) as said:
+            warnings.simplefilter("always")
+            with pytest.raises(OSError, match=r"access to s3://guarded/val was denied") as e:
+                get_imagefolder_iter_dali("s3://guarded/val", 4, False, 1, transform=recipe())
+        text = str(e.value) + repr(e.value) + " ".join(str(w.message) for w in said)
+        assert wrong_secret not in text and SECRET_KEY not in text
+    with Environment({"AWS_ENDPOINT_URL": guarded.endpoint}):   # the right keys: listed
+        assert len(storage.list_tree("s3://guarded/val")) == sum(COUNTS.values())
+
+
+def test_verify_command_on_a_url(val_url, capsys):
+    from dali_loaders.cli import main
+
+    assert main(["verify", val_url]) == 0
+    assert "0 undecodable file(s) under s3://images/val" in capsys.readouterr().out

@@ -58,11 +58,12 @@ class WeedServer:
     """One `weed server` (master, volume, filer, S3) in `folder`; stop() and start() again
     keep the data and the ports."""
 
-    def __init__(self, folder: str):
-        self.folder = folder
+    def __init__(self, folder: str, extra_args=()):
+        self.folder, self.extra_args = folder, list(extra_args)
         self.master, self.volume, self.filer, self.s3 = free_ports(4)
         self.endpoint = f"http://127.0.0.1:{self.s3}"
         self.process = None
+        self.access_key = ACCESS_KEY
         self.log = os.path.join(folder, "weed.log")
 
     def start(self) -> None:
@@ -71,7 +72,7 @@ class WeedServer:
                    "-ip.bind=127.0.0.1", f"-master.port={self.master}", f"-volume.port={self.volume}",
                    f"-filer.port={self.filer}", "-s3", f"-s3.port={self.s3}", "-s3.port.iceberg=0",
                    "-s3.port.lance=0", "-master.telemetry=false", "-master.volumeSizeLimitMB=64",
-                   "-volume.max=0"]
+                   "-volume.max=0", *self.extra_args]
         with open(self.log, "ab") as log:
             self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         self.wait_ready()
@@ -81,7 +82,7 @@ class WeedServer:
         import boto3
         from botocore.config import Config
 
-        s3 = boto3.session.Session().client("s3", endpoint_url=self.endpoint, aws_access_key_id=ACCESS_KEY,
+        s3 = boto3.session.Session().client("s3", endpoint_url=self.endpoint, aws_access_key_id=self.access_key,
                                             aws_secret_access_key=SECRET_KEY, region_name="us-east-1",
                                             config=Config(connect_timeout=1, read_timeout=5,
                                                           retries={"total_max_attempts": 1}))
@@ -122,7 +123,7 @@ class WeedServer:
     def client(self):
         import boto3
 
-        return boto3.session.Session().client("s3", endpoint_url=self.endpoint, aws_access_key_id=ACCESS_KEY,
+        return boto3.session.Session().client("s3", endpoint_url=self.endpoint, aws_access_key_id=self.access_key,
                                               aws_secret_access_key=SECRET_KEY, region_name="us-east-1")
 
     def bucket(self, name: str) -> str:
@@ -147,6 +148,17 @@ class WeedServer:
                 s3.upload_file(path, bucket, key)
                 urls.append(f"s3://{bucket}/{key}")
         return urls
+
+
+def identities_file(folder: str) -> str:
+    """An -s3.config file that lets only ACCESS_KEY / SECRET_KEY in (SeaweedFS lets anyone in without one)."""
+    import json
+
+    path = os.path.join(folder, "identities.json")
+    with open(path, "w") as f:
+        json.dump({"identities": [{"name": "tests", "credentials": [{"accessKey": ACCESS_KEY, "secretKey": SECRET_KEY}],
+                                   "actions": ["Admin", "Read", "List", "Tagging", "Write"]}]}, f)
+    return path
 
 
 class Environment:

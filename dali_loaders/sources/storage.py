@@ -16,6 +16,7 @@ read, unless AWS_MAX_ATTEMPTS / AWS_RETRY_MODE (or the config file) say otherwis
 SDK: 3 attempts unless AWS_MAX_ATTEMPTS says otherwise (set in the environment when a URL
 is first used: the SDK reads it when its client is made).
 """
+import bisect
 import functools
 import io
 import os
@@ -35,9 +36,11 @@ COALESCE_GAP = 256 << 10     # tar members closer than this are fetched by one r
 MAX_SPAN = 64 << 20          # ...up to this many bytes per GET
 TEXT_LIMIT = 256 << 20       # a label file read from a URL
 READ_THREADS = 8
+MAX_OBJECT_BYTES = 1 << 30   # an object read whole into memory (an image, for PIL)
 
 _memo_lock = threading.Lock()
-_memo: Tuple[str, Dict[str, Tuple[int, str]]] = ("", {})   # the last tree listed: (prefix URL, {URL: (size, etag)})
+# the last tree listed: (prefix URL, {URL: (size, etag)}, the URLs sorted)
+_memo: Tuple[str, Dict[str, Tuple[int, str]], List[str]] = ("", {}, [])
 
 
 class StorageError(OSError):
@@ -139,7 +142,7 @@ def forget_clients() -> None:
     global _memo
     _client_of.cache_clear()
     with _memo_lock:
-        _memo = ("", {})
+        _memo = ("", {}, [])
 
 
 def prepare_dali() -> None:
@@ -208,16 +211,20 @@ def list_tree(url: str, page_size: int = LIST_PAGE) -> Dict[str, Tuple[int, str]
     except Exception as e:  # botocore's many exceptions, each said as what it means for `url`
         raise failure(e, url) from None
     with _memo_lock:
-        _memo = (f"{SCHEME}{bucket}/{prefix}", found)
+        _memo = (f"{SCHEME}{bucket}/{prefix}", found, sorted(found))
     return found
 
 
 def tree(url: str) -> Dict[str, Tuple[int, str]]:
     """The objects under `url`: from the last listing if it covers `url`, else listed now."""
-    prefix, found = _memo
+    prefix, found, ordered = _memo
     below = url.rstrip("/") + "/"
     if prefix and below.startswith(prefix):
-        return found if below == prefix else {k: v for k, v in found.items() if k.startswith(below)}
+        if below == prefix:
+            return found
+        # the URLs under `below` are one run of the sorted list: a class folder costs its own size
+        run = ordered[bisect.bisect_left(ordered, below):bisect.bisect_left(ordered, below[:-1] + "0")]
+        return {k: found[k] for k in run}
     list_tree(url)
     return tree(url)
 
@@ -263,7 +270,7 @@ def stat(url: str) -> Tuple[int, str]:
 def isfile(path: str) -> bool:
     if not is_url(path):
         return os.path.isfile(path)
-    prefix, found = _memo
+    prefix, found, _ = _memo
     if prefix and path.startswith(prefix):
         return path in found
     try:
@@ -344,7 +351,12 @@ def read_bytes(url: str, start: int = 0, length: Optional[int] = None) -> bytes:
     if length == 0:
         return b""
     try:
-        body = client().get_object(Bucket=bucket, Key=key, **ranged)["Body"]
+        answer = client().get_object(Bucket=bucket, Key=key, **ranged)
+        body = answer["Body"]
+        if length is None and int(answer.get("ContentLength", 0)) > MAX_OBJECT_BYTES:
+            body.close()
+            raise StorageError(f"{url} is {int(answer['ContentLength']) >> 20} MiB: over the "
+                               f"{MAX_OBJECT_BYTES >> 20} MiB read into memory at once", url)
         data = body.read() if length is None else body.read(length)
         body.close()
         return data
@@ -367,14 +379,14 @@ def openable(path: str):
     return io.BytesIO(read_bytes(path)) if is_url(path) else path
 
 
-def read_ranges(url: str, ranges: Sequence[Tuple[int, int]]) -> List[bytes]:
-    """The bytes of each (offset, size) of one object; ranges close together share one GET,
-    the GETs in parallel."""
+def read_ranges(url: str, ranges: Sequence[Tuple[int, int]], gap: int = COALESCE_GAP) -> List[bytes]:
+    """The bytes of each (offset, size) of one object; ranges less than `gap` apart share one
+    GET, the GETs in parallel."""
     order = sorted(range(len(ranges)), key=lambda i: ranges[i][0])
     spans: List[List[int]] = []   # [start, end, member indices...]
     for i in order:
         offset, size = ranges[i]
-        if spans and offset - spans[-1][1] <= COALESCE_GAP and offset + size - spans[-1][0] <= MAX_SPAN:
+        if spans and offset - spans[-1][1] <= gap and offset + size - spans[-1][0] <= MAX_SPAN:
             spans[-1][1] = max(spans[-1][1], offset + size)
             spans[-1].append(i)
         else:
@@ -441,6 +453,22 @@ class RangedFile:
 
     def __exit__(self, *exc):
         return False
+
+
+class PrefetchedFile(RangedFile):
+    """RangedFile whose reads of the (offset, size) pieces given were fetched up front together."""
+
+    def __init__(self, url: str, pieces: Sequence[Tuple[int, int]]):
+        super().__init__(url)
+        pieces = sorted(set(map(tuple, pieces)))
+        self.pieces = dict(zip(pieces, read_ranges(url, pieces, gap=4096))) if pieces else {}
+
+    def read(self, size: int) -> bytes:
+        data = self.pieces.get((self.position, size))
+        if data is None:
+            return super().read(size)
+        self.position += len(data)
+        return data
 
 
 def open_binary(path: str):

@@ -24,6 +24,7 @@ samples within a shard in the permutation's order. A batch therefore draws from 
 shards: write shards with their samples shuffled, as WebDataset recommends. The twin uses
 the same sampler, so it serves the same order.
 """
+import contextlib
 import glob
 import hashlib
 import io
@@ -230,15 +231,20 @@ class WebDatasetSource:
 
     def _shard_samples(self, number: int, samples, label_key):
         shard, rows, labels = self.shards[number], [], []
-        with storage.open_binary(shard) as f:   # an object: ranged GETs
-            for sample in samples:
+        cache = f"{self.index_paths[number]}.{label_key}.labels.npy" if storage.is_url(shard) and label_key else None
+        known = _cached_labels(cache, len(samples))
+        with _label_reader(shard, samples, label_key) if known is None else contextlib.nullcontext() as f:
+            for k, sample in enumerate(samples):
                 image = [m for m in sample if m[0].lower() in self.image_keys]
                 if not image:
                     raise ValueError(f"sample {split_name(sample[0][3])[0]!r} of shard {shard!r} has no image "
                                      f"(keys {[m[0] for m in sample]}, expected one of {list(self.image_keys)}); "
                                      f"pass image_keys= or fix the shard")
                 rows.append((number, image[0]))
-                labels.append(_read_label(f, shard, [m for m in sample if m[0] == label_key]))
+                labels.append(int(known[k]) if known is not None else
+                              _read_label(f, shard, [m for m in sample if m[0] == label_key]))
+        if cache and known is None:   # beside the index (named by URL and ETag): read once per object
+            np.save(cache, np.asarray(labels, dtype=np.int64))
         return rows, labels
 
     def __len__(self) -> int:
@@ -255,8 +261,9 @@ class WebDatasetSource:
     def image_bytes(self, i: int, limit: Optional[int] = None) -> bytes:
         """Sample i's encoded image (its first `limit` bytes, if given)."""
         _, offset, size, _ = self.members[i]
-        if storage.is_url(self.shards[self.shard_of[i]]):
-            return storage.read_bytes(self.shards[self.shard_of[i]], offset, size if limit is None else min(size, limit))
+        if storage.is_url(self.shards[self.shard_of[i]]):   # one ranged GET
+            return storage.read_bytes(self.shards[self.shard_of[i]], offset, size if limit is None else
+                                      min(size, limit))
         with open(self.shards[self.shard_of[i]], "rb") as f:
             f.seek(offset)
             return f.read(size if limit is None else min(size, limit))
@@ -316,6 +323,25 @@ class WebDatasetSource:
         except ImageDecodeError as e:
             return str(e.__cause__)
         return None
+
+
+def _label_reader(shard: str, samples, label_key):
+    """The shard opened for its label members: a file, or an object's label members fetched
+    together (ranged GETs in parallel)."""
+    if not storage.is_url(shard):
+        return open(shard, "rb")
+    wanted = [m[1:3] for sample in samples for m in sample if m[0] == label_key and m[2] <= MAX_LABEL_BYTES]
+    return storage.PrefetchedFile(shard, wanted)
+
+
+def _cached_labels(path: Optional[str], n: int) -> Optional[np.ndarray]:
+    if path is None or not os.path.isfile(path):
+        return None
+    try:
+        labels = np.load(path, allow_pickle=False)
+    except (OSError, ValueError):   # damaged: read again
+        return None
+    return labels if labels.shape == (n,) and labels.dtype == np.int64 else None
 
 
 def _read_label(f, shard: str, members) -> int:

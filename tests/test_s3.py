@@ -5,7 +5,6 @@ import os
 import shutil
 import warnings
 
-import numpy as np
 import pytest
 import torch
 from image_data import image_id, write_garbage, write_solid_folder

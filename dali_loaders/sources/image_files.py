@@ -93,7 +93,6 @@ class ImageFiles(FileSource):
         if not storage.isdir(root):
             raise FileNotFoundError(f"image folder {root!r} does not exist")
         if storage.is_url(root):   # listed once, now: the index, the label file's checks and the stamps read it
-            storage.prepare_dali()
             storage.list_tree(root)
         self.root = root
         if label_file is None:

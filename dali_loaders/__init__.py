@@ -35,8 +35,8 @@ from .loader.dali_loader import DaliLoader
 from .loader.torch_loader import TorchLoader
 from .sources.image_files import ImageDecodeError, verify_images
 from .transforms import DaliFunction, Untranslatable, register
+from .version import __version__
 
-__version__ = "0.1.0"
 
 # The standard datasets' names, in the README's order (datasets/ has one module each).
 STANDARD_DATASETS = ("mnist", "fashion_mnist", "kmnist", "emnist", "svhn", "stl10", "flowers102", "food101",

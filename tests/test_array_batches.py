@@ -100,7 +100,7 @@ def test_cifar_train_graph_leaves_no_per_sample_draw_or_crop_to_dali():
 
 
 def test_a_second_random_crop_is_dalis_and_both_are_applied():
-    from dali_loaders.loader.build import dali_loader
+    from dali_loaders.loader import dali_loader
 
     rows, cols = np.meshgrid(np.arange(32), np.arange(32), indexing="ij")
     image = np.stack([rows * 8, cols * 8, np.full_like(rows, 255)], axis=-1).astype(np.uint8)
@@ -131,7 +131,7 @@ def test_a_flip_is_the_feeders_only_while_nothing_else_touched_the_images():
 def test_the_feeders_flip_follows_the_crop_pixel_for_pixel():
     """Images that encode their pixel positions: each output is a window of its padded image,
     mirrored or not, and both happen."""
-    from dali_loaders.loader.build import dali_loader
+    from dali_loaders.loader import dali_loader
 
     rows, cols = np.meshgrid(np.arange(32), np.arange(32), indexing="ij")
     image = np.stack([rows * 8, cols * 8, np.full_like(rows, 255)], axis=-1).astype(np.uint8)
@@ -168,7 +168,7 @@ def test_labels_read_on_the_host_stay_with_their_images_through_a_resume():
     """An array source's labels leave the graph (the loader reads them by index): each image
     still comes with its own label, each sample once an epoch, and a resumed epoch serves
     exactly what the uninterrupted one did."""
-    from dali_loaders.loader.build import dali_loader
+    from dali_loaders.loader import dali_loader
 
     source = _indexed_source(600)
     transform = v2.Compose([v2.RandomCrop(8, padding=2), v2.RandomHorizontalFlip(), v2.PILToTensor()])

@@ -319,7 +319,7 @@ def plan_of(steps):
 
 
 def test_without_a_compiler_the_loaders_warn_once_and_branch_instead(tmp_path, monkeypatch):
-    from dali_loaders.loader.build import dali_loader
+    from dali_loaders.loader import dali_loader
 
     monkeypatch.setenv("CXX", str(tmp_path / "no-such-compiler"))
     monkeypatch.setenv(plugin.CACHE_ENV, str(tmp_path / "cache"))
@@ -340,7 +340,7 @@ def test_random_erasing_of_uint8_pixels_draws_torchvision_boxes_and_sets_the_val
     floats (tests/test_autoaugment.py), the value truncated into uint8 as torch copies it."""
     from scipy import stats
 
-    from dali_loaders.loader.build import dali_loader
+    from dali_loaders.loader import dali_loader
     from dali_loaders.sources.arrays import ArraySource
 
     n, size, value = 1024, (48, 64), (10.7, 20.0, 255.0)

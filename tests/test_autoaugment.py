@@ -12,7 +12,7 @@ from scipy import stats
 from torchvision.transforms import v2
 from torchvision.transforms.v2 import functional as F
 
-from dali_loaders.loader.build import dali_loader, serialized_gpu_graph
+from dali_loaders.loader import dali_loader, serialized_gpu_graph
 from dali_loaders.ops import plugin
 from dali_loaders.sources.arrays import ArraySource
 from dali_loaders.transforms import TRANSLATORS, Images, fused

@@ -278,9 +278,13 @@ def test_bad_arguments_are_named(cifar10, backend, kwargs, culprit):
 NO_DALI = "import sys; sys.modules['nvidia.dali'] = None\n"
 
 
-def test_dali_needs_a_thread(cifar10):
-    with pytest.raises(ValueError, match="num_threads"):
-        get_cifar_iter_dali("train", cifar10, 8, 0)
+def test_zero_threads_runs_one_as_dataloader_runs_in_this_process(cifar10):
+    loader = get_cifar_iter_dali("val", cifar10, 8, 0, device="cpu")
+    twin = get_cifar_iter_torch("val", cifar10, 8, 0)
+    images, labels = next(iter(loader))
+    assert torch.equal(labels, next(iter(twin))[1]) and loader.pipeline.num_threads == 1
+    with pytest.raises(ValueError, match="num_workers"):
+        get_cifar_iter_dali("train", cifar10, 8, -1)
 
 
 def test_without_dali_warns_once_and_returns_the_twin(cifar10):

@@ -1,7 +1,7 @@
-"""The standard datasets' descriptions (datasets/_common.DatasetSpec) and the factories made
-from them: the committed factories are what the generator makes, every signature follows
-the argument table, the explicit factories (CIFAR, ImageNet, WebDataset) take every common
-argument too, and a spec's train splits, and only those, are shuffled."""
+"""The factories over DaliLoader: every standard dataset described once (datasets/_common.DatasetSpec),
+every documented positional signature still taking its arguments in its order, every factory taking
+DaliLoader's keywords (DataLoader's among them) with their meaning, and a spec's train splits, and
+only those, shuffled on both backends."""
 import dataclasses
 import importlib
 import inspect
@@ -9,27 +9,28 @@ import inspect
 import numpy as np
 import pytest
 import torch
+from torch.utils.data import SequentialSampler
 
 import dali_loaders
-from dali_loaders.datasets import _common, generate
+from dali_loaders.datasets import _common
+from dali_loaders.loader import DaliLoader, TorchLoader
 from dali_loaders.sources.arrays import ArraySource
 
-SPECS = [spec for name in generate.MODULES for spec in importlib.import_module(
-    f"dali_loaders.datasets.{name}").SPECS]
-EXPLICIT = ["get_cifar_iter_dali", "get_cifar_iter_torch", "get_imagenet_iter_dali", "get_imagenet_iter_torch",
-            "get_imagefolder_iter_dali", "get_imagefolder_iter_torch", "get_webdataset_iter_dali",
-            "get_webdataset_iter_torch"]
-
-
-def default_value(argument):
-    return inspect.Parameter.empty if argument.default is None else eval(argument.default, {"torch": torch})
-
-
-@pytest.mark.parametrize("name", generate.MODULES)
-def test_the_committed_factories_are_what_the_specs_make(name):
-    module = importlib.import_module(f"dali_loaders.datasets.{name}")
-    assert open(module.__file__).read() == generate.generated(module), (
-        f"datasets/{name}.py differs from its specs: run `python -m dali_loaders.datasets.generate`")
+MODULES = ("mnist", "svhn", "stl10", "flowers102", "food101", "oxford_pet", "tiny_imagenet")
+SPECS = [value for name in MODULES for value in vars(importlib.import_module(f"dali_loaders.datasets.{name}")).values()
+         if isinstance(value, _common.DatasetSpec)]
+# The positional parameters each factory documents (the library's first loaders' orders).
+POSITIONAL = {
+    "cifar": ["type", "image_dir", "batch_size", "num_threads", "local_rank", "world_size", "val_size", "cutout"],
+    "imagenet": ["type", "image_dir", "batch_size", "num_threads", "device_id", "num_gpus", "crop", "val_size",
+                 "world_size", "local_rank"],
+    "imagefolder": ["root", "batch_size", "train", "num_threads", "device_id", "crop", "val_size", "world_size",
+                    "local_rank"],
+    "webdataset": ["shards", "batch_size", "num_threads"],
+    "files": ["files", "batch_size", "train", "num_threads"],
+    **{name: ["type", "root", "batch_size", "num_threads"] for name in dali_loaders.STANDARD_DATASETS},
+}
+FACTORIES = [f"get_{name}_iter_{backend}" for name in POSITIONAL for backend in ("dali", "torch")]
 
 
 def test_every_standard_dataset_is_described_once():
@@ -38,31 +39,19 @@ def test_every_standard_dataset_is_described_once():
     assert sorted(names) == sorted(dali_loaders.STANDARD_DATASETS)
 
 
-@pytest.mark.parametrize("spec", SPECS, ids=lambda s: s.name)
-@pytest.mark.parametrize("backend", ["dali", "torch"])
-def test_signatures_follow_the_spec(spec, backend):
-    factory = getattr(dali_loaders, f"get_{spec.name}_iter_{backend}")
-    parameters = list(inspect.signature(factory).parameters.values())
-    expected = spec.arguments(backend)
-    assert [p.name for p in parameters] == [a.name for a in expected]
-    for parameter, argument in zip(parameters, expected):
-        kind = inspect.Parameter.POSITIONAL_OR_KEYWORD if argument.positional else inspect.Parameter.KEYWORD_ONLY
-        assert parameter.kind == kind, parameter.name
-        assert parameter.default == default_value(argument), parameter.name
-    assert factory.__doc__ and factory.__doc__.split()[:3] == inspect.cleandoc(
-        spec.dali_doc if backend == "dali" else spec.torch_doc).split()[:3]
+@pytest.mark.parametrize("name", FACTORIES)
+def test_the_documented_positional_order_holds(name):
+    parameters = inspect.signature(getattr(dali_loaders, name)).parameters.values()
+    positional = [p.name for p in parameters if p.kind == inspect.Parameter.POSITIONAL_OR_KEYWORD]
+    assert positional == POSITIONAL[name[4:].rsplit("_iter_", 1)[0]]
+    assert any(p.kind == inspect.Parameter.VAR_KEYWORD for p in parameters), f"{name} does not pass DaliLoader's keywords on"
 
 
-@pytest.mark.parametrize("name", EXPLICIT)
-def test_the_explicit_factories_take_every_common_argument(name):
-    parameters = inspect.signature(getattr(dali_loaders, name)).parameters
-    backend = name.rsplit("_", 1)[1]
-    missing = [a.name for a in _common.ARGUMENTS
-               if backend in a.backends and a.name not in ("type", "root") and a.name not in parameters]
-    assert not missing, f"{name} lacks {missing}: add them by hand (datasets/_common.py says how)"
-    for argument in _common.ARGUMENTS:
-        if argument.name in parameters and argument.default is not None:
-            assert parameters[argument.name].default == default_value(argument), (name, argument.name)
+def test_no_module_generates_code():
+    import dali_loaders.datasets as datasets
+    import pkgutil
+
+    assert "generate" not in [m.name for m in pkgutil.iter_modules(datasets.__path__)]
 
 
 # What each dataset's docstring promises: the splits that shuffle (and get the augmenting recipe).
@@ -83,70 +72,51 @@ def test_the_splits_are_consistent(spec):
         spec.split("no-such-split")
 
 
-def test_a_new_argument_is_one_row(monkeypatch):
-    """Adding an Argument to the table puts it in every generated signature and call."""
-    extra = _common.Argument("even_batches", "False", to_loader=True)
-    monkeypatch.setattr(_common, "ARGUMENTS", _common.ARGUMENTS + (extra,))
-    for spec in SPECS:
-        for backend in ("dali", "torch"):
-            source = generate.factory(spec, backend)
-            head = source[:source.index('"""')]
-            assert "even_batches=False" in head and "even_batches=even_batches" in source, (spec.name, backend)
-
-
 def labelled_source(n):
     """n grey 8x8 images whose label is their index: the order a loader serves."""
     images = np.zeros((n, 8, 8, 1), dtype=np.uint8)
     return ArraySource(images, np.arange(n), "order")
 
 
-def served_order(spec, backend, split, n=24):
-    """The labels one epoch serves for `split`, through the spec's factory path, over a
-    source whose labels are the sample indices (the spec's own reader replaced)."""
-    fake = dataclasses.replace(spec, source=lambda root, which, **own: labelled_source(n), twin=None,
-                               recipe=lambda train: lambda image: image, own=())
-    args = {a.name: (None if a.default is None else default_value(a)) for a in fake.arguments(backend)}
-    from torchvision.transforms import v2
-    args.update(type=split, root="unused", batch_size=5, num_threads=1, seed=3,
-                transform=v2.Compose([v2.ToImage(), v2.ToDtype(torch.float32, scale=True)]))
-    loader = (_common.open_dali(fake, None, args) if backend == "dali" else _common.open_torch(fake, args))
+def fake_spec(spec, n=24):
+    return dataclasses.replace(spec, source=lambda root, which, **own: labelled_source(n), twin=None)
+
+
+def served(loader):
     return np.concatenate([labels.numpy() for _, labels in loader])
+
+
+def open_fake(spec, backend, split, **options):
+    from torchvision.transforms import v2
+
+    options.setdefault("transform", v2.Compose([v2.ToImage(), v2.ToDtype(torch.float32, scale=True)]))
+    if backend == "dali":
+        return _common.open_dali(fake_spec(spec), split, "unused", 5, 1, True, dict(seed=3, device="cpu", **options))
+    return _common.open_torch(fake_spec(spec), split, "unused", 5, 1, dict(seed=3, **options))
 
 
 @pytest.mark.parametrize("spec", SPECS, ids=lambda s: s.name)
 def test_train_splits_and_only_they_are_shuffled_on_both_backends(spec):
     for split in list(spec.splits) + list(spec.aliases):
-        dali, twin = served_order(spec, "dali", split), served_order(spec, "torch", split)
+        dali, twin = served(open_fake(spec, "dali", split)), served(open_fake(spec, "torch", split))
         assert sorted(dali) == list(range(24)) and np.array_equal(dali, twin), (spec.name, split)
         shuffled = not np.array_equal(dali, np.arange(24))
         assert shuffled == (spec.split(split) in spec.train_splits), (spec.name, split)
 
 
-def test_own_arguments_go_to_the_loader_or_to_the_reader(monkeypatch):
-    """An own Argument with to_loader reaches dali_loader()/torch_loader(); one without it
-    reaches the spec's source (and twin), checked by its check, and nothing else."""
+def test_dataloader_keywords_keep_their_meaning_in_the_factories():
     spec = next(s for s in SPECS if s.name == "svhn")
-    calls = {}
-
-    def source(root, which, **own):
-        calls["source"] = own
-        return labelled_source(8)
-
-    def check(value):
-        if value < 0:
-            raise ValueError("limit must be >= 0")
-        return value
-
-    fake = dataclasses.replace(spec, source=source, own=(
-        _common.Argument("on_bad", '"raise"', to_loader=True), _common.Argument("limit", "0", check=check)))
-    monkeypatch.setattr(_common, "dali_loader", lambda *a, **kw: calls.setdefault("dali_loader", kw))
-    monkeypatch.setattr(_common, "torch_loader", lambda *a, **kw: calls.setdefault("torch_loader", kw))
+    # shuffle= overrides the split's default; sampler= chooses the order; num_workers= the threads
+    assert not np.array_equal(served(open_fake(spec, "dali", "test", shuffle=True)), np.arange(24))
+    backwards = list(range(23, -1, -1))
     for backend in ("dali", "torch"):
-        args = {a.name: (None if a.default is None else default_value(a)) for a in fake.arguments(backend)}
-        args.update(type="test", root="unused", batch_size=4, on_bad="skip", limit=3)
-        (_common.open_dali(fake, None, args) if backend == "dali" else _common.open_torch(fake, args))
-        assert calls["source"] == {"limit": 3}
-        assert calls[f"{backend}_loader"]["on_bad"] == "skip" and "limit" not in calls[f"{backend}_loader"]
-        with pytest.raises(ValueError, match="limit must be"):
-            args["limit"] = -1
-            (_common.open_dali(fake, None, args) if backend == "dali" else _common.open_torch(fake, args))
+        loader = open_fake(spec, backend, "test", sampler=backwards, num_workers=0, pin_memory=False,
+                           persistent_workers=False)
+        assert isinstance(loader, DaliLoader if backend == "dali" else TorchLoader)
+        assert served(loader).tolist() == backwards
+    with pytest.raises(ValueError, match="collate_fn.*batch_transform"):
+        open_fake(spec, "dali", "train", collate_fn=lambda samples: samples)
+    with pytest.raises(TypeError, match="no_such_keyword"):
+        open_fake(spec, "dali", "train", no_such_keyword=1)
+    with pytest.raises(ValueError, match="mutually exclusive with shuffle"):
+        open_fake(spec, "torch", "train", sampler=SequentialSampler(range(24)), shuffle=True)

@@ -148,7 +148,7 @@ def test_cifar_loader_is_the_same_without_the_plugin(monkeypatch):
     """The loader's batches with our operator and gather equal those of DALI's
     crop_mirror_normalize and numpy's crop (DALI_LOADERS_NO_NORMALIZE_PLUGIN=1), bit for bit."""
     from dali_loaders import recipes
-    from dali_loaders.loader.build import dali_loader
+    from dali_loaders.loader import dali_loader
     from dali_loaders.sources.arrays import ArraySource
 
     rng = np.random.default_rng(4)

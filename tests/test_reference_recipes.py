@@ -17,7 +17,7 @@ from torchvision.transforms import v2
 from torchvision.transforms.v2 import functional as F
 
 from dali_loaders import transforms
-from dali_loaders.loader.build import dali_loader
+from dali_loaders.loader import dali_loader
 from dali_loaders.sources.arrays import ArraySource
 from dali_loaders.transforms import Images
 from dali_loaders.transforms import auto_augment as aa

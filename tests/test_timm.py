@@ -13,7 +13,7 @@ from test_autoaugment import same_distribution
 from test_transforms import dali_outputs, photo_files, twin_outputs  # noqa: F401  (fixture)
 
 from dali_loaders import transforms
-from dali_loaders.loader.build import dali_loader, serialized_gpu_graph
+from dali_loaders.loader import dali_loader, serialized_gpu_graph
 from dali_loaders.sources.arrays import ArraySource
 from dali_loaders.transforms import Images
 

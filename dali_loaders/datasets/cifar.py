@@ -8,13 +8,11 @@ under "labels" (CIFAR-10) or "fine_labels" and "coarse_labels" (CIFAR-100).
 import os
 
 import numpy as np
-import torch
 
 from .. import recipes
-from ..loader.build import dali_loader
+from ..loader import DaliLoader, TorchLoader
 from ..loader.checks import check_count
-from ..loader.fallback import dali_available, fall_back
-from ..loader.torch_loader import SourceDataset, torch_loader
+from ..loader.fallback import dali_available, warn_fallback
 from ..sources.arrays import ArraySource
 from ..sources.formats import load_array_pickle
 
@@ -96,10 +94,7 @@ def _check_args(type: str, batch_size, val_size: int, cutout: int) -> bool:
 
 
 def get_cifar_iter_dali(type, image_dir, batch_size, num_threads=4, local_rank=None, world_size=None,
-                        val_size=32, cutout=0, *, dataset="cifar10", label_type="fine", seed=None,
-                        drop_last=False, device_id=None, rank=None, fallback=True, transform=None,
-                        python_fallback=False, memory_format=torch.contiguous_format, batch_transform=None,
-                        device=None, dali_cpu=None, output="tuple", target_transform=None, even_batches=False):
+                        val_size=32, cutout=0, *, dataset="cifar10", label_type="fine", fallback=True, **options):
     """A DataLoader-like CIFAR-10/100 iterator on DALI: `for images, labels in loader`.
 
     `transform`: a torchvision transform, handed each 32x32 RGB image as torchvision's CIFAR10
@@ -109,37 +104,33 @@ def get_cifar_iter_dali(type, image_dir, batch_size, num_threads=4, local_rank=N
     to torch.distributed's or torchrun's; `local_rank` picks the GPU (and, given alone, the
     shard, as it used to). `batch_transform`: torchvision v2 MixUp(alpha, num_classes), CutMix(...)
     or RandomChoice([MixUp(...), CutMix(...)]) on each batch; labels then float (B, num_classes).
+    Every other keyword is DaliLoader's (shuffle, sampler, seed, device, ...).
     """
     if not dali_available():
-        return fall_back(fallback, get_cifar_iter_torch, locals())
+        warn_fallback(fallback)
+        return get_cifar_iter_torch(type, image_dir, batch_size, num_threads, local_rank, world_size, val_size,
+                                    cutout, dataset=dataset, label_type=label_type, **options)
     train = _check_args(type, batch_size, val_size, cutout)
-    check_count("num_threads", num_threads, 1, " (DALI worker threads)")
     source = cifar_source(image_dir, train, dataset, label_type)
-    return dali_loader(source, transform or recipes.cifar(train, dataset, cutout), train=train,
-                       batch_size=batch_size, num_threads=num_threads, seed=seed, drop_last=drop_last,
-                       rank=rank, world_size=world_size, local_rank=local_rank, device_id=device_id,
-                       python_fallback=python_fallback, memory_format=memory_format, batch_transform=batch_transform,
-                       device=device, dali_cpu=dali_cpu, output=output, target_transform=target_transform,
-                       even_batches=even_batches)
+    transform = options.pop("transform", None) or recipes.cifar(train, dataset, cutout)
+    workers = options.pop("num_workers", num_threads)
+    return DaliLoader(source, batch_size, **{"shuffle": train, **options},
+                      num_workers=workers, transform=transform, local_rank=local_rank, world_size=world_size)
 
 
 # -- the torchvision twin ----------------------------------------------------------------
 
 
 def get_cifar_iter_torch(type, image_dir, batch_size, num_threads=4, local_rank=None, world_size=None,
-                         val_size=32, cutout=0, *, dataset="cifar10", label_type="fine", seed=None,
-                         drop_last=False, device_id=None, rank=None, transform=None, python_fallback=False,
-                         memory_format=torch.contiguous_format, batch_transform=None, device=None,
-                         dali_cpu=None, output="tuple", target_transform=None, even_batches=False):
+                         val_size=32, cutout=0, *, dataset="cifar10", label_type="fine", **options):
     """The torchvision twin of get_cifar_iter_dali: same arguments, same recipe, same sample
     order; `num_threads` is the number of DataLoader workers. Outputs stay on the CPU.
     It reads the pickles itself (no md5 check) and hands the transform PIL images, as
     torchvision's CIFAR10 does."""
     train = _check_args(type, batch_size, val_size, cutout)
     source = cifar_source(image_dir, train, dataset, label_type)
-    dataset_ = SourceDataset(source, transform or recipes.cifar(train, dataset, cutout))
-    return torch_loader(dataset_, train=train, batch_size=batch_size, num_workers=num_threads, seed=seed,
-                        drop_last=drop_last, rank=rank, world_size=world_size, local_rank=local_rank,
-                        memory_format=memory_format, batch_transform=batch_transform, device=device,
-                        dali_cpu=dali_cpu, output=output, target_transform=target_transform,
-                        even_batches=even_batches)
+    transform = options.pop("transform", None) or recipes.cifar(train, dataset, cutout)
+    workers = options.pop("num_workers", num_threads)
+    options = {"shuffle": train, "persistent_workers": workers > 0, **options}
+    return TorchLoader(source, batch_size, num_workers=workers,
+                       transform=transform, local_rank=local_rank, world_size=world_size, **options)

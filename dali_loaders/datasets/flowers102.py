@@ -49,32 +49,13 @@ def flowers_source(root: str, split: str) -> FileSource:
 
 
 FLOWERS102 = _common.DatasetSpec(
-    name="flowers102", splits=SPLITS, train_splits=("train",), source=flowers_source, recipe=recipes.imagenet,
-    own=_common.IMAGE_FILE_ARGUMENTS,
-    dali_doc="""A DataLoader-like Flowers-102 iterator on DALI: `for images, labels in loader`.
-
-    `root` holds flowers-102/; type is 'train', 'val' or 'test' (setid.mat's splits).
-    `transform` is handed each image decoded to RGB, as torchvision's Flowers102 hands it,
-    and runs inside DALI; default recipes.imagenet (train: RandomResizedCrop(224) and flip;
-    val/test: Resize(256), CenterCrop(224); ImageNet's mean and std). An image that cannot
-    be decoded stops the epoch with an ImageDecodeError naming it. The other arguments as
-    get_cifar_iter_dali's.""",
-    torch_doc="""The twin of get_flowers102_iter_dali. torchvision's Flowers102 refuses label and split
-    files whose md5 is not the published one, so the twin reads the same files the same
-    way (loadmat, labels - 1, setid order) through SourceDataset, loading each image as
-    torchvision's default loader does (PIL, convert("RGB")).""")
-SPECS = (FLOWERS102,)
+    name="flowers102", splits=SPLITS, train_splits=("train",), source=flowers_source, recipe=recipes.imagenet)
 
 
-# -- generated from the specs above by `python -m dali_loaders.datasets.generate`; do not edit below
+# -- the factories: the library's positional arguments, the dataset's own keywords, then DaliLoader's
 
 
-def get_flowers102_iter_dali(type, root, batch_size, num_threads=4, *, max_image_pixels="pil",
-                             on_error="raise", seed=None, drop_last=False, rank=None, world_size=None,
-                             local_rank=None, device_id=None, transform=None, python_fallback=False,
-                             batch_transform=None, memory_format=torch.contiguous_format, device=None,
-                             dali_cpu=None, output="tuple", target_transform=None, even_batches=False,
-                             fallback=True):
+def get_flowers102_iter_dali(type, root, batch_size, num_threads=4, *, fallback=True, **options):
     """A DataLoader-like Flowers-102 iterator on DALI: `for images, labels in loader`.
 
     `root` holds flowers-102/; type is 'train', 'val' or 'test' (setid.mat's splits).
@@ -83,28 +64,12 @@ def get_flowers102_iter_dali(type, root, batch_size, num_threads=4, *, max_image
     val/test: Resize(256), CenterCrop(224); ImageNet's mean and std). An image that cannot
     be decoded stops the epoch with an ImageDecodeError naming it. The other arguments as
     get_cifar_iter_dali's."""
-    args = dict(type=type, root=root, batch_size=batch_size, num_threads=num_threads,
-                max_image_pixels=max_image_pixels, on_error=on_error, seed=seed, drop_last=drop_last,
-                rank=rank, world_size=world_size, local_rank=local_rank, device_id=device_id,
-                transform=transform, python_fallback=python_fallback, batch_transform=batch_transform,
-                memory_format=memory_format, device=device, dali_cpu=dali_cpu, output=output,
-                target_transform=target_transform, even_batches=even_batches, fallback=fallback)
-    return _common.open_dali(FLOWERS102, get_flowers102_iter_torch, args)
+    return _common.open_dali(FLOWERS102, type, root, batch_size, num_threads, fallback, options)
 
 
-def get_flowers102_iter_torch(type, root, batch_size, num_threads=4, *, max_image_pixels="pil",
-                              on_error="raise", seed=None, drop_last=False, rank=None, world_size=None,
-                              local_rank=None, device_id=None, transform=None, python_fallback=False,
-                              batch_transform=None, memory_format=torch.contiguous_format, device=None,
-                              dali_cpu=None, output="tuple", target_transform=None, even_batches=False):
+def get_flowers102_iter_torch(type, root, batch_size, num_threads=4, **options):
     """The twin of get_flowers102_iter_dali. torchvision's Flowers102 refuses label and split
     files whose md5 is not the published one, so the twin reads the same files the same
     way (loadmat, labels - 1, setid order) through SourceDataset, loading each image as
     torchvision's default loader does (PIL, convert("RGB"))."""
-    args = dict(type=type, root=root, batch_size=batch_size, num_threads=num_threads,
-                max_image_pixels=max_image_pixels, on_error=on_error, seed=seed, drop_last=drop_last,
-                rank=rank, world_size=world_size, local_rank=local_rank, device_id=device_id,
-                transform=transform, python_fallback=python_fallback, batch_transform=batch_transform,
-                memory_format=memory_format, device=device, dali_cpu=dali_cpu, output=output,
-                target_transform=target_transform, even_batches=even_batches)
-    return _common.open_torch(FLOWERS102, args)
+    return _common.open_torch(FLOWERS102, type, root, batch_size, num_threads, options)

@@ -2,16 +2,11 @@
 import os
 from typing import Optional
 
-import torch
-
 from .. import recipes
-from ..loader.build import dali_loader
+from ..loader import DaliLoader, TorchLoader
 from ..loader.checks import check_count
-from ..loader.fallback import dali_available, fall_back
-from ..loader.torch_loader import SourceDataset, torch_loader
-
-# A decode error surfaces while DALI may already be working on the next batches (prefetch).
-from ..sources.image_files import ImageFiles, name_the_file
+from ..loader.fallback import dali_available, warn_fallback
+from ..sources.image_files import ImageFiles
 from ..sources.screening import PIL_RULE
 from ..sources.storage import isdir, join, subfolders
 
@@ -54,13 +49,26 @@ def _train_classes(split: str, label_file: Optional[str]):
     return subfolders(train) or None
 
 
+def _folder_loader(loader_class, root, batch_size, train, num_threads, crop, val_size, world_size, local_rank,
+                   label_file, classes, options: dict, device_id=None):
+    """A DaliLoader or TorchLoader over a class-per-folder index (screened as the options say)."""
+    _check_args(batch_size, num_threads, crop, val_size)
+    train = _check_train(train)
+    index = ImageFiles(root, label_file, classes, options.get("max_image_pixels", PIL_RULE),
+                       options.get("on_error", "raise"))
+    transform = options.pop("transform", None) or recipes.imagenet(train, crop, val_size)
+    workers = options.pop("num_workers", num_threads)
+    if loader_class is TorchLoader:
+        options = {"persistent_workers": workers > 0, **options}
+    else:
+        options["device_id"] = device_id
+    return loader_class(index, batch_size, **{"shuffle": train, **options}, num_workers=workers,
+                        transform=transform, world_size=world_size, local_rank=local_rank)
+
+
 def get_imagefolder_iter_dali(root, batch_size, train, num_threads=4, device_id=None,
                               crop=recipes.IMAGENET_CROP, val_size=recipes.IMAGENET_VAL_SIZE, world_size=None,
-                              local_rank=None, *, label_file=None, seed=None, drop_last=False, rank=None,
-                              fallback=True, classes=None, transform=None, python_fallback=False,
-                              memory_format=torch.contiguous_format, batch_transform=None, device=None,
-                              dali_cpu=None, output="tuple", target_transform=None, max_image_pixels=PIL_RULE,
-                              on_error="raise", even_batches=False):
+                              local_rank=None, *, label_file=None, classes=None, fallback=True, **options):
     """A DataLoader-like iterator over a class-per-folder dataset on DALI.
 
     `root/<class>/<image>` as torchvision's ImageFolder reads it (same classes, same labels),
@@ -76,29 +84,19 @@ def get_imagefolder_iter_dali(root, batch_size, train, num_threads=4, device_id=
     whose header claims more pixels are refused (or skipped) undecoded; default PIL's rule
     (warn above PIL.Image.MAX_IMAGE_PIXELS, refuse above twice it), None: no limit. `batch_transform`: torchvision
     v2 MixUp(alpha, num_classes), CutMix(...) or RandomChoice([MixUp(...), CutMix(...)]) on each batch;
-    labels then float (B, num_classes).
+    labels then float (B, num_classes). Every other keyword is DaliLoader's.
     """
     if not dali_available():
-        return fall_back(fallback, get_imagefolder_iter_torch, locals())
-    _check_args(batch_size, num_threads, crop, val_size)
-    train = _check_train(train)
-    index = ImageFiles(root, label_file, classes, max_image_pixels, on_error)
-    return dali_loader(index, transform or recipes.imagenet(train, crop, val_size), train=train,
-                       batch_size=batch_size, num_threads=num_threads, seed=seed, drop_last=drop_last,
-                       rank=rank, world_size=world_size, local_rank=local_rank, device_id=device_id,
-                       python_fallback=python_fallback, memory_format=memory_format,
-                       batch_transform=batch_transform, explain_failure=name_the_file(index, batch_size),
-                       device=device, dali_cpu=dali_cpu, output=output, target_transform=target_transform,
-                       even_batches=even_batches)
+        warn_fallback(fallback)
+        return get_imagefolder_iter_torch(root, batch_size, train, num_threads, device_id, crop, val_size,
+                                          world_size, local_rank, label_file=label_file, classes=classes, **options)
+    return _folder_loader(DaliLoader, root, batch_size, train, num_threads, crop, val_size, world_size, local_rank,
+                          label_file, classes, options, device_id)
 
 
 def get_imagenet_iter_dali(type, image_dir, batch_size, num_threads=4, device_id=None, num_gpus=1,
                            crop=recipes.IMAGENET_CROP, val_size=recipes.IMAGENET_VAL_SIZE, world_size=None,
-                           local_rank=None, *, label_file=None, seed=None, drop_last=False, rank=None,
-                           fallback=True, transform=None, python_fallback=False,
-                           memory_format=torch.contiguous_format, batch_transform=None, device=None,
-                           dali_cpu=None, output="tuple", target_transform=None, max_image_pixels=PIL_RULE,
-                           on_error="raise", even_batches=False):
+                           local_rank=None, *, label_file=None, fallback=True, **options):
     """A DataLoader-like ImageNet iterator on DALI: `for images, labels in loader`.
 
     `image_dir` holds train/<class>/... and val/<class>/... (or a flat val/ with
@@ -107,57 +105,28 @@ def get_imagenet_iter_dali(type, image_dir, batch_size, num_threads=4, device_id
     processes is `world_size` (default: torch.distributed's or torchrun's). Otherwise as
     get_imagefolder_iter_dali.
     """
-    if not dali_available():
-        return fall_back(fallback, get_imagenet_iter_torch, locals())
     _check_args(batch_size, num_threads, crop, val_size)
     split = _imagenet_split(type, image_dir)
-    return get_imagefolder_iter_dali(split, batch_size, type == "train", num_threads, device_id, crop,
-                                     val_size, world_size, local_rank, label_file=label_file, seed=seed,
-                                     drop_last=drop_last, rank=rank, fallback=fallback,
-                                     classes=_train_classes(split, label_file), transform=transform,
-                                     python_fallback=python_fallback, memory_format=memory_format,
-                                     batch_transform=batch_transform, device=device, dali_cpu=dali_cpu,
-                                     output=output, target_transform=target_transform,
-                                     max_image_pixels=max_image_pixels, on_error=on_error,
-                                     even_batches=even_batches)
+    return get_imagefolder_iter_dali(split, batch_size, type == "train", num_threads, device_id, crop, val_size,
+                                     world_size, local_rank, label_file=label_file,
+                                     classes=_train_classes(split, label_file), fallback=fallback, **options)
 
 
 def get_imagefolder_iter_torch(root, batch_size, train, num_threads=4, device_id=None,
                                crop=recipes.IMAGENET_CROP, val_size=recipes.IMAGENET_VAL_SIZE, world_size=None,
-                               local_rank=None, *, label_file=None, seed=None, drop_last=False, rank=None,
-                               classes=None, transform=None, python_fallback=False,
-                               memory_format=torch.contiguous_format, batch_transform=None, device=None,
-                               dali_cpu=None, output="tuple", target_transform=None, max_image_pixels=PIL_RULE,
-                               on_error="raise", even_batches=False):
+                               local_rank=None, *, label_file=None, classes=None, **options):
     """The torchvision twin of get_imagefolder_iter_dali: same arguments, same recipe, same
     sample order; `num_threads` is the number of DataLoader workers. Outputs stay on the CPU."""
-    _check_args(batch_size, num_threads, crop, val_size)
-    train = _check_train(train)
-    index = ImageFiles(root, label_file, classes, max_image_pixels, on_error)
-    dataset = SourceDataset(index, transform or recipes.imagenet(train, crop, val_size))
-    return torch_loader(dataset, train=train, batch_size=batch_size, num_workers=num_threads, seed=seed,
-                        drop_last=drop_last, rank=rank, world_size=world_size, local_rank=local_rank,
-                        memory_format=memory_format, batch_transform=batch_transform, device=device,
-                        dali_cpu=dali_cpu, output=output, target_transform=target_transform,
-                        even_batches=even_batches)
+    return _folder_loader(TorchLoader, root, batch_size, train, num_threads, crop, val_size, world_size, local_rank,
+                          label_file, classes, options)
 
 
 def get_imagenet_iter_torch(type, image_dir, batch_size, num_threads=4, device_id=None, num_gpus=1,
                             crop=recipes.IMAGENET_CROP, val_size=recipes.IMAGENET_VAL_SIZE, world_size=None,
-                            local_rank=None, *, label_file=None, seed=None, drop_last=False, rank=None,
-                            transform=None, python_fallback=False, memory_format=torch.contiguous_format,
-                            batch_transform=None, device=None, dali_cpu=None, output="tuple",
-                            target_transform=None, max_image_pixels=PIL_RULE, on_error="raise",
-                            even_batches=False):
+                            local_rank=None, *, label_file=None, **options):
     """The torchvision twin of get_imagenet_iter_dali (same arguments, same order)."""
     _check_args(batch_size, num_threads, crop, val_size)
     split = _imagenet_split(type, image_dir)
-    return get_imagefolder_iter_torch(split, batch_size, type == "train", num_threads, device_id, crop,
-                                      val_size, world_size, local_rank, label_file=label_file, seed=seed,
-                                      drop_last=drop_last, rank=rank,
-                                      classes=_train_classes(split, label_file), transform=transform,
-                                      python_fallback=python_fallback, memory_format=memory_format,
-                                      batch_transform=batch_transform, device=device, dali_cpu=dali_cpu,
-                                      output=output, target_transform=target_transform,
-                                      max_image_pixels=max_image_pixels, on_error=on_error,
-                                      even_batches=even_batches)
+    return get_imagefolder_iter_torch(split, batch_size, type == "train", num_threads, device_id, crop, val_size,
+                                      world_size, local_rank, label_file=label_file,
+                                      classes=_train_classes(split, label_file), **options)

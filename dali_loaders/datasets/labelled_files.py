@@ -16,16 +16,14 @@ import zlib
 from typing import Callable, List, Optional, Sequence, Union
 
 import numpy as np
-import torch
 
 from .. import recipes
-from ..loader.build import dali_loader
+from ..loader import DaliLoader, TorchLoader
 from ..loader.checks import check_count
-from ..loader.fallback import dali_available, fall_back
+from ..loader.fallback import dali_available, warn_fallback
 from ..loader.outputs import LabelTable
-from ..loader.torch_loader import SourceDataset, torch_loader
 from ..sources.files import FileSource
-from ..sources.image_files import is_image, name_the_file
+from ..sources.image_files import is_image
 from ..sources.storage import commonpath, is_url, isdir, isfile, join, list_tree, normpath, read_text
 
 Label = Union[int, str, Sequence[int]]
@@ -92,7 +90,7 @@ def as_ints(label: Label, path: str, alphabet: Optional[str]) -> List[int]:
 
 
 class LabelledFiles(FileSource):
-    """Files whose DALI label is their index; `table` holds the real labels."""
+    """Files whose DALI label is their index; `label_table` holds the real labels."""
 
     def __init__(self, paths: List[str], label_fn: Callable[[str], Label], label_length: Optional[int],
                  alphabet: Optional[str], pad_label: int):
@@ -100,7 +98,7 @@ class LabelledFiles(FileSource):
         sequences = label_length is not None or alphabet is not None or any(len(v) != 1 for v in values)
         super().__init__(paths, np.arange(len(paths)), "files")
         if not sequences:
-            self.table = LabelTable(np.array([v[0] for v in values]))
+            self.label_table = LabelTable(np.array([v[0] for v in values]))
             return
         length = label_length or max(len(v) for v in values)
         check_count("label_length", length, 1, " (the longest label)")
@@ -110,11 +108,11 @@ class LabelledFiles(FileSource):
         padded = np.full((len(paths), length), pad_label, dtype=np.int64)
         for row, v in zip(padded, values):
             row[:len(v)] = v
-        self.table = LabelTable(padded, np.array([len(v) for v in values]))
+        self.label_table = LabelTable(padded, np.array([len(v) for v in values]))
 
     @property
     def fingerprint(self) -> str:
-        listing = "\n".join(self.files).encode() + self.table.labels.numpy().tobytes()
+        listing = "\n".join(self.files).encode() + self.label_table.labels.numpy().tobytes()
         return f"files/{len(self)}/{zlib.crc32(listing):08x}"
 
 
@@ -129,10 +127,7 @@ def _source(files, label_fn, label_file, label_length, alphabet, pad_label) -> L
 
 
 def get_files_iter_dali(files, batch_size, train, num_threads=4, *, label_fn=None, label_file=None,
-                        label_length=None, alphabet=None, pad_label=0, seed=None, drop_last=False, rank=None,
-                        world_size=None, local_rank=None, device_id=None, transform=None, python_fallback=False,
-                        memory_format=torch.contiguous_format, fallback=True,
-                        device=None, dali_cpu=None, output="tuple", target_transform=None):
+                        label_length=None, alphabet=None, pad_label=0, fallback=True, **options):
     """A DataLoader-like iterator on DALI over image `files` (a folder, read recursively, or a
     list of paths), each labelled by `label_fn(path)` or by `label_file` (lines of
     `relative/path label`, relative to the folder (a list: to its files' common folder), with
@@ -142,28 +137,24 @@ def get_files_iter_dali(files, batch_size, train, num_threads=4, *, label_fn=Non
     is k + 1). One int per image: batches are (images, labels (B,)). Otherwise (or with
     `label_length` or `alphabet`): (images, labels, lengths), labels int64 (B, L) padded
     with `pad_label` to `label_length` (default: the longest label), lengths int64 (B,).
-    `transform`: default recipes.imagenet(train). Other arguments as get_imagefolder_iter_dali.
+    `transform`: default recipes.imagenet(train). Every other keyword is DaliLoader's.
     """
     if not dali_available():
-        return fall_back(fallback, get_files_iter_torch, locals())
+        warn_fallback(fallback)
+        return get_files_iter_torch(files, batch_size, train, num_threads, label_fn=label_fn, label_file=label_file,
+                                    label_length=label_length, alphabet=alphabet, pad_label=pad_label, **options)
     source = _source(files, label_fn, label_file, label_length, alphabet, pad_label)
-    return dali_loader(source, transform or recipes.imagenet(train), train=train, batch_size=batch_size,
-                       num_threads=num_threads, seed=seed, drop_last=drop_last, rank=rank, world_size=world_size,
-                       local_rank=local_rank, device_id=device_id, python_fallback=python_fallback,
-                       memory_format=memory_format, explain_failure=name_the_file(source, batch_size),
-                       label_table=source.table,
-                       device=device, dali_cpu=dali_cpu, output=output, target_transform=target_transform)
+    transform = options.pop("transform", None) or recipes.imagenet(train)
+    workers = options.pop("num_workers", num_threads)
+    return DaliLoader(source, batch_size, **{"shuffle": train, **options}, num_workers=workers,
+                      transform=transform)
 
 
 def get_files_iter_torch(files, batch_size, train, num_threads=4, *, label_fn=None, label_file=None,
-                         label_length=None, alphabet=None, pad_label=0, seed=None, drop_last=False, rank=None,
-                         world_size=None, local_rank=None, device_id=None, transform=None, python_fallback=False,
-                         memory_format=torch.contiguous_format,
-                         device=None, dali_cpu=None, output="tuple", target_transform=None):
+                         label_length=None, alphabet=None, pad_label=0, **options):
     """The torchvision twin of get_files_iter_dali (same arguments, order and labels)."""
     source = _source(files, label_fn, label_file, label_length, alphabet, pad_label)
-    dataset = SourceDataset(source, transform or recipes.imagenet(train))
-    return torch_loader(dataset, train=train, batch_size=batch_size, num_workers=num_threads, seed=seed,
-                        drop_last=drop_last, rank=rank, world_size=world_size, local_rank=local_rank,
-                        memory_format=memory_format, label_table=source.table,
-                        device=device, dali_cpu=dali_cpu, output=output, target_transform=target_transform)
+    transform = options.pop("transform", None) or recipes.imagenet(train)
+    workers = options.pop("num_workers", num_threads)
+    options = {"shuffle": train, "persistent_workers": workers > 0, **options}
+    return TorchLoader(source, batch_size, num_workers=workers, transform=transform, **options)

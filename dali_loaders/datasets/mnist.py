@@ -137,48 +137,25 @@ def check_emnist_split(split: str) -> str:
     return split
 
 
-def _spec(dataset: str, dali_doc: str, torch_doc: str, own=()) -> _common.DatasetSpec:
+def _spec(dataset: str) -> _common.DatasetSpec:
     """MNIST and kin differ only in their folder, EMNIST in its own `split` too."""
     def source(root, which, split="balanced"):
-        return idx_source(root, dataset, which, split)
+        return idx_source(root, dataset, which, check_emnist_split(split))
 
     def twin(root, which, transform, split="balanced"):
-        return twin_dataset(root, dataset, which, transform, split)
+        return twin_dataset(root, dataset, which, transform, check_emnist_split(split))
 
     return _common.DatasetSpec(name=dataset, splits=SPLITS, aliases=ALIASES, train_splits=("train",),
-                               source=source, recipe=lambda train: recipes.normalized(dataset), twin=twin,
-                               own=own, dali_doc=dali_doc, torch_doc=torch_doc)
+                               source=source, recipe=lambda train: recipes.normalized(dataset), twin=twin)
 
 
-MNIST = _spec("mnist", """A DataLoader-like MNIST iterator on DALI: `for images, labels in loader`.
-
-    `root` holds MNIST/raw/ as torchvision leaves it; type is 'train' or 'test' ('val' is
-    accepted for 'test'). `transform`: a torchvision transform, handed each image as a PIL
-    "L" image as torchvision's MNIST hands it, run inside DALI; default recipes.normalized
-    (ToImage, ToDtype, Normalize with MNIST's mean and std): float32 (B, 1, 28, 28).
-    The other arguments as get_cifar_iter_dali's.""",
-              """The twin of get_mnist_iter_dali: torchvision's MNIST class (download=False) in the same
-    order; `num_threads` DataLoader workers.""")
-FASHION_MNIST = _spec("fashion_mnist", "Fashion-MNIST (root/FashionMNIST/raw/) on DALI; as get_mnist_iter_dali.",
-                      "The twin of get_fashion_mnist_iter_dali (torchvision's FashionMNIST).")
-KMNIST = _spec("kmnist", "KMNIST (root/KMNIST/raw/) on DALI; as get_mnist_iter_dali.",
-               "The twin of get_kmnist_iter_dali (torchvision's KMNIST).")
-EMNIST = _spec("emnist", """EMNIST (root/EMNIST/raw/emnist-<split>-...) on DALI; `split` is EMNIST's: byclass,
-    bymerge, balanced, letters, digits or mnist. Images as stored (transposed), as
-    torchvision's EMNIST hands them. Otherwise as get_mnist_iter_dali.""",
-               "The twin of get_emnist_iter_dali (torchvision's EMNIST).",
-               (_common.Argument("split", '"balanced"', check=check_emnist_split),))
-SPECS = (MNIST, FASHION_MNIST, KMNIST, EMNIST)
+MNIST, FASHION_MNIST, KMNIST, EMNIST = (_spec(name) for name in ("mnist", "fashion_mnist", "kmnist", "emnist"))
 
 
-# -- generated from the specs above by `python -m dali_loaders.datasets.generate`; do not edit below
+# -- the factories: the library's positional arguments, the dataset's own keywords, then DaliLoader's
 
 
-def get_mnist_iter_dali(type, root, batch_size, num_threads=4, *, seed=None, drop_last=False, rank=None,
-                        world_size=None, local_rank=None, device_id=None, transform=None,
-                        python_fallback=False, batch_transform=None, memory_format=torch.contiguous_format,
-                        device=None, dali_cpu=None, output="tuple", target_transform=None, even_batches=False,
-                        fallback=True):
+def get_mnist_iter_dali(type, root, batch_size, num_threads=4, *, fallback=True, **options):
     """A DataLoader-like MNIST iterator on DALI: `for images, labels in loader`.
 
     `root` holds MNIST/raw/ as torchvision leaves it; type is 'train' or 'test' ('val' is
@@ -186,118 +163,42 @@ def get_mnist_iter_dali(type, root, batch_size, num_threads=4, *, seed=None, dro
     "L" image as torchvision's MNIST hands it, run inside DALI; default recipes.normalized
     (ToImage, ToDtype, Normalize with MNIST's mean and std): float32 (B, 1, 28, 28).
     The other arguments as get_cifar_iter_dali's."""
-    args = dict(type=type, root=root, batch_size=batch_size, num_threads=num_threads, seed=seed,
-                drop_last=drop_last, rank=rank, world_size=world_size, local_rank=local_rank,
-                device_id=device_id, transform=transform, python_fallback=python_fallback,
-                batch_transform=batch_transform, memory_format=memory_format, device=device,
-                dali_cpu=dali_cpu, output=output, target_transform=target_transform,
-                even_batches=even_batches, fallback=fallback)
-    return _common.open_dali(MNIST, get_mnist_iter_torch, args)
+    return _common.open_dali(MNIST, type, root, batch_size, num_threads, fallback, options)
 
 
-def get_mnist_iter_torch(type, root, batch_size, num_threads=4, *, seed=None, drop_last=False, rank=None,
-                         world_size=None, local_rank=None, device_id=None, transform=None,
-                         python_fallback=False, batch_transform=None, memory_format=torch.contiguous_format,
-                         device=None, dali_cpu=None, output="tuple", target_transform=None,
-                         even_batches=False):
+def get_mnist_iter_torch(type, root, batch_size, num_threads=4, **options):
     """The twin of get_mnist_iter_dali: torchvision's MNIST class (download=False) in the same
     order; `num_threads` DataLoader workers."""
-    args = dict(type=type, root=root, batch_size=batch_size, num_threads=num_threads, seed=seed,
-                drop_last=drop_last, rank=rank, world_size=world_size, local_rank=local_rank,
-                device_id=device_id, transform=transform, python_fallback=python_fallback,
-                batch_transform=batch_transform, memory_format=memory_format, device=device,
-                dali_cpu=dali_cpu, output=output, target_transform=target_transform,
-                even_batches=even_batches)
-    return _common.open_torch(MNIST, args)
+    return _common.open_torch(MNIST, type, root, batch_size, num_threads, options)
 
 
-def get_fashion_mnist_iter_dali(type, root, batch_size, num_threads=4, *, seed=None, drop_last=False,
-                                rank=None, world_size=None, local_rank=None, device_id=None, transform=None,
-                                python_fallback=False, batch_transform=None,
-                                memory_format=torch.contiguous_format, device=None, dali_cpu=None,
-                                output="tuple", target_transform=None, even_batches=False, fallback=True):
+def get_fashion_mnist_iter_dali(type, root, batch_size, num_threads=4, *, fallback=True, **options):
     """Fashion-MNIST (root/FashionMNIST/raw/) on DALI; as get_mnist_iter_dali."""
-    args = dict(type=type, root=root, batch_size=batch_size, num_threads=num_threads, seed=seed,
-                drop_last=drop_last, rank=rank, world_size=world_size, local_rank=local_rank,
-                device_id=device_id, transform=transform, python_fallback=python_fallback,
-                batch_transform=batch_transform, memory_format=memory_format, device=device,
-                dali_cpu=dali_cpu, output=output, target_transform=target_transform,
-                even_batches=even_batches, fallback=fallback)
-    return _common.open_dali(FASHION_MNIST, get_fashion_mnist_iter_torch, args)
+    return _common.open_dali(FASHION_MNIST, type, root, batch_size, num_threads, fallback, options)
 
 
-def get_fashion_mnist_iter_torch(type, root, batch_size, num_threads=4, *, seed=None, drop_last=False,
-                                 rank=None, world_size=None, local_rank=None, device_id=None, transform=None,
-                                 python_fallback=False, batch_transform=None,
-                                 memory_format=torch.contiguous_format, device=None, dali_cpu=None,
-                                 output="tuple", target_transform=None, even_batches=False):
+def get_fashion_mnist_iter_torch(type, root, batch_size, num_threads=4, **options):
     """The twin of get_fashion_mnist_iter_dali (torchvision's FashionMNIST)."""
-    args = dict(type=type, root=root, batch_size=batch_size, num_threads=num_threads, seed=seed,
-                drop_last=drop_last, rank=rank, world_size=world_size, local_rank=local_rank,
-                device_id=device_id, transform=transform, python_fallback=python_fallback,
-                batch_transform=batch_transform, memory_format=memory_format, device=device,
-                dali_cpu=dali_cpu, output=output, target_transform=target_transform,
-                even_batches=even_batches)
-    return _common.open_torch(FASHION_MNIST, args)
+    return _common.open_torch(FASHION_MNIST, type, root, batch_size, num_threads, options)
 
 
-def get_kmnist_iter_dali(type, root, batch_size, num_threads=4, *, seed=None, drop_last=False, rank=None,
-                         world_size=None, local_rank=None, device_id=None, transform=None,
-                         python_fallback=False, batch_transform=None, memory_format=torch.contiguous_format,
-                         device=None, dali_cpu=None, output="tuple", target_transform=None,
-                         even_batches=False, fallback=True):
+def get_kmnist_iter_dali(type, root, batch_size, num_threads=4, *, fallback=True, **options):
     """KMNIST (root/KMNIST/raw/) on DALI; as get_mnist_iter_dali."""
-    args = dict(type=type, root=root, batch_size=batch_size, num_threads=num_threads, seed=seed,
-                drop_last=drop_last, rank=rank, world_size=world_size, local_rank=local_rank,
-                device_id=device_id, transform=transform, python_fallback=python_fallback,
-                batch_transform=batch_transform, memory_format=memory_format, device=device,
-                dali_cpu=dali_cpu, output=output, target_transform=target_transform,
-                even_batches=even_batches, fallback=fallback)
-    return _common.open_dali(KMNIST, get_kmnist_iter_torch, args)
+    return _common.open_dali(KMNIST, type, root, batch_size, num_threads, fallback, options)
 
 
-def get_kmnist_iter_torch(type, root, batch_size, num_threads=4, *, seed=None, drop_last=False, rank=None,
-                          world_size=None, local_rank=None, device_id=None, transform=None,
-                          python_fallback=False, batch_transform=None, memory_format=torch.contiguous_format,
-                          device=None, dali_cpu=None, output="tuple", target_transform=None,
-                          even_batches=False):
+def get_kmnist_iter_torch(type, root, batch_size, num_threads=4, **options):
     """The twin of get_kmnist_iter_dali (torchvision's KMNIST)."""
-    args = dict(type=type, root=root, batch_size=batch_size, num_threads=num_threads, seed=seed,
-                drop_last=drop_last, rank=rank, world_size=world_size, local_rank=local_rank,
-                device_id=device_id, transform=transform, python_fallback=python_fallback,
-                batch_transform=batch_transform, memory_format=memory_format, device=device,
-                dali_cpu=dali_cpu, output=output, target_transform=target_transform,
-                even_batches=even_batches)
-    return _common.open_torch(KMNIST, args)
+    return _common.open_torch(KMNIST, type, root, batch_size, num_threads, options)
 
 
-def get_emnist_iter_dali(type, root, batch_size, num_threads=4, *, split="balanced", seed=None,
-                         drop_last=False, rank=None, world_size=None, local_rank=None, device_id=None,
-                         transform=None, python_fallback=False, batch_transform=None,
-                         memory_format=torch.contiguous_format, device=None, dali_cpu=None, output="tuple",
-                         target_transform=None, even_batches=False, fallback=True):
+def get_emnist_iter_dali(type, root, batch_size, num_threads=4, *, split="balanced", fallback=True, **options):
     """EMNIST (root/EMNIST/raw/emnist-<split>-...) on DALI; `split` is EMNIST's: byclass,
     bymerge, balanced, letters, digits or mnist. Images as stored (transposed), as
     torchvision's EMNIST hands them. Otherwise as get_mnist_iter_dali."""
-    args = dict(type=type, root=root, batch_size=batch_size, num_threads=num_threads, split=split, seed=seed,
-                drop_last=drop_last, rank=rank, world_size=world_size, local_rank=local_rank,
-                device_id=device_id, transform=transform, python_fallback=python_fallback,
-                batch_transform=batch_transform, memory_format=memory_format, device=device,
-                dali_cpu=dali_cpu, output=output, target_transform=target_transform,
-                even_batches=even_batches, fallback=fallback)
-    return _common.open_dali(EMNIST, get_emnist_iter_torch, args)
+    return _common.open_dali(EMNIST, type, root, batch_size, num_threads, fallback, options, split=split)
 
 
-def get_emnist_iter_torch(type, root, batch_size, num_threads=4, *, split="balanced", seed=None,
-                          drop_last=False, rank=None, world_size=None, local_rank=None, device_id=None,
-                          transform=None, python_fallback=False, batch_transform=None,
-                          memory_format=torch.contiguous_format, device=None, dali_cpu=None, output="tuple",
-                          target_transform=None, even_batches=False):
+def get_emnist_iter_torch(type, root, batch_size, num_threads=4, *, split="balanced", **options):
     """The twin of get_emnist_iter_dali (torchvision's EMNIST)."""
-    args = dict(type=type, root=root, batch_size=batch_size, num_threads=num_threads, split=split, seed=seed,
-                drop_last=drop_last, rank=rank, world_size=world_size, local_rank=local_rank,
-                device_id=device_id, transform=transform, python_fallback=python_fallback,
-                batch_transform=batch_transform, memory_format=memory_format, device=device,
-                dali_cpu=dali_cpu, output=output, target_transform=target_transform,
-                even_batches=even_batches)
-    return _common.open_torch(EMNIST, args)
+    return _common.open_torch(EMNIST, type, root, batch_size, num_threads, options, split=split)

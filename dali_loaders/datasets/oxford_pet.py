@@ -66,51 +66,22 @@ def pet_twin(root: str, split: str, transform):
 
 OXFORD_PET = _common.DatasetSpec(
     name="oxford_pet", splits=SPLITS, aliases=ALIASES, train_splits=("trainval",), source=pet_source,
-    recipe=recipes.imagenet, twin=pet_twin, own=_common.IMAGE_FILE_ARGUMENTS,
-    dali_doc="""A DataLoader-like Oxford-IIIT Pet iterator on DALI (the 37 breeds as labels).
-
-    `root` holds oxford-iiit-pet/; type is 'trainval' ('train' is accepted for it) or
-    'test' ('val' is accepted for it). The transform and the rest as
-    get_flowers102_iter_dali.""",
-    torch_doc="""The twin of get_oxford_pet_iter_dali: torchvision's OxfordIIITPet (download=False,
-    target_types="category").""")
-SPECS = (OXFORD_PET,)
+    recipe=recipes.imagenet, twin=pet_twin)
 
 
-# -- generated from the specs above by `python -m dali_loaders.datasets.generate`; do not edit below
+# -- the factories: the library's positional arguments, the dataset's own keywords, then DaliLoader's
 
 
-def get_oxford_pet_iter_dali(type, root, batch_size, num_threads=4, *, max_image_pixels="pil",
-                             on_error="raise", seed=None, drop_last=False, rank=None, world_size=None,
-                             local_rank=None, device_id=None, transform=None, python_fallback=False,
-                             batch_transform=None, memory_format=torch.contiguous_format, device=None,
-                             dali_cpu=None, output="tuple", target_transform=None, even_batches=False,
-                             fallback=True):
+def get_oxford_pet_iter_dali(type, root, batch_size, num_threads=4, *, fallback=True, **options):
     """A DataLoader-like Oxford-IIIT Pet iterator on DALI (the 37 breeds as labels).
 
     `root` holds oxford-iiit-pet/; type is 'trainval' ('train' is accepted for it) or
     'test' ('val' is accepted for it). The transform and the rest as
     get_flowers102_iter_dali."""
-    args = dict(type=type, root=root, batch_size=batch_size, num_threads=num_threads,
-                max_image_pixels=max_image_pixels, on_error=on_error, seed=seed, drop_last=drop_last,
-                rank=rank, world_size=world_size, local_rank=local_rank, device_id=device_id,
-                transform=transform, python_fallback=python_fallback, batch_transform=batch_transform,
-                memory_format=memory_format, device=device, dali_cpu=dali_cpu, output=output,
-                target_transform=target_transform, even_batches=even_batches, fallback=fallback)
-    return _common.open_dali(OXFORD_PET, get_oxford_pet_iter_torch, args)
+    return _common.open_dali(OXFORD_PET, type, root, batch_size, num_threads, fallback, options)
 
 
-def get_oxford_pet_iter_torch(type, root, batch_size, num_threads=4, *, max_image_pixels="pil",
-                              on_error="raise", seed=None, drop_last=False, rank=None, world_size=None,
-                              local_rank=None, device_id=None, transform=None, python_fallback=False,
-                              batch_transform=None, memory_format=torch.contiguous_format, device=None,
-                              dali_cpu=None, output="tuple", target_transform=None, even_batches=False):
+def get_oxford_pet_iter_torch(type, root, batch_size, num_threads=4, **options):
     """The twin of get_oxford_pet_iter_dali: torchvision's OxfordIIITPet (download=False,
     target_types="category")."""
-    args = dict(type=type, root=root, batch_size=batch_size, num_threads=num_threads,
-                max_image_pixels=max_image_pixels, on_error=on_error, seed=seed, drop_last=drop_last,
-                rank=rank, world_size=world_size, local_rank=local_rank, device_id=device_id,
-                transform=transform, python_fallback=python_fallback, batch_transform=batch_transform,
-                memory_format=memory_format, device=device, dali_cpu=dali_cpu, output=output,
-                target_transform=target_transform, even_batches=even_batches)
-    return _common.open_torch(OXFORD_PET, args)
+    return _common.open_torch(OXFORD_PET, type, root, batch_size, num_threads, options)

@@ -71,6 +71,7 @@ def check_folds(folds):
 
 def stl10_source(root: str, split: str, folds=None) -> ArraySource:
     """One split in memory: images (N, 96, 96, 3) uint8, labels (N,) int64 (-1: unlabeled)."""
+    check_folds(folds)
     folder, parts = _folder(root), []
     if split in ("train", "train+unlabeled", "test"):
         prefix = "test" if split == "test" else "train"
@@ -90,29 +91,13 @@ def stl10_source(root: str, split: str, folds=None) -> ArraySource:
 
 STL10 = _common.DatasetSpec(
     name="stl10", splits=SPLITS, aliases=ALIASES, train_splits=("train", "unlabeled", "train+unlabeled"),
-    source=stl10_source, recipe=lambda train: recipes.normalized("stl10"),
-    own=(_common.Argument("folds", "None", check=check_folds),),
-    dali_doc="""A DataLoader-like STL-10 iterator on DALI: `for images, labels in loader`.
-
-    `root` holds stl10_binary/; type is 'train', 'test' ('val' is accepted for it),
-    'unlabeled' or 'train+unlabeled' (labels -1 for unlabeled images); `folds` picks one of
-    the ten predefined train folds. `transform` is handed each 96x96 RGB PIL image, as
-    torchvision's STL10 hands it; default recipes.normalized: float32 (B, 3, 96, 96).
-    The other arguments as get_cifar_iter_dali's.""",
-    torch_doc="""The twin of get_stl10_iter_dali. torchvision's STL10 refuses files whose md5 is not
-    the published one (every file, every split), so the twin reads the same files the same
-    way through SourceDataset, handing the transform the PIL image STL10 would.""")
-SPECS = (STL10,)
+    source=stl10_source, recipe=lambda train: recipes.normalized("stl10"))
 
 
-# -- generated from the specs above by `python -m dali_loaders.datasets.generate`; do not edit below
+# -- the factories: the library's positional arguments, the dataset's own keywords, then DaliLoader's
 
 
-def get_stl10_iter_dali(type, root, batch_size, num_threads=4, *, folds=None, seed=None, drop_last=False,
-                        rank=None, world_size=None, local_rank=None, device_id=None, transform=None,
-                        python_fallback=False, batch_transform=None, memory_format=torch.contiguous_format,
-                        device=None, dali_cpu=None, output="tuple", target_transform=None, even_batches=False,
-                        fallback=True):
+def get_stl10_iter_dali(type, root, batch_size, num_threads=4, *, folds=None, fallback=True, **options):
     """A DataLoader-like STL-10 iterator on DALI: `for images, labels in loader`.
 
     `root` holds stl10_binary/; type is 'train', 'test' ('val' is accepted for it),
@@ -120,27 +105,11 @@ def get_stl10_iter_dali(type, root, batch_size, num_threads=4, *, folds=None, se
     the ten predefined train folds. `transform` is handed each 96x96 RGB PIL image, as
     torchvision's STL10 hands it; default recipes.normalized: float32 (B, 3, 96, 96).
     The other arguments as get_cifar_iter_dali's."""
-    args = dict(type=type, root=root, batch_size=batch_size, num_threads=num_threads, folds=folds, seed=seed,
-                drop_last=drop_last, rank=rank, world_size=world_size, local_rank=local_rank,
-                device_id=device_id, transform=transform, python_fallback=python_fallback,
-                batch_transform=batch_transform, memory_format=memory_format, device=device,
-                dali_cpu=dali_cpu, output=output, target_transform=target_transform,
-                even_batches=even_batches, fallback=fallback)
-    return _common.open_dali(STL10, get_stl10_iter_torch, args)
+    return _common.open_dali(STL10, type, root, batch_size, num_threads, fallback, options, folds=folds)
 
 
-def get_stl10_iter_torch(type, root, batch_size, num_threads=4, *, folds=None, seed=None, drop_last=False,
-                         rank=None, world_size=None, local_rank=None, device_id=None, transform=None,
-                         python_fallback=False, batch_transform=None, memory_format=torch.contiguous_format,
-                         device=None, dali_cpu=None, output="tuple", target_transform=None,
-                         even_batches=False):
+def get_stl10_iter_torch(type, root, batch_size, num_threads=4, *, folds=None, **options):
     """The twin of get_stl10_iter_dali. torchvision's STL10 refuses files whose md5 is not
     the published one (every file, every split), so the twin reads the same files the same
     way through SourceDataset, handing the transform the PIL image STL10 would."""
-    args = dict(type=type, root=root, batch_size=batch_size, num_threads=num_threads, folds=folds, seed=seed,
-                drop_last=drop_last, rank=rank, world_size=world_size, local_rank=local_rank,
-                device_id=device_id, transform=transform, python_fallback=python_fallback,
-                batch_transform=batch_transform, memory_format=memory_format, device=device,
-                dali_cpu=dali_cpu, output=output, target_transform=target_transform,
-                even_batches=even_batches)
-    return _common.open_torch(STL10, args)
+    return _common.open_torch(STL10, type, root, batch_size, num_threads, options, folds=folds)

@@ -38,54 +38,24 @@ def svhn_source(root: str, split: str) -> ArraySource:
 
 SVHN = _common.DatasetSpec(
     name="svhn", splits=SPLITS, aliases=ALIASES, train_splits=("train", "extra"), source=svhn_source,
-    recipe=lambda train: recipes.normalized("svhn"),
-    dali_doc="""A DataLoader-like SVHN iterator on DALI: `for images, labels in loader`.
-
-    `root` holds <type>_32x32.mat; type is 'train', 'test' ('val' is accepted for it) or
-    'extra' (shuffled, as train). `transform` is handed each 32x32 RGB PIL image, as
-    torchvision's SVHN hands it, and runs inside DALI; default recipes.normalized:
-    float32 (B, 3, 32, 32). The other arguments as get_cifar_iter_dali's.""",
-    torch_doc="""The twin of get_svhn_iter_dali. torchvision's SVHN refuses any file whose md5 is not
-    the published one, so the twin reads the same .mat the same way (loadmat, 10 -> 0)
-    through SourceDataset, handing the transform the PIL image SVHN would.""")
-SPECS = (SVHN,)
+    recipe=lambda train: recipes.normalized("svhn"))
 
 
-# -- generated from the specs above by `python -m dali_loaders.datasets.generate`; do not edit below
+# -- the factories: the library's positional arguments, the dataset's own keywords, then DaliLoader's
 
 
-def get_svhn_iter_dali(type, root, batch_size, num_threads=4, *, seed=None, drop_last=False, rank=None,
-                       world_size=None, local_rank=None, device_id=None, transform=None,
-                       python_fallback=False, batch_transform=None, memory_format=torch.contiguous_format,
-                       device=None, dali_cpu=None, output="tuple", target_transform=None, even_batches=False,
-                       fallback=True):
+def get_svhn_iter_dali(type, root, batch_size, num_threads=4, *, fallback=True, **options):
     """A DataLoader-like SVHN iterator on DALI: `for images, labels in loader`.
 
     `root` holds <type>_32x32.mat; type is 'train', 'test' ('val' is accepted for it) or
     'extra' (shuffled, as train). `transform` is handed each 32x32 RGB PIL image, as
     torchvision's SVHN hands it, and runs inside DALI; default recipes.normalized:
     float32 (B, 3, 32, 32). The other arguments as get_cifar_iter_dali's."""
-    args = dict(type=type, root=root, batch_size=batch_size, num_threads=num_threads, seed=seed,
-                drop_last=drop_last, rank=rank, world_size=world_size, local_rank=local_rank,
-                device_id=device_id, transform=transform, python_fallback=python_fallback,
-                batch_transform=batch_transform, memory_format=memory_format, device=device,
-                dali_cpu=dali_cpu, output=output, target_transform=target_transform,
-                even_batches=even_batches, fallback=fallback)
-    return _common.open_dali(SVHN, get_svhn_iter_torch, args)
+    return _common.open_dali(SVHN, type, root, batch_size, num_threads, fallback, options)
 
 
-def get_svhn_iter_torch(type, root, batch_size, num_threads=4, *, seed=None, drop_last=False, rank=None,
-                        world_size=None, local_rank=None, device_id=None, transform=None,
-                        python_fallback=False, batch_transform=None, memory_format=torch.contiguous_format,
-                        device=None, dali_cpu=None, output="tuple", target_transform=None,
-                        even_batches=False):
+def get_svhn_iter_torch(type, root, batch_size, num_threads=4, **options):
     """The twin of get_svhn_iter_dali. torchvision's SVHN refuses any file whose md5 is not
     the published one, so the twin reads the same .mat the same way (loadmat, 10 -> 0)
     through SourceDataset, handing the transform the PIL image SVHN would."""
-    args = dict(type=type, root=root, batch_size=batch_size, num_threads=num_threads, seed=seed,
-                drop_last=drop_last, rank=rank, world_size=world_size, local_rank=local_rank,
-                device_id=device_id, transform=transform, python_fallback=python_fallback,
-                batch_transform=batch_transform, memory_format=memory_format, device=device,
-                dali_cpu=dali_cpu, output=output, target_transform=target_transform,
-                even_batches=even_batches)
-    return _common.open_torch(SVHN, args)
+    return _common.open_torch(SVHN, type, root, batch_size, num_threads, options)

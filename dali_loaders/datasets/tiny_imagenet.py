@@ -77,28 +77,13 @@ def tiny_imagenet_source(root: str, split: str) -> FileSource:
 
 TINY_IMAGENET = _common.DatasetSpec(
     name="tiny_imagenet", splits=SPLITS, aliases=ALIASES, train_splits=("train",), source=tiny_imagenet_source,
-    recipe=lambda train: recipes.normalized("tiny_imagenet"), own=_common.IMAGE_FILE_ARGUMENTS,
-    dali_doc="""A DataLoader-like Tiny-ImageNet iterator on DALI: `for images, labels in loader`.
-
-    `root` holds tiny-imagenet-200/; type is 'train' or 'val' ('test' is accepted for
-    'val': the archive's test/ has no labels). `transform` is handed each image decoded to
-    RGB; default recipes.normalized: float32 (B, 3, 64, 64). An image that cannot be decoded
-    stops the epoch with an ImageDecodeError naming it. The other arguments as
-    get_cifar_iter_dali's.""",
-    torch_doc="""The twin of get_tiny_imagenet_iter_dali (no torchvision class exists: SourceDataset
-    over the same index, images loaded as ImageFolder loads them).""")
-SPECS = (TINY_IMAGENET,)
+    recipe=lambda train: recipes.normalized("tiny_imagenet"))
 
 
-# -- generated from the specs above by `python -m dali_loaders.datasets.generate`; do not edit below
+# -- the factories: the library's positional arguments, the dataset's own keywords, then DaliLoader's
 
 
-def get_tiny_imagenet_iter_dali(type, root, batch_size, num_threads=4, *, max_image_pixels="pil",
-                                on_error="raise", seed=None, drop_last=False, rank=None, world_size=None,
-                                local_rank=None, device_id=None, transform=None, python_fallback=False,
-                                batch_transform=None, memory_format=torch.contiguous_format, device=None,
-                                dali_cpu=None, output="tuple", target_transform=None, even_batches=False,
-                                fallback=True):
+def get_tiny_imagenet_iter_dali(type, root, batch_size, num_threads=4, *, fallback=True, **options):
     """A DataLoader-like Tiny-ImageNet iterator on DALI: `for images, labels in loader`.
 
     `root` holds tiny-imagenet-200/; type is 'train' or 'val' ('test' is accepted for
@@ -106,26 +91,10 @@ def get_tiny_imagenet_iter_dali(type, root, batch_size, num_threads=4, *, max_im
     RGB; default recipes.normalized: float32 (B, 3, 64, 64). An image that cannot be decoded
     stops the epoch with an ImageDecodeError naming it. The other arguments as
     get_cifar_iter_dali's."""
-    args = dict(type=type, root=root, batch_size=batch_size, num_threads=num_threads,
-                max_image_pixels=max_image_pixels, on_error=on_error, seed=seed, drop_last=drop_last,
-                rank=rank, world_size=world_size, local_rank=local_rank, device_id=device_id,
-                transform=transform, python_fallback=python_fallback, batch_transform=batch_transform,
-                memory_format=memory_format, device=device, dali_cpu=dali_cpu, output=output,
-                target_transform=target_transform, even_batches=even_batches, fallback=fallback)
-    return _common.open_dali(TINY_IMAGENET, get_tiny_imagenet_iter_torch, args)
+    return _common.open_dali(TINY_IMAGENET, type, root, batch_size, num_threads, fallback, options)
 
 
-def get_tiny_imagenet_iter_torch(type, root, batch_size, num_threads=4, *, max_image_pixels="pil",
-                                 on_error="raise", seed=None, drop_last=False, rank=None, world_size=None,
-                                 local_rank=None, device_id=None, transform=None, python_fallback=False,
-                                 batch_transform=None, memory_format=torch.contiguous_format, device=None,
-                                 dali_cpu=None, output="tuple", target_transform=None, even_batches=False):
+def get_tiny_imagenet_iter_torch(type, root, batch_size, num_threads=4, **options):
     """The twin of get_tiny_imagenet_iter_dali (no torchvision class exists: SourceDataset
     over the same index, images loaded as ImageFolder loads them)."""
-    args = dict(type=type, root=root, batch_size=batch_size, num_threads=num_threads,
-                max_image_pixels=max_image_pixels, on_error=on_error, seed=seed, drop_last=drop_last,
-                rank=rank, world_size=world_size, local_rank=local_rank, device_id=device_id,
-                transform=transform, python_fallback=python_fallback, batch_transform=batch_transform,
-                memory_format=memory_format, device=device, dali_cpu=dali_cpu, output=output,
-                target_transform=target_transform, even_batches=even_batches)
-    return _common.open_torch(TINY_IMAGENET, args)
+    return _common.open_torch(TINY_IMAGENET, type, root, batch_size, num_threads, options)

@@ -1,19 +1,10 @@
 """WebDataset tar shards: the factories of both backends (sources/webdataset.py reads them)."""
 
-import torch
-
 from .. import recipes
+from ..loader import DaliLoader, TorchLoader
 from ..loader.checks import check_count
-from ..loader.fallback import dali_available, fall_back
-from ..sources.screening import screen_webdataset
-from ..sources.webdataset import (
-    IMAGE_KEYS,
-    LABEL_KEY,
-    WebDatasetSource,
-    WebDatasetTwin,
-    name_the_sample,
-)
-from . import _common
+from ..loader.fallback import dali_available, warn_fallback
+from ..sources.webdataset import IMAGE_KEYS, LABEL_KEY, WebDatasetSource
 
 
 def _check_train(train) -> bool:
@@ -22,14 +13,9 @@ def _check_train(train) -> bool:
     return train
 
 
-def get_webdataset_iter_dali(shards, batch_size, num_threads=4, *, train, seed=None, drop_last=False, rank=None,
-                             world_size=None, local_rank=None, device_id=None, transform=None,
-                             python_fallback=False, batch_transform=None,
-                             memory_format=torch.contiguous_format, fallback=True, image_keys=IMAGE_KEYS,
-                             label_key=LABEL_KEY, cache_dir=None, device=None, dali_cpu=None, output="tuple",
-                             target_transform=None, max_image_pixels=_common.PIL_RULE, on_error="raise",
-                             even_batches=False):
-    """A DataLoader-like iterator over WebDataset tar shards on DALI (fn.readers.webdataset).
+def get_webdataset_iter_dali(shards, batch_size, num_threads=4, *, train, fallback=True, image_keys=IMAGE_KEYS,
+                             label_key=LABEL_KEY, cache_dir=None, **options):
+    """A DataLoader-like iterator over WebDataset tar shards on DALI.
 
     `shards`: paths, a folder of *.tar, a glob or `shard-{000..009}.tar`. Each sample's image
     is under one of `image_keys`, its class under `label_key` (ASCII digits; -1 where absent).
@@ -39,26 +25,27 @@ def get_webdataset_iter_dali(shards, batch_size, num_threads=4, *, train, seed=N
     recipes.imagenet(train). A sample whose image cannot be decoded stops the epoch with
     an ImageDecodeError naming shard and member; `on_error="skip"` leaves such samples out
     (`loader.skipped` names them), `max_image_pixels` as get_imagefolder_iter_dali's.
-    The rest as get_cifar_iter_dali's.
+    Every other keyword is DaliLoader's.
     """
     if not dali_available():
-        return fall_back(fallback, get_webdataset_iter_torch, locals())
+        warn_fallback(fallback)
+        return get_webdataset_iter_torch(shards, batch_size, num_threads, train=train, image_keys=image_keys,
+                                         label_key=label_key, cache_dir=cache_dir, **options)
     train = _check_train(train)
     check_count("batch_size", batch_size, 1)
-    source = screen_webdataset(WebDatasetSource(shards, image_keys, label_key, cache_dir), max_image_pixels, on_error)
-    return _common.build_dali(source, transform or recipes.imagenet(train), train, locals(),
-                         explain=name_the_sample(source, batch_size))
+    transform = options.pop("transform", None) or recipes.imagenet(train)
+    workers = options.pop("num_workers", num_threads)
+    return DaliLoader(WebDatasetSource(shards, image_keys, label_key, cache_dir), batch_size,
+                      **{"shuffle": train, **options}, num_workers=workers, transform=transform)
 
 
-def get_webdataset_iter_torch(shards, batch_size, num_threads=4, *, train, seed=None, drop_last=False, rank=None,
-                              world_size=None, local_rank=None, device_id=None, transform=None,
-                              python_fallback=False, batch_transform=None,
-                              memory_format=torch.contiguous_format, image_keys=IMAGE_KEYS,
-                              label_key=LABEL_KEY, cache_dir=None, device=None, dali_cpu=None, output="tuple",
-                              target_transform=None, max_image_pixels=_common.PIL_RULE, on_error="raise",
-                              even_batches=False):
+def get_webdataset_iter_torch(shards, batch_size, num_threads=4, *, train, image_keys=IMAGE_KEYS,
+                              label_key=LABEL_KEY, cache_dir=None, **options):
     """The twin of get_webdataset_iter_dali: the same samples, read from the same tars at the
     offsets tarfile found, decoded by PIL, in the same order; `num_threads` DataLoader workers."""
     train = _check_train(train)
-    source = screen_webdataset(WebDatasetSource(shards, image_keys, label_key, cache_dir), max_image_pixels, on_error)
-    return _common.build_torch(WebDatasetTwin(source, transform or recipes.imagenet(train)), train, locals())
+    transform = options.pop("transform", None) or recipes.imagenet(train)
+    workers = options.pop("num_workers", num_threads)
+    options = {"shuffle": train, "persistent_workers": workers > 0, **options}
+    return TorchLoader(WebDatasetSource(shards, image_keys, label_key, cache_dir), batch_size,
+                       num_workers=workers, transform=transform, **options)

@@ -1,10 +1,12 @@
-"""The loaders themselves: the DataLoader look-alike over DALI, the torchvision twin, who reads
-which samples (sharding and seeds), and the factories that build either from a source."""
+"""The loaders themselves: DaliLoader (DataLoader's shape, DALI's batches), the torchvision twin
+TorchLoader, and what they are made of (orders, the pipeline, the Python path)."""
 from ._dali import lean_api_checks
-from .build import dali_loader, serialized_gpu_graph
+from .build import serialized_gpu_graph
 from .checks import check_count
 from .dali_loader import DaliLoader
-from .torch_loader import SourceDataset, TorchLoader, torch_loader
+from .resolve import PythonPathNote
+from .shortcuts import dali_loader, torch_loader
+from .torch_loader import TorchLoader
 
-__all__ = ["DaliLoader", "SourceDataset", "TorchLoader", "check_count", "dali_loader", "lean_api_checks",
+__all__ = ["DaliLoader", "PythonPathNote", "TorchLoader", "check_count", "dali_loader", "lean_api_checks",
            "serialized_gpu_graph", "torch_loader"]

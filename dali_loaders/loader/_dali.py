@@ -18,14 +18,14 @@ def release_freed_memory() -> None:
 
 def build_dali_pipeline(graph: Callable, *graph_args, batch_size: int, num_threads: int,
                         device_id: Optional[int], seed: int, checkpoint: Optional[bytes],
-                        conditionals: bool = False):
+                        conditionals: bool = False, prefetch_queue_depth: int = 2):
     """A built DALI pipeline from a graph function (CPU-only when device_id is None).
     `conditionals`: the graph uses `if` on DataNodes (RandomApply, ColorJitter's order, ...)."""
     from nvidia.dali import pipeline_def
 
     pipe = pipeline_def(graph, enable_checkpointing=True, enable_conditionals=conditionals)(
         *graph_args, batch_size=batch_size, num_threads=num_threads, device_id=device_id, seed=seed,
-        checkpoint=checkpoint)
+        checkpoint=checkpoint, prefetch_queue_depth=prefetch_queue_depth)
     lean_api_checks(pipe)
     pipe.build()
     return pipe

@@ -1,7 +1,8 @@
-"""The one factory per backend: `dali_loader` runs a torchvision transform on a source inside
-DALI; the graph it builds; the output layout and dtype.
+"""What a DaliLoader is made of (`assemble`): the path its dataset takes, its order, and on
+the DALI path the graph, the pipeline and the steps around it; the output layout and dtype.
 """
-from typing import Callable, Optional
+from dataclasses import dataclass
+from typing import Any, Callable, Optional
 
 import numpy as np
 import torch
@@ -9,12 +10,13 @@ import torch
 from .. import transforms
 from ..transforms.mixing import batch_mixer
 from ._dali import build_dali_pipeline, pick_device_id
-from .checks import check_count
-from .dali_loader import DaliLoader
-from ..distributed import epoch_sampler
-from .options import LoaderOptions, check_options, resolve_device
-from .outputs import LabelTable, ShapedLoader
-from .pipeline import EpochOrder
+from .dataloader_args import check_dataloader_args, check_dali_path_args, order_of
+from .explain import failure_explainer
+from .options import check_options, resolve_device
+from .outputs import BatchShape
+from .pipeline import EpochOrder, LivePipeline
+from .python_path import PythonBatches, placed
+from .resolve import note, route
 
 # -- the DALI loader ---------------------------------------------------------------------
 
@@ -52,67 +54,85 @@ def graph(source, feed, per_batch: int, recipe: transforms.Plan, layout: str, va
     return images.data if labels is None else (images.data, labels)
 
 
-def dali_loader(source, transform, *, train: bool, batch_size: int, num_threads: int, seed=None,
-                drop_last: bool = False, rank=None, world_size=None, local_rank=None, device_id=None,
-                python_fallback: bool = False, memory_format=torch.contiguous_format,
-                explain_failure: Optional[Callable] = None, batch_transform=None,
-                device: Optional[str] = None, dali_cpu: Optional[bool] = None, output: str = "tuple",
-                target_transform: Optional[Callable] = None, label_table: Optional[LabelTable] = None,
-                even_batches: bool = False):
-    """A DaliLoader over `source`, with `transform` translated into its DALI graph, and
-    `batch_transform` (MixUp, CutMix) applied to each batch (see mixing.py). `device`,
-    `dali_cpu`, `output` and `target_transform` (see options.py) pick the device variant and
-    shape the batches; `label_table` maps the source's labels (sample indices) onto the real ones.
-    `even_batches`: every rank steps as many times, the shorter validation parts padded
-    (loader.padded)."""
-    options = check_options(device, dali_cpu, output, target_transform)
-    check_labels(options, label_table, batch_transform)
-    check_count("batch_size", batch_size, 1)
-    check_count("num_threads", num_threads, 1, " (DALI worker threads)")
-    layout = output_layout(memory_format)
-    recipe = transforms.plan(transform, python_fallback)
-    if recipe.python:
-        transforms.warn_slow(recipe)
-    sampler = sampler_for(source)(len(source), shuffle=train, seed=seed, rank=rank, world_size=world_size,
-                                  local_rank=local_rank)
-    sampler.even_batches = bool(even_batches)
-    variant = resolve_device(options.device, device_id)
-    gpu = None if variant == "cpu" else pick_device_id(device_id, sampler.local_rank)
+@dataclass
+class Parts:
+    """What assemble() made for a DaliLoader: on the DALI path `pipeline` (LivePipeline) and the
+    steps around it, on the Python path `python` (PythonBatches); `shape` reshapes each batch."""
+    dataset: Any
+    route: str
+    source: Any
+    order: Any
+    sampler: Any
+    batch_sampler: Any
+    shape: Optional[Callable] = None
+    batch_transform: Optional[Callable] = None
+    pipeline: Optional[LivePipeline] = None
+    feed: Optional[EpochOrder] = None
+    finish: Callable = None
+    host_labels: Optional[Callable] = None
+    explain: Callable = None
+    python: Optional[PythonBatches] = None
+    place: Callable = None
 
-    feed = EpochOrder()
-    host_labels = getattr(source, "host_labels", None)
+
+def assemble(dataset, *, batch_size, shuffle, sampler, batch_sampler, num_workers, collate_fn, pin_memory,
+             drop_last, timeout, worker_init_fn, multiprocessing_context, generator, prefetch_factor,
+             persistent_workers, seed, transform, target_transform, batch_transform, device, device_id, output,
+             memory_format, even_batches, on_error, max_image_pixels, python_fallback, rank, world_size,
+             local_rank, dali_cpu) -> Parts:
+    """A DaliLoader's parts from its arguments (see DaliLoader), each checked, naming the wrong one."""
+    shuffle = check_dataloader_args(batch_size, shuffle, sampler, batch_sampler, drop_last, num_workers, timeout,
+                                    prefetch_factor)
+    options = check_options(device, dali_cpu, output, target_transform)
+    if seed is None and generator is not None:
+        seed = generator.initial_seed() % (1 << 31)
+    layout = output_layout(memory_format)
+    way = route(dataset, transform, options.target_transform, python_fallback)
+    source = way.source
+    if source is not None and hasattr(source, "screened"):
+        source = source.screened(max_image_pixels, on_error)
+    counted = source if source is not None else way.dataset
+    order, public_sampler, public_batches = order_of(counted, batch_size, shuffle, sampler, batch_sampler, drop_last,
+                                                     seed, rank, world_size, local_rank, even_batches)
+    label_table = getattr(source, "label_table", None)
+    if batch_transform is not None and (label_table is not None or way.target_transform is not None):
+        raise ValueError("batch_transform (MixUp, CutMix) mixes one-integer labels; it cannot be combined with "
+                         "target_transform or sequence labels")
+    parts = Parts(dataset=dataset, route=way.name, source=source, order=order, sampler=public_sampler,
+                  batch_sampler=public_batches, batch_transform=batch_mixer(batch_transform, order),
+                  shape=BatchShape.needed(label_table, way.target_transform, options.output == "dict"))
+    variant = resolve_device(options.device, device_id)
+    gpu = None if variant == "cpu" else pick_device_id(device_id, order.local_rank)
+    if source is None:
+        note(way, num_workers)
+        parts.python = PythonBatches(way.dataset, num_workers=num_workers, collate_fn=collate_fn,
+                                     pin_memory=pin_memory, timeout=timeout, worker_init_fn=worker_init_fn,
+                                     multiprocessing_context=multiprocessing_context,
+                                     prefetch_factor=prefetch_factor, persistent_workers=persistent_workers)
+        target = None if gpu is None else torch.device("cuda", gpu)
+        parts.place = lambda batch: placed(batch, target, pin_memory and torch.cuda.is_available())
+        return parts
+    check_dali_path_args(collate_fn, worker_init_fn)
+    parts.feed = feed = EpochOrder()
+    recipe = way.recipe
+    parts.host_labels = host_labels = getattr(source, "host_labels", None)
+    # the pipeline's batch size: a batch_sampler's own, else its first epoch's largest batch
+    limit = batch_size if batch_sampler is None else getattr(batch_sampler, "batch_size", None)
 
     def build_pipeline(pipeline_seed, checkpoint):
-        return build_dali_pipeline(graph, source, feed, batch_size, recipe, layout, variant,
-                                   host_labels is not None, batch_size=batch_size, num_threads=num_threads,
-                                   device_id=gpu, seed=pipeline_seed, checkpoint=checkpoint,
+        per_batch = limit or int(np.diff(feed.bounds).max())
+        return build_dali_pipeline(graph, source, feed, per_batch, recipe, layout, variant,
+                                   host_labels is not None, batch_size=per_batch,
+                                   num_threads=max(1, num_workers), device_id=gpu, seed=pipeline_seed,
+                                   checkpoint=checkpoint, prefetch_queue_depth=prefetch_factor or 2,
                                    conditionals=transforms.needs_conditionals(recipe, variant))
 
-    loader = DaliLoader(source, build_pipeline, feed, batch_size=batch_size, sampler=sampler, drop_last=drop_last,
-                        explain_failure=explain_failure, finish=batch_finisher(layout, recipe.output_dtype),
-                        batch_transform=batch_mixer(batch_transform, sampler), host_labels=host_labels)
-    return shaped(loader, options, label_table)
-
-
-def check_labels(options: LoaderOptions, label_table: Optional[LabelTable], batch_transform) -> None:
-    if batch_transform is not None and (label_table is not None or options.target_transform is not None):
-        raise ValueError("batch_transform (MixUp, CutMix) mixes one-integer labels; it cannot be combined with "
-                         "target_transform= or sequence labels")
-
-
-def shaped(loader, options: LoaderOptions, label_table: Optional[LabelTable] = None):
-    """`loader` itself, or wrapped if its batches must look otherwise (outputs.ShapedLoader)."""
-    if options.output == "tuple" and options.target_transform is None and label_table is None:
-        return loader
-    return ShapedLoader(loader, label_table=label_table, target_transform=options.target_transform,
-                        as_dict=options.output == "dict")
-
-
-def sampler_for(source) -> Callable:
-    """The source's own `epoch_sampler` if it has one (a source that can only read its samples
-    in some orders, as WebDatasetSource its shards), else distributed.epoch_sampler."""
-    return getattr(source, "epoch_sampler", epoch_sampler)
-
+    parts.pipeline = LivePipeline(build_pipeline)
+    finish = batch_finisher(layout, recipe.output_dtype)
+    pin = pin_memory and variant == "cpu" and torch.cuda.is_available()
+    parts.finish = (lambda images: finish(images).pin_memory()) if pin else finish
+    parts.explain = failure_explainer(source, limit or 1)
+    return parts
 
 def output_layout(memory_format) -> str:
     if memory_format in (None, torch.contiguous_format):

@@ -1,176 +1,231 @@
-"""The DataLoader look-alike every DALI loader returns.
+"""DaliLoader: torch's DataLoader, with DALI making the batches.
 
-One DALI pipeline serves every epoch of a loader (see pipeline.py): each loop hands it the
-epoch's order and puts it in the state a pipeline seeded with (seed, epoch, rank) starts
-in, so an epoch is a pure function of (seed, epoch, rank): set_epoch and a restored
-state_dict reproduce it exactly. A `break` leaves runs in flight; the next loop drains
-them first. `close()` shuts the pipeline down now; a forked child never touches it.
+`DaliLoader(dataset, batch_size, shuffle, sampler, ...)` takes DataLoader's arguments in
+DataLoader's order, then this library's own. What it does with `dataset` (see resolve.py):
+- one of this library's sources, or a torchvision dataset object it can read as one: the
+  dataset's own transform is translated into one DALI graph (the DALI path);
+- any other map-style Dataset, or a transform that cannot be translated: the dataset's own
+  `__getitem__` runs in `num_workers` worker processes, batches collated by `collate_fn`
+  (the Python path); a one-line note says why.
+
+One DALI pipeline serves every epoch (see pipeline.py): each loop hands it the epoch's order
+and puts it in the state a pipeline seeded with (seed, epoch, rank) starts in, so an epoch is
+a pure function of (seed, epoch, rank): set_epoch and a restored state_dict reproduce it
+exactly. A `break` leaves runs in flight; the next loop drains them first. `close()` shuts
+the pipeline down now; a forked child never touches it.
 """
-import math
-from typing import Callable, Optional, Tuple
+from typing import Optional
 
 import numpy as np
 import torch
-from torch.utils.data import BatchSampler
 
 from ..seeds import derived_seed
-from ..distributed import EpochSampler
-from .pipeline import EpochOrder, LivePipeline
+from .build import assemble
+from .orders import EpochPlan
 from .skips import skipped_files, warn_skipped
+from .state import check_state, dataset_fingerprint, library_versions
 
-STATE_VERSION = 2  # 2: the DALI checkpoint is of the one long-lived graph (external_source fed)
-STATE_KEYS = ("version", "dataset", "batch_size", "drop_last", "rank", "world_size", "seed",
-              "epoch", "batches_done", "dali")
-
-# build_pipeline(seed, checkpoint) -> a built DALI pipeline whose outputs are (images, labels)
-# for the samples of `feed` (the EpochOrder handed to DaliLoader too), batch after batch.
-PipelineBuilder = Callable[[int, Optional[bytes]], object]
-# batch_transform(images, labels, epoch, batch_index) -> (images, labels), on each whole batch.
-BatchHook = Callable[[torch.Tensor, torch.Tensor, int, int], Tuple[torch.Tensor, torch.Tensor]]
+STATE_VERSION = 3  # 3: the DALI and library versions, and a user's sampler's plan, are in the state
 
 
 class DaliLoader:
-    """`for images, labels in loader`, `len(loader)`, `set_epoch`, `state_dict` over DALI.
+    """`for images, labels in loader`, `len(loader)`, `set_epoch`, `state_dict`, as DataLoader.
 
-    `loader.dataset` is the dataset (its len is the sample count over all ranks);
-    `loader.sampler` says which samples this rank reads in each epoch, and
-    `loader.batch_sampler` which samples each batch holds. With even_batches=True every rank
-    steps as many times; `loader.padded` then says which samples of the batch just yielded
-    are padding (repeats of this rank's first samples): drop them from metrics. The other DataLoader attributes
-    that frameworks read (Lightning, Accelerate) say what is true of DALI: no worker
-    processes, no collate step, nothing to pin.
+    DataLoader's arguments keep their meaning: `num_workers` is the number of DALI threads
+    (0 runs one, as DataLoader runs in the main process), or of worker processes on the
+    Python path; `sampler` / `batch_sampler` / `shuffle` / `drop_last` choose the samples;
+    `collate_fn` builds Python-path batches (on the DALI path, change whole batches with
+    `batch_transform`); `pin_memory` pins CPU batches; `generator` seeds the loader when
+    `seed` is not given; `prefetch_factor` is how many batches DALI prepares ahead.
+    `worker_init_fn`, `timeout` and `multiprocessing_context` apply to worker processes: the
+    Python path's. This library's own, after them:
+      seed: the seed of the order and every augmentation (default: random; 0 across processes).
+      transform / target_transform: the recipe, when the dataset has none of its own.
+      batch_transform: MixUp, CutMix (torchvision's or timm's), or any callable
+          (images, labels) -> (images, labels) on each whole batch.
+      device: "gpu" (mixed decode), "cpu-decode" or "cpu"; default "gpu" where CUDA is.
+      output: "tuple" or "dict" ([{"data", "label"}], as DALI's iterators).
+      memory_format, even_batches, on_error, max_image_pixels, python_fallback,
+      rank, world_size, local_rank, device_id, dali_cpu: see docs/usage.md.
+    With even_batches=True every rank steps as many times; `loader.padded` then says which
+    samples of the batch just yielded are padding (drop them from metrics).
     """
 
-    # DataLoader's attributes, with the values of a loader whose batches come whole from DALI.
-    num_workers = 0
-    collate_fn = None
-    pin_memory = False
-    pin_memory_device = ""
-    timeout = 0
-    worker_init_fn = None
-    multiprocessing_context = None
-    generator = None
-    prefetch_factor = None
-    persistent_workers = False
-    in_order = True
-
-    def __init__(self, dataset, build_pipeline: PipelineBuilder, feed: EpochOrder, *, batch_size: int,
-                 sampler: EpochSampler, drop_last: bool,
-                 explain_failure: Optional[Callable[[Exception, np.ndarray], Exception]] = None,
-                 finish: Callable[[torch.Tensor], torch.Tensor] = lambda images: images,
-                 batch_transform: Optional[BatchHook] = None,
-                 host_labels: Optional[Callable[[np.ndarray], np.ndarray]] = None):
-        self.dataset = dataset
-        self._finish = finish  # per batch: the view or cast DALI cannot give (see loaders.batch_finisher)
-        self._batch_transform = batch_transform  # per batch, last: MixUp/CutMix (see mixing.BatchMixer)
-        self._host_labels = host_labels  # the labels of sample indices, when the graph has none (build.graph)
-        self.batch_size = batch_size
-        self.sampler = sampler
+    def __init__(self, dataset, batch_size: Optional[int] = 1, shuffle: Optional[bool] = None, sampler=None,
+                 batch_sampler=None, num_workers: int = 0, collate_fn=None, pin_memory: bool = False,
+                 drop_last: bool = False, timeout: float = 0, worker_init_fn=None, multiprocessing_context=None,
+                 generator=None, *, prefetch_factor: Optional[int] = None, persistent_workers: bool = False,
+                 pin_memory_device: str = "", in_order: bool = True, seed: Optional[int] = None, transform=None,
+                 target_transform=None, batch_transform=None, device: Optional[str] = None, device_id=None,
+                 output: str = "tuple", memory_format=torch.contiguous_format, even_batches: bool = False,
+                 on_error: str = "raise", max_image_pixels="pil", python_fallback: bool = False, rank=None,
+                 world_size=None, local_rank=None, dali_cpu: Optional[bool] = None):
+        parts = assemble(dataset, batch_size=batch_size, shuffle=shuffle, sampler=sampler,
+                         batch_sampler=batch_sampler, num_workers=num_workers, collate_fn=collate_fn,
+                         pin_memory=pin_memory, drop_last=drop_last, timeout=timeout,
+                         worker_init_fn=worker_init_fn, multiprocessing_context=multiprocessing_context,
+                         generator=generator, prefetch_factor=prefetch_factor,
+                         persistent_workers=persistent_workers, seed=seed, transform=transform,
+                         target_transform=target_transform, batch_transform=batch_transform, device=device,
+                         device_id=device_id, output=output, memory_format=memory_format,
+                         even_batches=even_batches, on_error=on_error, max_image_pixels=max_image_pixels,
+                         python_fallback=python_fallback, rank=rank, world_size=world_size,
+                         local_rank=local_rank, dali_cpu=dali_cpu)
+        self._parts = parts
+        self.dataset = parts.dataset
+        self.route = parts.route               # "dali", or "python: <why>"
+        self.batch_size = None if batch_sampler is not None else batch_size
         self.drop_last = drop_last
-        self.batch_sampler = BatchSampler(sampler, batch_size, drop_last)
-        self._feed = feed
-        self._pipeline = LivePipeline(build_pipeline)
-        self._explain_failure = explain_failure
+        self.sampler, self.batch_sampler = parts.sampler, parts.batch_sampler
+        self._order = parts.order
+        self.num_workers, self.collate_fn, self.pin_memory = num_workers, collate_fn, pin_memory
+        self.pin_memory_device, self.timeout, self.worker_init_fn = pin_memory_device, timeout, worker_init_fn
+        self.multiprocessing_context, self.generator = multiprocessing_context, generator
+        self.prefetch_factor, self.persistent_workers, self.in_order = prefetch_factor, persistent_workers, in_order
         self.padded = torch.zeros(0, dtype=torch.bool)  # which samples of the last batch are even_batches' padding
         self._live: Optional[_LiveEpoch] = None  # the epoch in progress, if any
         self._resume: Optional[dict] = None      # a loaded state, used by the next loop
+        self._plans: dict = {}                   # epoch -> EpochPlan of a user's sampler, made once
 
     def __len__(self) -> int:
-        return self._num_batches(len(self.sampler))
-
-    def _num_batches(self, samples: int) -> int:
-        rounding = math.floor if self.drop_last else math.ceil
-        return rounding(samples / self.batch_size)
+        return self._order.batches()
 
     def set_epoch(self, epoch: int) -> None:
-        self.sampler.set_epoch(epoch)
+        self._order.set_epoch(epoch)
 
     @property
     def skipped(self):
         """{path: why} of the files left out with on_error="skip" (iterating it gives the paths)."""
-        return skipped_files(self.dataset)
+        return skipped_files(self._parts.source if self._parts.source is not None else self.dataset)
 
-    def _epoch_order(self, epoch: int) -> np.ndarray:
-        order = self.sampler.indices(epoch)
-        return order[:self._num_batches(len(order)) * self.batch_size]
+    def _plan(self, epoch: int) -> EpochPlan:
+        if not self._order.saves_plan:
+            return self._order.plan(epoch)
+        if epoch not in self._plans:
+            self._plans = {epoch: self._order.plan(epoch)}
+        return self._plans[epoch]
 
     def __iter__(self):
         # A generator: the epoch starts at the first next(), not here. Frameworks call iter()
         # to check that a loader is iterable (Lightning) and set the epoch after iter() but
         # before the first batch; until then a state_dict() still names the epoch to come.
-        return self._epoch()
+        epochs = self._dali_epoch() if self._parts.pipeline is not None else self._python_epoch()
+        shape = self._parts.shape
+        return epochs if shape is None else (shape(*batch) for batch in epochs)
 
     def _start_epoch(self) -> "_LiveEpoch":
         resume, self._resume = self._resume, None
         if resume:
-            self.sampler.set_epoch(resume["epoch"])
+            self._order.set_epoch(resume["epoch"])
+            if resume.get("plan") is not None:
+                self._plans = {resume["epoch"]: EpochPlan.from_state(resume["plan"])}
             done, checkpoint = resume["batches_done"], resume["dali"]
         else:
             done, checkpoint = 0, None
-        self._live = _LiveEpoch(self.sampler.start_epoch(), done, checkpoint)
+        self._live = _LiveEpoch(self._order.start_epoch(), done, checkpoint)
+        warn_skipped(self._parts.source if self._parts.source is not None else self.dataset, self._live.epoch)
         return self._live
 
-    def _epoch(self):
+    def _check_current(self, live: "_LiveEpoch") -> None:
+        if self._live is not live:
+            raise RuntimeError("this loop over the DaliLoader was overtaken by a newer loop over it: one loader "
+                               "serves one loop at a time (as DataLoader with persistent workers); finish or "
+                               "break the first loop before starting another, or build a second loader")
+
+    def _dali_epoch(self):
         live = self._start_epoch()
-        warn_skipped(self.dataset, live.epoch)
-        order = self._epoch_order(live.epoch)
-        batches = self._num_batches(len(order))
-        unpadded = self.sampler.unpadded_len()   # as the order was made: once an epoch
-        if live.done < batches:
-            seed = derived_seed(self.sampler.seed, live.epoch, self.sampler.shard.rank)
+        plan = self._plan(live.epoch)
+        unpadded = self._order.unpadded_len()   # as the order was made: once an epoch
+        pipeline, feed, seed_of = self._parts.pipeline, self._parts.feed, self._epoch_seed
+        if live.done < plan.batches:
             # A checkpoint restores the pipeline's position; without one (a state taken on
             # another rank) the pipeline starts at the first batch still to come.
-            skipped = 0 if live.checkpoint is not None else live.done * self.batch_size
-            self._feed.indices, self._feed.seed = order[skipped:], seed
-            live.dali_iter = self._pipeline.start_epoch(seed, live.checkpoint, runs=batches - live.done)
-        for k in range(live.done, batches):
+            fed = plan if live.checkpoint is not None else plan.after(live.done)
+            feed.indices, feed.bounds, feed.seed = fed.indices, fed.bounds, seed_of(live.epoch)
+            live.dali_iter = pipeline.start_epoch(feed.seed, live.checkpoint, runs=plan.batches - live.done)
+        for k in range(live.done, plan.batches):
             if k == live.start + 1:  # the first batch is out: make the next epoch's start state now
-                self._pipeline.prepare(derived_seed(self.sampler.seed, live.epoch + 1, self.sampler.shard.rank))
+                pipeline.prepare(seed_of(live.epoch + 1))
+            self._check_current(live)
             try:
                 out = next(live.dali_iter)[0]
             except (RuntimeError, StopIteration) as failure:
                 self._end(live)
-                self._pipeline.failed()
-                raise self._explain(failure, order[k * self.batch_size:]) from failure
-            n = min(self.batch_size, len(order) - k * self.batch_size)
+                pipeline.failed()
+                raise self._parts.explain(failure, plan.indices[plan.bounds[k]:]) from None
+            indices = plan.batch(k)
             live.done = k + 1
-            images, labels = self._finish(out["images"][:n]), self._labels(out, order, k, n)
-            self.padded = self.sampler.padding_mask(k * self.batch_size, n, unpadded)
-            if self._batch_transform is not None:
-                images, labels = self._batch_transform(images, labels, live.epoch, k)
+            images = self._parts.finish(out["images"][:len(indices)])
+            labels = self._labels(out, indices)
+            self.padded = self._order.padding_mask(int(plan.bounds[k]), len(indices), unpadded)
+            if self._parts.batch_transform is not None:
+                images, labels = self._parts.batch_transform(images, labels, live.epoch, k)
             yield images, labels
         self._end(live)
         live.dali_iter = None
-        self._pipeline.ended_epoch()
+        pipeline.ended_epoch()
 
-    def _labels(self, out: dict, order: np.ndarray, k: int, n: int) -> torch.Tensor:
-        """Batch k's labels: the graph's, or the source's for the samples the order put there
+    def _python_epoch(self):
+        live = self._start_epoch()
+        plan = self._plan(live.epoch)
+        unpadded = self._order.unpadded_len()
+        batches = [plan.batch(k) for k in range(live.done, plan.batches)]
+        produced = self._parts.python.epoch(batches, self._epoch_seed(live.epoch))
+        for k, batch in zip(range(live.done, plan.batches), produced):
+            self._check_current(live)
+            live.done = k + 1
+            self.padded = self._order.padding_mask(int(plan.bounds[k]), len(batches[k - live.start]), unpadded)
+            batch = self._parts.place(batch)
+            if self._parts.batch_transform is not None:
+                batch = self._parts.batch_transform(*batch, live.epoch, k)
+            yield batch
+        self._end(live)
+
+    def _epoch_seed(self, epoch: int) -> int:
+        return derived_seed(self._order.seed, epoch, self._order.rank)
+
+    def _labels(self, out: dict, indices: np.ndarray) -> torch.Tensor:
+        """The batch's labels: the graph's, or the source's for the samples the plan put there
         (the same samples the graph read, resumed or not), where the images are."""
         if "labels" in out:
-            return out["labels"][:n].view(-1).long()
-        start = k * self.batch_size
-        labels = torch.from_numpy(self._host_labels(order[start:start + n])).long()
+            return out["labels"][:len(indices)].view(-1).long()
+        labels = torch.from_numpy(self._parts.host_labels(indices)).long()
         device = out["images"].device
         return labels if device.type == "cpu" else labels.to(device)
 
     @property
     def pipeline(self):
-        """The DALI pipeline every epoch runs (None before the first loop and after close())."""
-        return self._pipeline.pipeline
+        """The DALI pipeline every epoch runs (None on the Python path, before the first loop
+        and after close())."""
+        return None if self._parts.pipeline is None else self._parts.pipeline.pipeline
 
     def close(self) -> None:
-        """Shuts the DALI pipeline and its threads down now; a later loop builds a new one."""
+        """Shuts the DALI pipeline (or the worker processes) down now; a later loop starts anew."""
         if self._live is not None:
             self._live.dali_iter = None
-        self._pipeline.close()
+        if self._parts.pipeline is not None:
+            self._parts.pipeline.close()
+        if self._parts.python is not None:
+            self._parts.python.close()
 
     def _end(self, live: "_LiveEpoch") -> None:
         if self._live is live:  # a loop abandoned earlier must not end the current one
             self._live = None
 
-    def _explain(self, failure: Exception, remaining: np.ndarray) -> Exception:
-        explained = self._explain_failure(failure, remaining) if self._explain_failure else None
-        return explained or RuntimeError(f"DALI pipeline failed: {failure}")
+    # -- DALIGenericIterator's manners (output="dict" code written for DALI's iterators) ----
+
+    def reset(self) -> None:
+        """A no-op: each loop over the loader is a fresh epoch already (DALI's iterators need
+        reset() between epochs; code that calls it keeps working)."""
+
+    @property
+    def size(self) -> int:
+        """The samples this process reads per epoch, as DALIGenericIterator's `size`."""
+        return len(self._plan(self._order.next_epoch).indices) if self._order.saves_plan else len(self.sampler)
+
+    @property
+    def _size(self) -> int:   # the original DataLoaders_DALI read this private name
+        return self.size
 
     # -- mid-epoch resume, with torchdata's StatefulDataLoader convention ------------------
 
@@ -181,11 +236,13 @@ class DaliLoader:
         if self._live is not None and self._live.done < len(self):
             epoch, done, checkpoint = self._live.epoch, self._live.done, self._live.current_checkpoint()
         else:  # between epochs, or every batch served (Lightning stops there, not at StopIteration)
-            epoch, done, checkpoint = self.sampler.next_epoch, 0, None
-        return {"version": STATE_VERSION, "dataset": dataset_fingerprint(self.dataset),
-                "batch_size": self.batch_size, "drop_last": self.drop_last,
-                "rank": self.sampler.shard.rank, "world_size": self.sampler.shard.world_size,
-                "seed": self.sampler.seed, "epoch": epoch, "batches_done": done, "dali": checkpoint}
+            epoch, done, checkpoint = self._order.next_epoch, 0, None
+        plan = self._plans.get(epoch) if self._order.saves_plan and done else None
+        return {"version": STATE_VERSION, "versions": library_versions(self._parts.pipeline is not None),
+                "dataset": dataset_fingerprint(self.dataset if self._parts.source is None else self._parts.source),
+                "batch_size": self.batch_size, "drop_last": self.drop_last, "rank": self._order.rank,
+                "world_size": self._order.world_size, "seed": self._order.seed, "epoch": epoch,
+                "batches_done": done, "dali": checkpoint, "plan": None if plan is None else plan.state()}
 
     def load_state_dict(self, state: dict) -> None:
         """Makes the next loop yield the batches that were still to come when `state` was taken.
@@ -195,20 +252,10 @@ class DaliLoader:
         rank's DALI checkpoint does not apply here, so the rest of the epoch reads exactly the
         samples still to come, with fresh random augmentations.
         """
-        if not isinstance(state, dict):
-            raise TypeError(f"state must be the dict that loader.state_dict() returned, got "
-                            f"{type(state).__name__}")
-        missing = sorted(set(STATE_KEYS) - set(state))
-        if missing:
-            raise ValueError(f"cannot load this state: it lacks {missing}; pass what loader.state_dict() "
-                             f"returned")
         self._resume = None
         mine = self.state_dict()
-        for key in ("version", "dataset", "batch_size", "drop_last", "rank", "world_size"):
-            if state[key] != mine[key] and not (key == "rank" and state["world_size"] == mine["world_size"]):
-                raise ValueError(f"cannot load this state: its {key} is {state[key]!r} but this "
-                                 f"loader's is {mine[key]!r}; build the loader as the saved one was built")
-        self.sampler.seed = state["seed"]
+        check_state(state, mine)
+        self._order.seed = state["seed"]
         self._resume = dict(state)
         if state["rank"] != mine["rank"]:
             self._resume.update(rank=mine["rank"], dali=None)
@@ -229,9 +276,3 @@ class _LiveEpoch:
         if self.checkpoint is None and self.start > 0:
             return None  # that pipeline began mid-epoch: its positions do not count from the epoch's start
         return self.dali_iter.checkpoints()[0]
-
-
-def dataset_fingerprint(dataset) -> str:
-    """What a state must match to be loaded: the dataset's own fingerprint, else its kind and size."""
-    fingerprint = getattr(dataset, "fingerprint", None)
-    return fingerprint if fingerprint is not None else f"{type(dataset).__name__}/{len(dataset)}"

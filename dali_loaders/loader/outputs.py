@@ -1,11 +1,11 @@
-"""What a batch looks like, on top of any loader (DALI's or the twin): labels looked up in a
+"""What a batch looks like, for both loaders (DALI's or the twin): labels looked up in a
 table (sequences, with their lengths), `target_transform` on each label as torchvision
 calls it, and `output="dict"`: `[{"data": images, "label": labels}]` as DALI's own
 iterators give a batch, with their `reset()` and `size`, so code written for
 DALIGenericIterator (and the original DataLoaders_DALI) runs unchanged.
 
 It only reshapes what the loader yields: epochs, order, sharding, set_epoch and state_dict
-are the wrapped loader's own.
+are the loader's own.
 """
 from typing import Callable, Optional
 
@@ -29,27 +29,22 @@ class LabelTable:
         return labels, (None if self.lengths is None else self.lengths[rows].to(index.device))
 
 
-class ShapedLoader:
-    """`loader` with each batch reshaped (see the module); everything else is `loader`'s."""
+class BatchShape:
+    """What a batch (images, labels) becomes (see the module): labels from the table, then
+    target_transform on each, then the dict of DALI's iterators if asked."""
 
-    def __init__(self, loader, *, label_table: Optional[LabelTable] = None,
-                 target_transform: Optional[Callable] = None, as_dict: bool = False):
-        self.loader, self.label_table, self.target_transform = loader, label_table, target_transform
-        self.as_dict = as_dict
+    def __init__(self, *, label_table: Optional[LabelTable] = None, target_transform: Optional[Callable] = None,
+                 as_dict: bool = False):
+        self.label_table, self.target_transform, self.as_dict = label_table, target_transform, as_dict
 
-    def __getattr__(self, name):   # dataset, sampler, batch_size, set_epoch, state_dict, ...
-        if name == "loader":
-            raise AttributeError(name)
-        return getattr(self.loader, name)
+    @classmethod
+    def needed(cls, label_table, target_transform, as_dict: bool) -> Optional["BatchShape"]:
+        """A BatchShape, or None where batches stay (images, labels) as they are."""
+        if label_table is None and target_transform is None and not as_dict:
+            return None
+        return cls(label_table=label_table, target_transform=target_transform, as_dict=as_dict)
 
-    def __len__(self) -> int:
-        return len(self.loader)
-
-    def __iter__(self):
-        for images, labels in self.loader:
-            yield self.shape(images, labels)
-
-    def shape(self, images: torch.Tensor, labels: torch.Tensor):
+    def __call__(self, images: torch.Tensor, labels: torch.Tensor):
         lengths = None
         if self.label_table is not None:
             labels, lengths = self.label_table(labels)
@@ -61,21 +56,6 @@ class ShapedLoader:
                 batch["label_length"] = lengths
             return [batch]
         return (images, labels) if lengths is None else (images, labels, lengths)
-
-    # -- DALIGenericIterator's manners ------------------------------------------------------
-
-    def reset(self) -> None:
-        """A no-op: each loop over the loader is a fresh epoch already (DALI's iterators need
-        reset() between epochs; code that calls it keeps working)."""
-
-    @property
-    def size(self) -> int:
-        """The samples this process reads per epoch, as DALIGenericIterator's `size`."""
-        return len(self.loader.sampler)
-
-    @property
-    def _size(self) -> int:   # the original DataLoaders_DALI read this private name
-        return self.size
 
 
 def transform_each(target_transform: Callable, labels: torch.Tensor):

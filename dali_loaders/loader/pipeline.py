@@ -31,12 +31,14 @@ Builder = Callable[[int, Optional[bytes]], object]
 
 
 class EpochOrder:
-    """The samples the pipeline reads this epoch, in order. The loader sets `indices` before
-    each epoch; an external_source callback takes batch `info.iteration` of them."""
+    """The samples the pipeline reads this epoch, in order. The loader sets `indices` (and,
+    for batches of several sizes, `bounds`: batch k is indices[bounds[k]:bounds[k + 1]])
+    before each epoch; an external_source callback takes batch `info.iteration` of them."""
 
-    def __init__(self, indices=(), seed: Optional[int] = None):
+    def __init__(self, indices=(), seed: Optional[int] = None, bounds=None):
         self.indices = np.asarray(indices, dtype=np.int64)
         self.seed = seed   # the epoch's derived seed, for draws a source makes itself (arrays' crops and flips)
+        self.bounds = bounds
 
     @classmethod
     def of(cls, order) -> "EpochOrder":
@@ -45,8 +47,10 @@ class EpochOrder:
         return order if isinstance(order, cls) else cls(order)
 
     def batch(self, iteration: int, batch_size: int) -> np.ndarray:
+        if self.bounds is not None and iteration + 1 < len(self.bounds):
+            return self.indices[self.bounds[iteration]:self.bounds[iteration + 1]]
         start = iteration * batch_size
-        if start < len(self.indices):
+        if self.bounds is None and start < len(self.indices):
             return self.indices[start:start + batch_size]
         # A run past the end (DALI prefetches ahead of a short epoch): any full batch, dropped
         # unseen. Never StopIteration: that would end the pipeline's life, not the epoch.

@@ -1,83 +1,122 @@
-"""The torchvision twin: a source as a torch Dataset, and a DataLoader over it with the DALI
-loader's sample order, output layout and batch_transform."""
-
+"""TorchLoader: the torchvision twin. A real DataLoader over the same dataset, taking DaliLoader's
+arguments, with the DALI loader's sample order, output layout, batch_transform and batch shape,
+so that the two can be compared batch for batch."""
 import torch
-from torch.utils.data import DataLoader, Dataset
+from torch.utils.data import DataLoader
 
-from .. import transforms
+from ..sources.protocol import is_source
+from ..sources.screening import KeptSubset, screen
+from ..sources.torch_dataset import SourceDataset
+from ..sources.torchvision import adapt
 from ..transforms.mixing import batch_mixer
-from .build import check_labels, output_layout, sampler_for, shaped
-from .checks import check_count
+from .build import output_layout
+from .dataloader_args import check_dataloader_args, order_of
 from .options import check_options, resolve_device
-from ..sources.torch_dataset import SourceDataset  # noqa: F401  (re-exported)
+from .orders import LibraryOrder
+from .outputs import BatchShape
+from .python_path import TransformedDataset
+from .resolve import default_transform, own_transform
 from .skips import skipped_files, warn_skipped
 
 
 class TorchLoader(DataLoader):
-    """The torchvision twins' loader: a DataLoader over an EpochSampler, with
-    DistributedSampler's `set_epoch`."""
+    """DataLoader with DaliLoader's arguments and manners (`set_epoch`, `padded`, `skipped`):
+    `dataset` as DaliLoader takes it, read by torchvision and PIL in DataLoader's workers.
+    Outputs stay on the CPU whatever the device."""
 
     padded = torch.zeros(0, dtype=torch.bool)  # which samples of the last batch are even_batches' padding
 
+    def __init__(self, dataset, batch_size=1, shuffle=None, sampler=None, batch_sampler=None, num_workers: int = 0,
+                 collate_fn=None, pin_memory: bool = False, drop_last: bool = False, timeout: float = 0,
+                 worker_init_fn=None, multiprocessing_context=None, generator=None, *, prefetch_factor=None,
+                 persistent_workers: bool = False, pin_memory_device: str = "", in_order: bool = True, seed=None,
+                 transform=None, target_transform=None, batch_transform=None, device=None, device_id=None,
+                 output: str = "tuple", memory_format=torch.contiguous_format, even_batches: bool = False,
+                 on_error: str = "raise", max_image_pixels="pil", python_fallback: bool = False, rank=None,
+                 world_size=None, local_rank=None, dali_cpu=None):
+        shuffle = check_dataloader_args(batch_size, shuffle, sampler, batch_sampler, drop_last, num_workers,
+                                        timeout, prefetch_factor)
+        options = check_options(device, dali_cpu, output, target_transform)
+        if options.device is not None:
+            resolve_device(options.device, None)   # the same error as the DALI loader's
+        layout = output_layout(memory_format)
+        if seed is None and generator is not None:
+            seed = generator.initial_seed() % (1 << 31)
+        twin, counted, target_transform, label_table = twin_dataset(dataset, transform, options.target_transform,
+                                                                    max_image_pixels, on_error)
+        order, sampler, batch_sampler = order_of(counted, batch_size, shuffle, sampler, batch_sampler, drop_last,
+                                                 seed, rank, world_size, local_rank, even_batches)
+        if batch_transform is not None and (label_table is not None or target_transform is not None):
+            raise ValueError("batch_transform (MixUp, CutMix) mixes one-integer labels; it cannot be combined "
+                             "with target_transform or sequence labels")
+        if collate_fn is None and layout == "HWC":
+            collate_fn = _collate_channels_last
+        user_batches = batch_sampler if not isinstance(order, LibraryOrder) else None
+        batching = dict(batch_sampler=batch_sampler) if user_batches is not None or batch_size is None else \
+            dict(batch_size=batch_size, sampler=sampler, drop_last=drop_last)
+        super().__init__(twin, **batching, num_workers=num_workers, collate_fn=collate_fn,
+                         pin_memory=pin_memory, timeout=timeout, worker_init_fn=worker_init_fn,
+                         multiprocessing_context=multiprocessing_context, generator=generator,
+                         prefetch_factor=prefetch_factor, persistent_workers=persistent_workers,
+                         pin_memory_device=pin_memory_device, in_order=in_order)
+        self._order = order
+        self._counted = counted
+        self._mixer = batch_mixer(batch_transform, order)
+        self._shape = BatchShape.needed(label_table, target_transform, options.output == "dict")
+
     def set_epoch(self, epoch: int) -> None:
-        self.sampler.set_epoch(epoch)
+        self._order.set_epoch(epoch)
 
     @property
     def skipped(self):
         """{path: why} of the files left out with on_error="skip", as DaliLoader's."""
-        return skipped_files(self.dataset)
+        return skipped_files(self._counted)
 
     def __iter__(self):
-        warn_skipped(self.dataset, getattr(self.sampler, "next_epoch", 0))
-        if not hasattr(self.sampler, "padding_mask"):  # a framework's own sampler (Lightning's predict)
-            yield from super().__iter__()
-            return
-        start = 0
-        for images, labels in super().__iter__():
-            self.padded = self.sampler.padding_mask(start, len(labels))
+        warn_skipped(self._counted, self._order.next_epoch)
+        start, unpadded = 0, None
+        epoch = None if isinstance(self._order, LibraryOrder) else self._order.start_epoch()
+        for k, batch in enumerate(super().__iter__()):
+            if k == 0:   # the library's sampler starts its epoch when the first batch is drawn
+                unpadded = self._order.unpadded_len()
+                epoch = self._order.sampler.epoch if epoch is None else epoch
+            images, labels = batch[0], batch[1]
+            self.padded = self._order.padding_mask(start, len(labels), unpadded)
             start += len(labels)
-            yield images, labels
+            if self._mixer is not None:
+                batch = self._mixer(images, labels, epoch, k)
+            yield batch if self._shape is None else self._shape(*batch)
+
+    # DALIGenericIterator's manners, as DaliLoader's
+    def reset(self) -> None:
+        """A no-op, as DaliLoader's."""
+
+    @property
+    def size(self) -> int:
+        return len(self.sampler) if self.sampler is not None else sum(len(b) for b in self.batch_sampler)
 
 
-# -- the torchvision twin ------------------------------------------------------------------
-
-
-def torch_loader(dataset: Dataset, *, train: bool, batch_size: int, num_workers: int, seed=None,
-                 drop_last: bool = False, rank=None, world_size=None, local_rank=None,
-                 memory_format=torch.contiguous_format, batch_transform=None, device=None, dali_cpu=None,
-                 output="tuple", target_transform=None, label_table=None, even_batches: bool = False):
-    """A DataLoader over `dataset` (a SourceDataset, or torchvision's own dataset class) with
-    the DALI loader's sample order, output layout and batch_transform; `device`, `dali_cpu`,
-    `output`, `target_transform` and `label_table` as dali_loader's (the twin's outputs stay on the CPU whatever the device)."""
-    options = check_options(device, dali_cpu, output, target_transform)
-    check_labels(options, label_table, batch_transform)
-    if options.device is not None:
-        resolve_device(options.device, None)   # the same error as the DALI loader's
-    check_count("batch_size", batch_size, 1)
-    check_count("num_threads", num_workers, 0, " (DataLoader workers)")
-    layout = output_layout(memory_format)
-    sampler = sampler_for(dataset)(len(dataset), shuffle=train, seed=seed, rank=rank, world_size=world_size,
-                                   local_rank=local_rank)
-    sampler.even_batches = bool(even_batches)
-    collate = _collate_channels_last if layout == "HWC" else None
-    mixer = batch_mixer(batch_transform, sampler)
-    loader_class = TorchLoader if mixer is None else BatchTransformedTorchLoader
-    loader = loader_class(dataset, batch_size=batch_size, sampler=sampler, num_workers=num_workers,
-                          drop_last=drop_last, persistent_workers=num_workers > 0, collate_fn=collate)
-    loader.batch_transform = mixer
-    return shaped(loader, options, label_table)
-
-
-class BatchTransformedTorchLoader(TorchLoader):
-    """The twin with a batch_transform: each batch, as it leaves the DataLoader, goes through
-    the same BatchMixer as the DALI loader's, with the same (epoch, batch index)."""
-
-    batch_transform = None
-
-    def __iter__(self):
-        for k, (images, labels) in enumerate(super().__iter__()):
-            # the sampler starts its epoch when the first batch is drawn: read after it
-            yield self.batch_transform(images, labels, self.sampler.epoch, k)
+def twin_dataset(dataset, transform, target_transform, max_image_pixels, on_error):
+    """(the Dataset DataLoader reads, what the order counts, target_transform left to the
+    loader, label_table): a source through SourceDataset, a torchvision dataset as it is (less
+    the files screening leaves out), any other dataset as it is."""
+    if is_source(dataset):
+        source = dataset.screened(max_image_pixels, on_error) if hasattr(dataset, "screened") else dataset
+        twin = SourceDataset(source, transform if transform is not None else default_transform())
+        return twin, source, target_transform, getattr(source, "label_table", None)
+    adapted = adapt(dataset)
+    given = (transform, target_transform)
+    if adapted is not None:
+        own_transform(adapted, transform, "transform")
+        own_transform(adapted, target_transform, "target_transform")
+        files = getattr(adapted.source, "files", None)
+        if files is not None:
+            found = screen(files, max_image_pixels, on_error)
+            if found.skipped:
+                dataset = KeptSubset(dataset, found.kept, found.skipped, getattr(dataset, "classes", None))
+    if any(t is not None for t in given):
+        dataset = TransformedDataset(dataset, *given)
+    return dataset, dataset, None, None
 
 
 def _collate_channels_last(samples):

@@ -1,4 +1,5 @@
 """Encoded image files and their labels, read by fn.io.file.read and decoded by DALI."""
+import copy
 import os
 import zlib
 from typing import List, Optional, Sequence
@@ -6,6 +7,7 @@ from typing import List, Optional, Sequence
 import numpy as np
 
 from .. import transforms
+from .screening import PIL_RULE
 from .storage import isdir, isfile
 
 
@@ -15,6 +17,24 @@ class FileSource:
     def __init__(self, files: List[str], labels: Sequence[int], name: str, classes: Optional[List[str]] = None):
         self.files, self.labels, self.name = list(files), np.asarray(labels, dtype=np.int64), name
         self.classes = classes
+        self.skipped: dict = {}              # {path: why} left out by screening
+        self.max_image_pixels = PIL_RULE     # the limit its PIL loading honours
+        self.screened_with: Optional[tuple] = None   # (max_image_pixels, on_error) of its screening
+
+    def screened(self, max_image_pixels=PIL_RULE, on_error: str = "raise") -> "FileSource":
+        """A copy holding only the files screening keeps (sources/screening.py), with `skipped`;
+        itself if it was screened under these settings already."""
+        if self.screened_with == (max_image_pixels, on_error):
+            return self
+        from .screening import screen
+
+        found = screen(self.files, max_image_pixels, on_error)
+        kept = copy.copy(self)
+        kept.__dict__.pop("fingerprint", None)   # a cached fingerprint is of the files before
+        kept.files, kept.labels = [self.files[i] for i in found.kept], self.labels[found.kept]
+        kept.skipped = {**self.skipped, **found.skipped}
+        kept.max_image_pixels, kept.screened_with = max_image_pixels, (max_image_pixels, on_error)
+        return kept
 
     def __len__(self) -> int:
         return len(self.files)
@@ -26,9 +46,8 @@ class FileSource:
 
     def pil_image(self, i: int):
         from .image_files import load_rgb
-        from .screening import PIL_RULE
 
-        return load_rgb(self.files[i], pil_bomb_check=getattr(self, "max_image_pixels", PIL_RULE) == PIL_RULE)
+        return load_rgb(self.files[i], pil_bomb_check=self.max_image_pixels == PIL_RULE)
 
     def read(self, order, batch_size: int, device: str):
         """Batch after batch of `order` (an EpochOrder the loader sets each epoch): the file

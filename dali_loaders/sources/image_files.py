@@ -110,6 +110,7 @@ class ImageFiles(FileSource):
         self.files, labels = [self.files[i] for i in found.kept], [labels[i] for i in found.kept]
         super().__init__(self.files, labels, os.path.basename(os.path.normpath(root)), self.classes)
         self.skipped, self.max_image_pixels = found.skipped, max_image_pixels
+        self.screened_with = (max_image_pixels, on_error)
 
     def _scan_class_folders(self):
         files, labels, empty = [], [], []
@@ -227,8 +228,8 @@ def name_the_file(index: ImageFiles, batch_size: int):
             return None
         reason = undecodable_reason(culprit) or dali_reason(message)
         return ImageDecodeError(f"cannot decode image file {culprit!r} ({reason}); remove or replace it "
-                                f"(dali_loaders.verify_images(root) lists every such file). "
-                                f"DALI said: {dali_reason(message)}", path=culprit)
+                                f"(dali_loaders.verify_images(root) lists every such file), or pass "
+                                f"on_error='skip' to leave broken files out", path=culprit)
 
     return explain
 

@@ -237,29 +237,28 @@ def _verdict(table: Table, refused: Dict[int, str], warn_above, refuse_above, on
 # -- sources and datasets ---------------------------------------------------------------
 
 
-def screen_source(source, max_image_pixels=PIL_RULE, on_error: str = "raise"):
-    """Screens a FileSource's files and leaves it holding only those kept (before any epoch
-    is read: len, sharding and resume then all count the kept list). Returns the source,
-    with `skipped` ({path: why}) and the limit its PIL loading must honour."""
-    found = screen(source.files, max_image_pixels, on_error)
-    if len(found.kept) < len(source.files):
-        source.files = [source.files[i] for i in found.kept]
-        source.labels = source.labels[found.kept]
-    source.skipped, source.max_image_pixels = found.skipped, max_image_pixels
-    return source
+class KeptSubset:
+    """A dataset less the files screening left out, with `skipped` ({path: why}) and the
+    dataset's `classes`: torch's Subset, made here so that nothing is added to it from outside."""
+
+    def __init__(self, dataset, kept: Sequence[int], skipped: Dict[str, str], classes=None):
+        self.dataset, self.indices = dataset, list(kept)
+        self.skipped, self.classes = dict(skipped), classes
+
+    def __len__(self) -> int:
+        return len(self.indices)
+
+    def __getitem__(self, i):
+        return self.dataset[self.indices[i]]
 
 
 def kept_subset(dataset, files: Sequence[str], max_image_pixels=PIL_RULE, on_error: str = "raise"):
     """A torchvision dataset whose samples are `files` (in that order), less the files
-    screening leaves out: the dataset itself if none, else a Subset with `skipped`."""
-    from torch.utils.data import Subset
-
+    screening leaves out: the dataset itself if none, else a KeptSubset."""
     found = screen(files, max_image_pixels, on_error)
     if not found.skipped:
         return dataset
-    subset = Subset(dataset, found.kept)
-    subset.skipped, subset.classes = found.skipped, getattr(dataset, "classes", None)
-    return subset
+    return KeptSubset(dataset, found.kept, found.skipped, getattr(dataset, "classes", None))
 
 
 def open_unchecked(image):
@@ -276,7 +275,7 @@ def open_unchecked(image):
 
 
 def screen_webdataset(source, max_image_pixels=PIL_RULE, on_error: str = "raise"):
-    """screen_source for a WebDatasetSource: its samples' images, named `shard:member`, left
+    """Screening for a WebDatasetSource (a copy of one: WebDatasetSource.screened): its samples' images, named `shard:member`, left
     out of the source (shard_of, members, labels) before any epoch is read."""
     names = [source.describe(i) for i in range(len(source))]
     number = {name: i for i, name in enumerate(names)}

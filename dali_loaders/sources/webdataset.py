@@ -25,6 +25,7 @@ shards: write shards with their samples shuffled, as WebDataset recommends. The 
 the same sampler, so it serves the same order.
 """
 import contextlib
+import copy
 import glob
 import hashlib
 import io
@@ -40,9 +41,9 @@ import numpy as np
 
 from ..distributed import EpochSampler, resolve_shard
 from . import storage
-from .torch_dataset import SourceDataset
 from .files import encoded_images, require_file
 from .image_files import SUSPECT_BATCHES, ImageDecodeError, dali_reason
+from .screening import PIL_RULE
 
 IMAGE_KEYS = ("jpg", "jpeg", "png")
 LABEL_KEY = "cls"
@@ -228,6 +229,20 @@ class WebDatasetSource:
         self.members = [r[1] for r in rows]   # (key, offset, size, name) of each sample's image
         self.labels = np.asarray(labels, dtype=np.int64)
         self.name = "webdataset"
+        self.skipped: dict = {}                   # {shard:member: why} left out by screening
+        self.max_image_pixels = PIL_RULE         # the limit its PIL decoding honours
+        self.screened_with: Optional[tuple] = None
+
+    def screened(self, max_image_pixels=PIL_RULE, on_error: str = "raise") -> "WebDatasetSource":
+        """A copy holding only the samples screening keeps (sources/screening.py); itself if
+        it was screened under these settings already."""
+        if self.screened_with == (max_image_pixels, on_error):
+            return self
+        from .screening import screen_webdataset
+
+        kept = screen_webdataset(copy.copy(self), max_image_pixels, on_error)
+        kept.screened_with = (max_image_pixels, on_error)
+        return kept
 
     def _shard_samples(self, number: int, samples, label_key):
         shard, rows, labels = self.shards[number], [], []
@@ -272,10 +287,10 @@ class WebDatasetSource:
         """Sample i decoded to RGB by PIL, as ImageFolder's loader decodes a file."""
         from PIL import Image
 
-        from .screening import PIL_RULE, open_unchecked
+        from .screening import open_unchecked
 
         try:
-            if getattr(self, "max_image_pixels", PIL_RULE) != PIL_RULE:   # a limit the user chose, applied
+            if self.max_image_pixels != PIL_RULE:   # a limit the user chose, applied
                 return open_unchecked(self.image_bytes(i)).convert("RGB")
             return Image.open(io.BytesIO(self.image_bytes(i))).convert("RGB")
         except storage.StorageError:   # the store failed, not the image
@@ -404,14 +419,3 @@ def name_the_sample(source: WebDatasetSource, batch_size: int):
                                 f"or replace the sample. DALI said: {dali_reason(str(failure))}", path=where)
 
     return explain
-
-
-class WebDatasetTwin(SourceDataset):
-    """The twin's dataset: the same samples read from the same tars, in the same order."""
-
-    @property
-    def epoch_sampler(self):
-        return self.source.epoch_sampler
-
-
-# -- the factories ---------------------------------------------------------------------------

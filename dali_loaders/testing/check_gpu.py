@@ -22,7 +22,7 @@ from torchvision.transforms import InterpolationMode as IM
 from torchvision.transforms import v2
 
 from .. import get_cifar_iter_dali, get_imagefolder_iter_dali, recipes, transforms
-from ..loader.build import dali_loader
+from ..loader import dali_loader
 from ..sources.image_files import ImageFiles
 from ..transforms.cutout import Cutout
 from .synthetic import smooth_images, write_cifar

@@ -1,0 +1,306 @@
+"""torchvision's (and timm's) own dataset objects as this library's sources.
+
+`adapt(dataset)` reads a dataset object the user built (ImageFolder, ImageNet, CIFAR10, MNIST, ...)
+into an ArraySource or a FileSource holding exactly what its __getitem__ hands its transform,
+in its order: the pixels (or the files its loader opens) and the labels. The dataset's own
+transform and target_transform come along, for the loader to translate.
+
+Classes are recognised by exact type: a subclass may override __getitem__, so it is not
+ours to read (adapt gives None, and the loader calls its __getitem__). A known class this
+cannot read as a source (a custom loader, a joint `transforms=`, segmentation targets, ...)
+gives an Adapted with no source and `why`, so the loader can say why it takes the Python path.
+
+The attributes read are the objects' own, read when adapt is called: a dataset whose
+`samples`, `data` or `targets` the user replaced or cut is read as it now stands. Private
+attributes (Flowers102's `_image_files`, ...) are torchvision's and may change: each read
+is guarded, and a missing one is a `why`, never an AttributeError.
+"""
+import functools
+import os
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, Optional, Tuple
+
+import numpy as np
+
+from .arrays import ArraySource
+from .files import FileSource
+
+
+@dataclass(frozen=True)
+class Adapted:
+    """A dataset object read as a source (None if it cannot be: `why` says why), and the
+    transform and target_transform its __getitem__ applies."""
+    source: Any
+    transform: Optional[Callable]
+    target_transform: Optional[Callable]
+    why: str = ""
+
+
+class _CannotRead(Exception):
+    """Why a known dataset class cannot be read as a source (a short reason)."""
+
+
+def adapt(dataset) -> Optional[Adapted]:
+    """`dataset` as a source with its transforms; None for a class this does not know
+    (nothing is read or imported then)."""
+    package = type(dataset).__module__.split(".")[0]
+    if package not in ("torchvision", "timm"):
+        return None
+    reader = _registry(package).get(type(dataset))
+    if reader is None:
+        return None
+    transform, target_transform = getattr(dataset, "transform", None), getattr(dataset, "target_transform", None)
+    try:
+        source, transform, target_transform = reader(dataset)
+    except _CannotRead as reason:
+        return Adapted(None, transform, target_transform, f"{type(dataset).__name__}: {reason}")
+    return Adapted(source, transform, target_transform)
+
+
+@functools.lru_cache(maxsize=None)
+def _registry(package: str) -> Dict[type, Callable]:
+    """{exact class: reader} of one package; each reader gives (source, transform,
+    target_transform) or raises _CannotRead."""
+    if package == "timm":
+        try:
+            from timm.data import ImageDataset
+        except ImportError:   # a timm without it: nothing of timm's is known
+            return {}
+        return {ImageDataset: _timm_image_dataset}
+    from torchvision import datasets
+
+    return {datasets.ImageFolder: _folder, datasets.DatasetFolder: _folder, datasets.ImageNet: _folder,
+            datasets.CIFAR10: _cifar, datasets.CIFAR100: _cifar,
+            datasets.MNIST: _mnist, datasets.FashionMNIST: _mnist, datasets.KMNIST: _mnist,
+            datasets.EMNIST: _mnist, datasets.SVHN: _channels_first, datasets.STL10: _stl10,
+            datasets.Flowers102: _listed_files, datasets.Food101: _listed_files,
+            datasets.OxfordIIITPet: _pet}
+
+
+# -- what several readers share ------------------------------------------------------------
+
+
+def _attribute(dataset, name: str):
+    """dataset.<name>, or _CannotRead naming it (a torchvision that no longer has it)."""
+    try:
+        return getattr(dataset, name)
+    except AttributeError:
+        raise _CannotRead(f"it has no attribute {name!r} (another torchvision version?)") from None
+
+
+def _plain_transforms(dataset) -> Tuple[Optional[Callable], Optional[Callable]]:
+    """What a __getitem__ that calls `self.transform` / `self.target_transform` when they
+    are not None applies."""
+    return getattr(dataset, "transform", None), getattr(dataset, "target_transform", None)
+
+
+def _truthy_transforms(dataset) -> Tuple[Optional[Callable], Optional[Callable]]:
+    """Flowers102's and Food101's __getitem__ test `if self.transform:`: a falsy transform
+    (an empty nn.Sequential) is not called."""
+    transform, target_transform = _plain_transforms(dataset)
+    return transform or None, target_transform or None
+
+
+def _labels(values, count: int) -> np.ndarray:
+    """One integer label per sample, as int64 (a view where they are already); _CannotRead
+    otherwise (the loader's batches hold integer labels)."""
+    if hasattr(values, "numpy") and hasattr(values, "detach"):   # a torch tensor
+        values = values.detach().cpu().numpy()
+    try:
+        labels = np.asarray(values)
+    except (TypeError, ValueError):
+        labels = None
+    if labels is None or labels.ndim != 1 or labels.dtype.kind not in "iu" or len(labels) != count:
+        raise _CannotRead(f"its labels are not one integer per sample ({count} samples)")
+    return labels.astype(np.int64, copy=False)
+
+
+def _uint8_pixels(values, ndim: int, what: str) -> np.ndarray:
+    """A uint8 array (a view of a torch tensor or numpy array) of `ndim` dimensions."""
+    if hasattr(values, "numpy") and hasattr(values, "detach"):
+        if values.device.type != "cpu":
+            raise _CannotRead(f"its {what} are on {values.device}, not in host memory")
+        values = values.detach().numpy()
+    if not isinstance(values, np.ndarray) or values.dtype != np.uint8 or values.ndim != ndim:
+        raise _CannotRead(f"its {what} are not a {ndim}-dimensional uint8 array")
+    return values
+
+
+def _name(dataset, split: str) -> str:
+    """What tells one dataset object from another in a fingerprint: class, split and root
+    (the source adds the length and a crc of the labels, or of the files and labels)."""
+    return f"{type(dataset).__name__}/{split}/{os.fspath(getattr(dataset, 'root', '') or '')}"
+
+
+class ViewedArrays(ArraySource):
+    """An ArraySource over a view of the dataset's own array (CIFAR's, SVHN's and STL10's
+    are transposed views): pil_image reads the view, no copy. DALI takes dense batches only,
+    and the one-pass C gather a C-contiguous array only (a strided gather costs ~10x as
+    much per batch), so the first read() into a DALI graph makes it C-contiguous, once."""
+
+    def read(self, *args, **kwargs):
+        if not self.images.flags.c_contiguous:
+            self.images = np.ascontiguousarray(self.images)
+        return super().read(*args, **kwargs)
+
+
+def _array_source(dataset, images: np.ndarray, labels: np.ndarray, split: str) -> ArraySource:
+    source = ViewedArrays(images, labels, _name(dataset, split))
+    source.classes = getattr(dataset, "classes", None)
+    return source
+
+
+def _file_source(dataset, paths, targets, split: str) -> FileSource:
+    """The files, labelled; named by the dataset's class, split and root."""
+    if not len(paths):
+        raise _CannotRead("it holds no samples")
+    labels = _labels(targets, len(paths))
+    try:
+        files = [os.fspath(path) for path in paths]
+    except TypeError:
+        raise _CannotRead("its samples are not file paths") from None
+    return FileSource(files, labels, _name(dataset, split), getattr(dataset, "classes", None))
+
+
+def _pairs(samples, what: str):
+    """(paths, classes) of a list of (path, class) pairs, unpacked as __getitem__ does (one
+    pass: ImageNet's 1.28M pairs take ~0.2 s, where zip(*samples) takes seconds)."""
+    paths, targets = [], []
+    try:
+        for path, target in samples:
+            paths.append(path)
+            targets.append(target)
+    except (TypeError, ValueError):
+        raise _CannotRead(f"its {what} are not (path, class) pairs") from None
+    return paths, targets
+
+
+def _pil_loading(loader) -> None:
+    """_CannotRead unless `loader` opens a file as PIL's convert("RGB") (the file source's
+    decode): torchvision's default loader (while its backend is PIL), its pil_loader, or
+    this library's own."""
+    import torchvision
+    from torchvision.datasets import folder
+
+    from .image_files import load_rgb
+
+    if loader is folder.default_loader:
+        if torchvision.get_image_backend() != "PIL":
+            raise _CannotRead(f"torchvision's image backend is {torchvision.get_image_backend()!r}: its "
+                              f"default loader gives no PIL image")
+    elif loader is not folder.pil_loader and loader is not load_rgb:
+        raise _CannotRead(f"its loader {getattr(loader, '__name__', loader)!r} is not torchvision's default "
+                          f"(PIL) loader")
+
+
+# -- the readers ---------------------------------------------------------------------------
+
+
+def _folder(dataset):
+    """ImageFolder, DatasetFolder and ImageNet (an ImageFolder of its split's folder):
+    `samples` ((path, class) pairs), opened by `loader`."""
+    _pil_loading(_attribute(dataset, "loader"))
+    paths, targets = _pairs(_attribute(dataset, "samples"), "samples")
+    split = str(getattr(dataset, "split", "folder"))
+    return _file_source(dataset, paths, targets, split), *_plain_transforms(dataset)
+
+
+def _cifar(dataset):
+    """CIFAR10 / CIFAR100: `data` (N, 32, 32, 3) uint8, `targets` a list."""
+    images = _uint8_pixels(_attribute(dataset, "data"), 4, "images")
+    if images.shape[-1] != 3:
+        raise _CannotRead("its images are not (N, H, W, 3)")
+    split = "train" if _attribute(dataset, "train") else "test"
+    return (_array_source(dataset, images, _labels(_attribute(dataset, "targets"), len(images)), split),
+            *_plain_transforms(dataset))
+
+
+def _mnist(dataset):
+    """MNIST and kin: `data` (N, 28, 28) uint8 tensor, handed over as mode "L"."""
+    images = _uint8_pixels(_attribute(dataset, "data"), 3, "images")
+    split = getattr(dataset, "split", None)   # EMNIST's
+    split = ("train" if _attribute(dataset, "train") else "test") + (f"-{split}" if split else "")
+    return (_array_source(dataset, images, _labels(_attribute(dataset, "targets"), len(images)), split),
+            *_plain_transforms(dataset))
+
+
+def _hwc_view(dataset) -> np.ndarray:
+    """SVHN's and STL10's `data`, (N, 3, H, W), seen as the (N, H, W, 3) its __getitem__
+    transposes each image to: a view, no copy."""
+    images = _uint8_pixels(_attribute(dataset, "data"), 4, "images")
+    if images.shape[1] != 3:
+        raise _CannotRead("its images are not (N, 3, H, W)")
+    return images.transpose(0, 2, 3, 1)
+
+
+def _channels_first(dataset):
+    """SVHN: `data` (N, 3, 32, 32), `labels` int64 (10 already made 0)."""
+    images = _hwc_view(dataset)
+    labels = _labels(_attribute(dataset, "labels"), len(images))
+    return _array_source(dataset, images, labels, str(_attribute(dataset, "split"))), *_plain_transforms(dataset)
+
+
+def _stl10(dataset):
+    """STL10: as SVHN, 96x96; the unlabeled images' label is -1 and its __getitem__ hands
+    it over, which the loader's labels do not."""
+    split = str(_attribute(dataset, "split"))
+    if "unlabeled" in split:
+        raise _CannotRead(f"split {split!r} holds unlabeled images (label -1)")
+    if _attribute(dataset, "labels") is None:
+        raise _CannotRead("it has no labels")
+    images = _hwc_view(dataset)
+    labels = _labels(dataset.labels, len(images))
+    folds = getattr(dataset, "folds", None)
+    split += f"-fold{folds}" if folds is not None else ""
+    return _array_source(dataset, images, labels, split), *_plain_transforms(dataset)
+
+
+def _listed_files(dataset):
+    """Flowers102 and Food101: `_image_files` and `_labels`, opened by `loader`."""
+    _pil_loading(_attribute(dataset, "loader"))
+    files, labels = _attribute(dataset, "_image_files"), _attribute(dataset, "_labels")
+    return _file_source(dataset, files, labels, str(_attribute(dataset, "_split"))), *_truthy_transforms(dataset)
+
+
+def _pet(dataset):
+    """OxfordIIITPet: `_images` and `_labels` (its "category" target), opened as PIL's
+    convert("RGB"); its __getitem__ calls the joint `transforms`, which is the plain pair
+    (a StandardTransform) unless the user built it with `transforms=`."""
+    from torchvision.datasets.vision import StandardTransform
+
+    target_types = list(_attribute(dataset, "_target_types"))
+    if target_types != ["category"]:
+        raise _CannotRead(f"its target_types {target_types} are not ['category']")
+    joint = _attribute(dataset, "transforms")
+    if joint is not None and type(joint) is not StandardTransform:
+        raise _CannotRead("it was built with a joint transforms= (image and target together)")
+    files, labels = _attribute(dataset, "_images"), _attribute(dataset, "_labels")
+    source = _file_source(dataset, files, labels, str(_attribute(dataset, "_split")))
+    if not joint:   # `if self.transforms:` in its __getitem__
+        return source, None, None
+    return source, joint.transform, joint.target_transform
+
+
+def _timm_image_dataset(dataset):
+    """timm's ImageDataset over its folder reader: the reader's `samples`, opened as PIL's
+    convert("RGB")."""
+    from timm.data.readers.reader_image_folder import ReaderImageFolder
+
+    reader = _attribute(dataset, "reader")
+    if type(reader) is not ReaderImageFolder:
+        raise _CannotRead(f"its reader {type(reader).__name__} is not timm's plain folder reader")
+    if _attribute(dataset, "load_bytes"):
+        raise _CannotRead("load_bytes=True hands the transform bytes, not an image")
+    mode = _attribute(dataset, "input_img_mode")
+    if mode != "RGB":
+        raise _CannotRead(f"input_img_mode={mode!r}: only 'RGB' images are read as files")
+    if getattr(dataset, "additional_features", None) is not None:
+        raise _CannotRead("it hands over additional_features")
+    paths, targets = _pairs(_attribute(reader, "samples"), "reader's samples")
+    if any(target is None for target in targets):
+        raise _CannotRead("some samples have no class")
+    source = _file_source(dataset, paths, targets, "folder")
+    source.name += os.fspath(getattr(reader, "root", "") or "")
+    class_to_idx = getattr(reader, "class_to_idx", None) or {}
+    source.classes = sorted(class_to_idx, key=class_to_idx.get) or None
+    return source, *_plain_transforms(dataset)

@@ -1,0 +1,180 @@
+"""torchvision's (and timm's) own dataset objects through the DALI loader: the batches
+torch's DataLoader gives over the same object, its own transform run inside DALI. A torchvision
+v1 (PIL) recipe: equal up to float rounding; a v2 tensor recipe: within one grey level.
+torchvision's md5 checks are patched out, as in test_torchvision_adapters.py."""
+import numpy as np
+import pytest
+import torch
+import torchvision.datasets as tvd
+from cifar_data import index_images, write_cifar
+from dataset_data import write_flowers, write_food, write_mnist, write_pets, write_stl10, write_svhn
+from image_data import write_image_folder
+from torchvision import transforms as T
+from torchvision.transforms import v2
+
+import dali_loaders
+from dali_loaders.sources.torchvision import adapt
+
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+BATCH = 8
+RGB_MEAN, RGB_STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
+GREY_MEAN, GREY_STD = (0.1307,), (0.3081,)
+
+
+@pytest.fixture(autouse=True)
+def no_md5_checks(monkeypatch):
+    for cls in (tvd.CIFAR10, tvd.SVHN, tvd.STL10, tvd.Flowers102):
+        monkeypatch.setattr(cls, "_check_integrity", lambda self: True)
+    monkeypatch.setattr(tvd.cifar, "check_integrity", lambda *args, **kwargs: True)
+
+
+@pytest.fixture(scope="module")
+def roots(tmp_path_factory):
+    def made(name, write):
+        return write(str(tmp_path_factory.mktemp(name)))
+
+    return {
+        "folder": made("folder", lambda r: write_image_folder(r, {"a": 7, "b": 6, "c": 5}) and r),
+        "cifar10": made("cifar10", lambda r: write_cifar(r, "cifar10", n_train=4, n_test=21, images=index_images)),
+        "mnist": made("mnist", lambda r: write_mnist(r, "MNIST", n_train=19, n_test=3)),
+        "cifar100": made("cifar100", lambda r: write_cifar(r, "cifar100", n_train=17, n_test=2)),
+        "fashion": made("fashion", lambda r: write_mnist(r, "FashionMNIST", n_train=3, n_test=17)),
+        "svhn": made("svhn", lambda r: write_svhn(r, (("train", 4), ("test", 18)))),
+        "stl10": made("stl10", lambda r: write_stl10(r, n_train=4, n_test=17, n_unlabeled=1)),
+        "food": made("food", lambda r: write_food(r, per_class=9)),
+        "flowers": made("flowers", lambda r: write_flowers(r, n=30)),
+        "pets": made("pets", write_pets),
+    }
+
+
+def v1(mean, std):
+    return T.Compose([T.Resize(40), T.CenterCrop(32), T.ToTensor(), T.Normalize(mean, std)])
+
+
+def v2_tensor(mean, std):
+    return v2.Compose([v2.ToImage(), v2.Resize(40), v2.CenterCrop(32), v2.ToDtype(torch.float32, scale=True),
+                       v2.Normalize(mean, std)])
+
+
+# name -> dataset (from the roots and a transform), mean, std
+DATASETS = {
+    "ImageFolder": (lambda r, t: tvd.ImageFolder(r["folder"], transform=t), RGB_MEAN, RGB_STD),
+    "CIFAR10": (lambda r, t: tvd.CIFAR10(r["cifar10"], train=False, transform=t), RGB_MEAN, RGB_STD),
+    "MNIST": (lambda r, t: tvd.MNIST(r["mnist"], train=True, transform=t), GREY_MEAN, GREY_STD),
+    "CIFAR100": (lambda r, t: tvd.CIFAR100(r["cifar100"], train=True, transform=t), RGB_MEAN, RGB_STD),
+    "FashionMNIST": (lambda r, t: tvd.FashionMNIST(r["fashion"], train=False, transform=t), GREY_MEAN, GREY_STD),
+    "SVHN": (lambda r, t: tvd.SVHN(r["svhn"], "test", transform=t), RGB_MEAN, RGB_STD),
+    "STL10": (lambda r, t: tvd.STL10(r["stl10"], "test", transform=t), RGB_MEAN, RGB_STD),
+    "Food101": (lambda r, t: tvd.Food101(r["food"], "train", transform=t), RGB_MEAN, RGB_STD),
+    "Flowers102": (lambda r, t: tvd.Flowers102(r["flowers"], "test", transform=t), RGB_MEAN, RGB_STD),
+    "OxfordIIITPet": (lambda r, t: tvd.OxfordIIITPet(r["pets"], "trainval", transform=t), RGB_MEAN, RGB_STD),
+}
+
+
+def dali_loader(dataset, **kwargs):
+    return dali_loaders.DaliLoader(dataset, batch_size=BATCH, shuffle=False, **kwargs)
+
+
+def assert_same_batches(dataset, tolerance, route="dali", **kwargs):
+    """DaliLoader(dataset) and DataLoader(dataset), both unshuffled: every batch, its labels
+    equal and its images within `tolerance`; returns the number of batches."""
+    ours = dali_loader(dataset, **kwargs)
+    assert ours.route.startswith(route), ours.route
+    theirs = torch.utils.data.DataLoader(dataset, batch_size=BATCH, shuffle=False)
+    assert len(ours) == len(theirs) == -(-len(dataset) // BATCH)
+    batches = 0
+    for (images, labels), (expected, expected_labels) in zip(ours, theirs, strict=True):
+        assert torch.equal(labels.cpu(), expected_labels), f"batch {batches}"
+        assert images.dtype == expected.dtype and images.shape == expected.shape, f"batch {batches}"
+        difference = (images.cpu() - expected).abs().max().item()
+        assert difference <= tolerance, f"batch {batches}: {difference}"
+        batches += 1
+    return batches
+
+
+@pytest.mark.parametrize("name", list(DATASETS))
+def test_a_v1_pil_recipe_gives_dataloaders_batches(roots, name):
+    make, mean, std = DATASETS[name]
+    dataset = make(roots, v1(mean, std))
+    assert adapt(dataset).source is not None   # read as a source, not through __getitem__
+    assert assert_same_batches(dataset, 1e-5) > 1
+
+
+@pytest.mark.parametrize("name", list(DATASETS))
+def test_a_v2_tensor_recipe_within_a_grey_level(roots, name):
+    make, mean, std = DATASETS[name]
+    assert assert_same_batches(make(roots, v2_tensor(mean, std)), 1 / 255 / min(std) + 1e-5) > 1
+
+
+def test_the_target_transform_is_the_datasets(roots):
+    dataset = tvd.CIFAR10(roots["cifar10"], train=False, transform=v1(RGB_MEAN, RGB_STD),
+                          target_transform=lambda y: 10 * y + 3)
+    assert assert_same_batches(dataset, 1e-5) > 1
+
+
+def test_the_transform_is_the_one_its_getitem_applies(roots):
+    """OxfordIIITPet's __getitem__ calls the transform it was built with (its joint
+    `transforms`), not one set on `.transform` afterwards: DataLoader's batches say which."""
+    dataset = tvd.OxfordIIITPet(roots["pets"], "trainval", transform=v1(RGB_MEAN, RGB_STD))
+    dataset.transform = v2.Compose([v2.ToImage(), v2.Resize(24), v2.CenterCrop(16),
+                                    v2.ToDtype(torch.float32, scale=True)])
+    assert assert_same_batches(dataset, 1e-5) > 1
+
+
+def test_a_dataset_it_cannot_read_still_gives_dataloaders_batches(roots):
+    """A custom loader: the Python path (the dataset's own __getitem__)."""
+    from PIL import Image
+
+    dataset = tvd.ImageFolder(roots["folder"], transform=v1(GREY_MEAN, GREY_STD),
+                              loader=lambda path: Image.open(path).convert("L"))
+    assert adapt(dataset).source is None
+    with pytest.warns(UserWarning, match="Python path.*ImageFolder: its loader"):
+        assert assert_same_batches(dataset, 1e-5, route="python: ImageFolder: its loader") > 1
+
+
+def test_timm_image_dataset(roots):
+    timm_data = pytest.importorskip("timm.data")
+    dataset = timm_data.ImageDataset(roots["folder"], transform=v1(RGB_MEAN, RGB_STD))
+    assert adapt(dataset).source is not None
+    assert assert_same_batches(dataset, 1e-5) > 1
+
+
+def test_images_that_say_their_index_come_in_dataloaders_order(roots):
+    """CIFAR images carry their index: unshuffled, batch k holds samples 8k .. 8k+7."""
+    dataset = tvd.CIFAR10(roots["cifar10"], train=False, transform=T.PILToTensor())
+    seen = []
+    for images, _ in dali_loader(dataset):
+        pixels = images[:, :, 0, 0].long()
+        seen += ((pixels[:, 0] << 16) | (pixels[:, 1] << 8) | pixels[:, 2]).tolist()
+    assert seen == list(range(4, 4 + len(dataset)))
+
+
+def test_shuffled_epochs_read_every_sample_once(roots):
+    dataset = tvd.CIFAR10(roots["cifar10"], train=False, transform=T.PILToTensor(),
+                          target_transform=lambda y: y + 100)
+    loader = dali_loaders.DaliLoader(dataset, batch_size=BATCH, shuffle=True, seed=3)
+    epochs = []
+    for _ in range(2):
+        seen, labels = [], []
+        for images, y in loader:
+            pixels = images[:, :, 0, 0].long()
+            seen += ((pixels[:, 0] << 16) | (pixels[:, 1] << 8) | pixels[:, 2]).tolist()
+            labels += y.tolist()
+        assert sorted(seen) == list(range(4, 4 + len(dataset)))
+        assert labels == [i % 10 + 100 for i in seen]   # each image with its own label
+        epochs.append(seen)
+    assert epochs[0] != epochs[1]
+
+
+def test_an_undecodable_file_of_an_image_folder_is_named(tmp_path):
+    from image_data import write_garbage
+
+    from dali_loaders import ImageDecodeError
+
+    write_image_folder(str(tmp_path), {"a": 5, "b": 5})
+    broken = write_garbage(str(tmp_path / "b" / "zz_broken.jpg"))
+    dataset = tvd.ImageFolder(str(tmp_path), transform=v1(RGB_MEAN, RGB_STD))
+    with pytest.raises(ImageDecodeError, match="zz_broken.jpg") as raised:
+        for _ in dali_loader(dataset):
+            pass
+    assert raised.value.path == broken

@@ -66,6 +66,14 @@ def test_val_batches_equal_the_local_folders_and_imagefolders_labels(val_url, fo
     assert all(f.startswith("s3://images/val/") for f in remote_loader.dataset.files)
 
 
+def test_default_val_recipe_batches_are_identical_to_the_local_folders(val_url, folder):
+    local = list(get_imagefolder_iter_dali(folder, 8, False, 1))
+    remote = list(get_imagefolder_iter_dali(val_url, 8, False, 1))
+    assert len(local) == len(remote) == 3
+    for (x, y), (u, v) in zip(local, remote):
+        assert torch.equal(x, u) and torch.equal(y, v)
+
+
 def test_the_twin_reads_the_url_with_the_same_labels(val_url, folder):
     twin = one_pass(get_imagefolder_iter_torch(val_url, 4, False, 2, transform=recipe()))   # forked workers
     assert twin == one_pass(get_imagefolder_iter_dali(folder, 4, False, 1, transform=recipe()))

@@ -11,6 +11,10 @@ def _demo(args) -> int:
 
 
 def _bench(args) -> int:
+    if args.storage == "s3":
+        from .bench.storage import main as storage_main
+
+        return storage_main(args)
     from .bench.run import main as bench_main
 
     return bench_main(args)
@@ -127,6 +131,8 @@ def build_parser() -> argparse.ArgumentParser:
     from .bench.run import add_arguments
 
     add_arguments(bench)
+    bench.add_argument("--storage", choices=["local", "s3"], default="local",
+                       help="s3: one image folder from local disk and from a loopback S3 server, side by side")
     bench.set_defaults(run=_bench)
 
     verify = commands.add_parser("verify", help="list the files under ROOT that cannot be decoded")

@@ -82,3 +82,6 @@ def photo_files(tmp_path_factory):
 
     paths = write_photo_folder(str(tmp_path_factory.mktemp("photos")), max_side=160)
     return FileSource(paths, [0] * len(paths), "photos")
+
+# The S3 server fixture (`s3_server`): started once per session by the tests that ask for it.
+pytest_plugins = ["s3_server"]

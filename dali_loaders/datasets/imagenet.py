@@ -8,6 +8,7 @@ from ..loader.checks import check_count
 from ..loader.fallback import dali_available, warn_fallback
 from ..sources.image_files import ImageFiles
 from ..sources.screening import PIL_RULE
+from ..sources.storage import isdir, join, subfolders
 
 # -- the factories ------------------------------------------------------------------------
 
@@ -30,11 +31,11 @@ def _check_train(train) -> bool:
 def _imagenet_split(type, image_dir: str) -> str:
     if type not in ("train", "val"):
         raise ValueError(f"type must be 'train' or 'val', got {type!r}")
-    if not os.path.isdir(image_dir):
+    if not isdir(image_dir):
         raise FileNotFoundError(f"ImageNet folder {image_dir!r} does not exist; expected it to hold "
                                 f"train/<class>/<image> and val/<class>/<image>")
-    split = os.path.join(image_dir, type)
-    if not os.path.isdir(split):
+    split = join(image_dir, type)
+    if not isdir(split):
         raise FileNotFoundError(f"{split!r} does not exist; ImageNet's image_dir must hold train/ and val/, "
                                 f"each with one folder per class (or val/ flat, with label_file=)")
     return split
@@ -42,10 +43,10 @@ def _imagenet_split(type, image_dir: str) -> str:
 
 def _train_classes(split: str, label_file: Optional[str]):
     """A flat ImageNet val/ with a label file takes its class names from train/, if there."""
-    train = os.path.join(os.path.dirname(split), "train")
-    if label_file is None or not os.path.isdir(train):
+    train = join(os.path.dirname(split), "train")
+    if label_file is None or not isdir(train):
         return None
-    return sorted(entry.name for entry in os.scandir(train) if entry.is_dir()) or None
+    return subfolders(train) or None
 
 
 def _folder_loader(loader_class, root, batch_size, train, num_threads, crop, val_size, world_size, local_rank,

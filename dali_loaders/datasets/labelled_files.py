@@ -10,6 +10,7 @@ be a sequence (a captcha's characters), served as int64 (B, L) padded, with the 
 DALI reads each sample's index as its label; the loader looks the real label up in a table
 (loader.outputs.LabelTable), so order, sharding and resume are the image loaders' own.
 """
+import io
 import os
 import zlib
 from typing import Callable, List, Optional, Sequence, Union
@@ -23,6 +24,7 @@ from ..loader.fallback import dali_available, warn_fallback
 from ..loader.outputs import LabelTable
 from ..sources.files import FileSource
 from ..sources.image_files import is_image
+from ..sources.storage import commonpath, is_url, isdir, isfile, join, list_tree, normpath, read_text
 
 Label = Union[int, str, Sequence[int]]
 
@@ -31,15 +33,15 @@ def list_images(files) -> List[str]:
     """A folder's images (recursively, sorted) or the given paths, each checked to exist."""
     if isinstance(files, (str, os.PathLike)):
         root = os.fspath(files)
-        if not os.path.isdir(root):
+        if not isdir(root):
             raise FileNotFoundError(f"image folder {root!r} does not exist")
-        found = sorted(os.path.join(here, name) for here, _, names in os.walk(root) for name in names
-                       if is_image(name))
+        found = sorted(url for url in list_tree(root) if is_image(url)) if is_url(root) else \
+            sorted(os.path.join(here, name) for here, _, names in os.walk(root) for name in names if is_image(name))
         if not found:
             raise FileNotFoundError(f"no images under {root!r}")
         return found
     paths = [os.fspath(p) for p in files]
-    missing = [p for p in paths if not os.path.isfile(p)]
+    missing = [p for p in paths if not isfile(p)]
     if missing or not paths:
         raise FileNotFoundError(f"image file {missing[0]!r} does not exist" if missing else "files= lists no images")
     return paths
@@ -49,18 +51,18 @@ def read_label_file(root: str, label_file: str) -> Callable[[str], str]:
     """label_fn for a file of `relative/path label...` lines: the label is the rest of the
     line (text, or integers separated by spaces); paths hold no spaces."""
     labels = {}
-    with open(label_file) as f:
+    with io.StringIO(read_text(label_file)) as f:   # local or a URL
         for number, line in enumerate(f, 1):
             parts = line.split(maxsplit=1)
             if not parts:
                 continue
             if len(parts) != 2:
                 raise ValueError(f"{label_file}:{number}: expected `relative/path label`, got {line.strip()!r}")
-            labels[os.path.normpath(os.path.join(root, parts[0]))] = parts[1].strip()
+            labels[normpath(join(root, parts[0]))] = parts[1].strip()
 
     def lookup(path: str) -> str:
         try:
-            return labels[os.path.normpath(path)]
+            return labels[normpath(path)]
         except KeyError:
             raise ValueError(f"image {path!r} has no line in label file {label_file!r}") from None
     return lookup
@@ -119,7 +121,7 @@ def _source(files, label_fn, label_file, label_length, alphabet, pad_label) -> L
     if (label_fn is None) == (label_file is None):
         raise ValueError("pass exactly one of label_fn= (a callable on each image's path) and label_file=")
     if label_file is not None:
-        root = os.fspath(files) if isinstance(files, (str, os.PathLike)) else os.path.commonpath(paths)
+        root = os.fspath(files) if isinstance(files, (str, os.PathLike)) else commonpath(paths)
         label_fn = read_label_file(root, label_file)
     return LabelledFiles(paths, label_fn, label_length, alphabet, pad_label)
 

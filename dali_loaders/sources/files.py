@@ -8,6 +8,7 @@ import numpy as np
 
 from .. import transforms
 from .pil_images import PIL_RULE, load_rgb
+from .storage import isdir, isfile
 
 
 class FileSource:
@@ -89,12 +90,12 @@ def decode_args(device: str) -> dict:
 
 def require_file(path: str, what: str, fix: str) -> str:
     """`path`, or a FileNotFoundError naming it, what it is, and what to do."""
-    if not os.path.isfile(path):
+    if not isfile(path):
         raise FileNotFoundError(f"{what} {path!r} is missing; {fix}")
     return path
 
 
 def require_folder(path: str, what: str, fix: str) -> str:
-    if not os.path.isdir(path):
+    if not isdir(path):
         raise FileNotFoundError(f"{what} {path!r} does not exist; {fix}")
     return path

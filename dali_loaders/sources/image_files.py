@@ -1,6 +1,7 @@
 """Image files on disk: the class-per-folder index, PIL's loading, and naming the file DALI
 could not decode."""
 import functools
+import io
 import os
 import zlib
 from concurrent.futures import ThreadPoolExecutor
@@ -9,6 +10,7 @@ from typing import Dict, List, Optional, Sequence
 import numpy as np
 
 from ..recipes import IMG_EXTENSIONS
+from . import storage
 from .files import FileSource
 from .pil_images import ImageDecodeError, load_rgb  # noqa: F401  load_rgb: its home before pil_images.py
 from .screening import PIL_RULE, screen
@@ -26,7 +28,7 @@ def is_image(name: str) -> bool:
 
 def find_classes(root: str):
     """ImageFolder's classes: the sorted names of root's sub-folders, and their indices."""
-    classes = sorted(entry.name for entry in os.scandir(root) if entry.is_dir())
+    classes = storage.subfolders(root)
     if not classes:
         raise FileNotFoundError(f"no class folders in {root!r}: expected {root}/<class>/<image> "
                                 f"(or pass label_file= for a flat folder of images)")
@@ -36,17 +38,19 @@ def find_classes(root: str):
 def _class_images(folder: str) -> List[str]:
     """The images under `folder`, recursively, in ImageFolder's order."""
     found = []
-    for here, _, names in sorted(os.walk(folder, followlinks=True)):
+    walk = storage.walk_files(folder) if storage.is_url(folder) else \
+        ((here, names) for here, _, names in sorted(os.walk(folder, followlinks=True)))
+    for here, names in walk:
         found += [os.path.join(here, name) for name in sorted(names) if is_image(name)]
     return found
 
 
 def _read_label_file(root: str, label_file: str):
-    if not os.path.isfile(label_file):
+    if not storage.isfile(label_file):
         raise FileNotFoundError(f"label file {label_file!r} does not exist; expected lines of "
                                 f"`relative/path label` for the images in {root!r}")
     files, labels, line_of = [], [], {}
-    with open(label_file) as f:
+    with io.StringIO(storage.read_text(label_file)) as f:   # a local file or a URL, read whole (it is small)
         for number, line in enumerate(f, 1):
             if not line.strip():
                 continue
@@ -55,12 +59,12 @@ def _read_label_file(root: str, label_file: str):
                 raise ValueError(f"{label_file}:{number}: expected `relative/path label` with an "
                                  f"integer label >= 0, got {line.strip()!r} (text labels: "
                                  f"get_files_iter_dali(label_file=..., alphabet=...))")
-            path = os.path.normpath(os.path.join(root, parts[0]))
-            first = os.path.join(root, line.split()[0])
-            if not os.path.isfile(path) and os.path.isfile(first):
+            path = storage.normpath(storage.join(root, parts[0]))
+            first = storage.join(root, line.split()[0])
+            if not storage.isfile(path) and storage.isfile(first):
                 raise ValueError(f"{label_file}:{number}: {line.split()[0]!r} has several labels; one integer "
                                  f"per image here (sequences: get_files_iter_dali(label_file=...))")
-            if not os.path.isfile(path):
+            if not storage.isfile(path):
                 raise FileNotFoundError(f"{label_file}:{number}: image {path!r} does not exist")
             if path in line_of:   # it would be read twice per epoch
                 raise ValueError(f"{label_file}:{number}: {parts[0]!r} is listed again (first on line "
@@ -79,8 +83,10 @@ class ImageFiles(FileSource):
 
     def __init__(self, root: str, label_file: Optional[str] = None,
                  classes: Optional[Sequence[str]] = None, max_image_pixels=PIL_RULE, on_error: str = "raise"):
-        if not os.path.isdir(root):
+        if not storage.isdir(root):
             raise FileNotFoundError(f"image folder {root!r} does not exist")
+        if storage.is_url(root):   # listed once, now: the index, the label file's checks and the stamps read it
+            storage.list_tree(root)
         self.root = root
         if label_file is None:
             self.classes, self.class_to_idx = find_classes(root)
@@ -132,8 +138,10 @@ def undecodable_reason(path: str) -> Optional[str]:
     from PIL import Image
 
     try:
-        with Image.open(path) as image:
+        with Image.open(storage.openable(path)) as image:
             image.convert("RGB")
+    except storage.StorageError:   # the store failed, not the image
+        raise
     except Exception as e:  # PIL raises OSError, SyntaxError, ValueError, ... for bad files
         return f"{type(e).__name__}: {e}"
     return None
@@ -144,8 +152,10 @@ def verify_images(root: str, num_threads: int = 4, progress: bool = True) -> Dic
     returns {path: reason} for the files that cannot be decoded."""
     from tqdm import tqdm
 
-    if not os.path.isdir(root):
+    if not storage.isdir(root):
         raise FileNotFoundError(f"image folder {root!r} does not exist")
+    if storage.is_url(root):
+        storage.list_tree(root)
     paths = _class_images(root)
     if not paths:   # "0 undecodable files" would read as a clean bill of health
         raise FileNotFoundError(f"no image files under {root!r} (looked for {', '.join(IMG_EXTENSIONS)}, any "
@@ -205,6 +215,9 @@ def name_the_file(index: ImageFiles, batch_size: int):
 
     def explain(failure: Exception, remaining: np.ndarray) -> Optional[Exception]:
         message = str(failure)
+        unreadable = storage.dali_failure(message)   # the object store failed, not the image
+        if unreadable is not None:
+            return unreadable
         suspects = [index.files[i] for i in remaining[:SUSPECT_BATCHES * batch_size]]
         named = [p for p in suspects if p in message]   # DALI names truncated files itself
         culprit = named[0] if named else _first_undecodable(suspects)

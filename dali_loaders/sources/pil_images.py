@@ -1,10 +1,12 @@
 """PIL's reading of image files, which every file source shares: the error naming a file
 that cannot be decoded, the loader's default pixel rule, opening without PIL's own bomb
-check, and the torchvision twin's load_rgb. It imports nothing of the package, so that
-files.py, image_files.py and screening.py can all build on it."""
+check, and the torchvision twin's load_rgb. It imports only storage.py (for s3:// paths), so
+that files.py, image_files.py and screening.py can all build on it."""
 import io
 import threading
 from typing import Optional
+
+from . import storage   # s3:// paths
 
 # The default of max_image_pixels: PIL's own rule, read from PIL.Image.MAX_IMAGE_PIXELS when
 # the loader is built (warn above it, refuse above twice it).
@@ -47,10 +49,12 @@ def load_rgb(path: str, pil_bomb_check: bool = True):
 
     try:
         if not pil_bomb_check:
-            with open_unchecked(path) as image:
+            with open_unchecked(storage.openable(path)) as image:
                 return image.convert("RGB")
-        with open(path, "rb") as f:
+        with storage.openable(path) if storage.is_url(path) else open(path, "rb") as f:
             return Image.open(f).convert("RGB")
+    except storage.StorageError:   # the store failed, not the image
+        raise
     except Exception as e:  # PIL raises OSError, SyntaxError, ValueError, ... for bad files
         raise ImageDecodeError(f"cannot decode image file {path!r} ({type(e).__name__}: {e}); remove or "
                                f"replace it (dali_loaders.verify_images(root) lists every such file)",

@@ -25,7 +25,8 @@ def cache_dir() -> str:
 def cache_path(names: Sequence[str]) -> str:
     """One cache per list of images: named by the folder they share, its digest also over the
     first and last names, so two splits of one folder do not take turns overwriting one file."""
-    common = os.path.commonpath([os.path.abspath(n) for n in names]) if names else ""
+    local = not (names and names[0][:5].lower() == "s3://")   # a URL is absolute as it is
+    common = os.path.commonpath([os.path.abspath(n) if local else n for n in names]) if names else ""
     digest = hashlib.sha1("\0".join([common, names[0], names[-1]] if names else [""]).encode()).hexdigest()[:16]
     return os.path.join(cache_dir(), f"{os.path.basename(common) or 'root'}-{digest}.npz")
 

@@ -17,6 +17,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from .pil_images import PIL_RULE, ImageDecodeError, open_unchecked, pil_open
+from . import storage
 from .screen_cache import STAMP_WIDTH, UNCHECKED, Table, cache_path
 
 ON_ERROR = ("raise", "skip")
@@ -110,7 +111,9 @@ def refusal(facts: dict, refuse_above: Optional[int]) -> Optional[str]:
 
 
 def file_stamps(files: Sequence[str]) -> np.ndarray:
-    """(size, mtime_ns, 0, 0) of each file: what changes when a file does."""
+    """(size, mtime_ns, 0, 0) of each file: what changes when a file does (objects: size, ETag)."""
+    if files and storage.is_url(files[0]):
+        return storage.stamps(files)
     stamps = np.zeros((len(files), STAMP_WIDTH), dtype=np.int64)
     for i, path in enumerate(files):
         stat = os.stat(path)
@@ -124,8 +127,15 @@ def screen(files: Sequence[str], max_image_pixels=PIL_RULE, on_error: str = "rai
     by its header raises ImageDecodeError naming it (broken data past the header is left to
     the decoder, which names the file when it meets it); with "skip", refused and
     undecodable files are returned in `skipped`."""
-    return screen_items(files, file_stamps(files), lambda path, whole: path, cache_path(files),
-                        max_image_pixels, on_error, num_threads)
+    return screen_items(files, file_stamps(files), read_file, cache_path(files), max_image_pixels, on_error,
+                        num_threads)
+
+
+def read_file(path: str, whole: bool):
+    """What PIL opens of a file: its path; of a URL, its first HEADER_BYTES (one ranged GET) or all of it."""
+    if not storage.is_url(path):
+        return path
+    return storage.read_bytes(path) if whole else storage.read_bytes(path, 0, HEADER_BYTES)
 
 
 def screen_items(names: Sequence[str], stamps: np.ndarray, read: Callable, cache_file: str,
@@ -138,11 +148,16 @@ def screen_items(names: Sequence[str], stamps: np.ndarray, read: Callable, cache
     table = Table(names, stamps)
     table.adopt(cache_file)
     todo = np.flatnonzero(~table.known).tolist()
-    for i in todo:
+
+    def header_of(i):
         header = read_header(read(names[i], False))
         if "unreadable" in header:   # perhaps the header lies past the bytes read: all of them
             header = read_header(read(names[i], True))
-        table.set_header(i, header)
+        return header
+
+    with ThreadPoolExecutor(max(1, num_threads)) as pool:   # objects in storage: requests in parallel
+        for i, header in zip(todo, pool.map(header_of, todo)):
+            table.set_header(i, header)
     refused = _refused_rows(table, refuse_above)
     if on_error == "skip":
         todo += _verify_decodes(table, set(refused), read, num_threads)
@@ -231,7 +246,7 @@ def kept_subset(dataset, files: Sequence[str], max_image_pixels=PIL_RULE, on_err
     return KeptSubset(dataset, found.kept, found.skipped, getattr(dataset, "classes", None))
 
 
-HEADER_BYTES = 1 << 16   # read of each tar member for its header (more only if PIL needs more)
+HEADER_BYTES = 1 << 16   # read of each object or tar member for its header (more only if PIL needs more)
 
 
 def screen_webdataset(source, max_image_pixels=PIL_RULE, on_error: str = "raise"):

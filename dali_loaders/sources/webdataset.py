@@ -24,11 +24,13 @@ samples within a shard in the permutation's order. A batch therefore draws from 
 shards: write shards with their samples shuffled, as WebDataset recommends. The twin uses
 the same sampler, so it serves the same order.
 """
+import contextlib
 import copy
 import glob
 import hashlib
 import io
 import os
+import posixpath
 import re
 import tarfile
 import tempfile
@@ -38,6 +40,7 @@ from typing import List, Optional, Sequence
 import numpy as np
 
 from ..distributed import EpochSampler, resolve_shard
+from . import storage
 from .files import encoded_images, require_file
 from .image_files import SUSPECT_BATCHES, ImageDecodeError, dali_reason
 from .screening import PIL_RULE
@@ -59,7 +62,9 @@ def expand_shards(shards) -> List[str]:
         shards = [os.fspath(shards)]
     found = []
     for pattern in shards:
-        if os.path.isdir(pattern):
+        if storage.is_url(pattern):
+            found += storage.expand_pattern(pattern, _expand_braces)
+        elif os.path.isdir(pattern):
             found += sorted(glob.glob(os.path.join(pattern, "*.tar")))
         elif any(c in pattern for c in "*?[") and not os.path.exists(pattern):
             found += sorted(glob.glob(pattern))
@@ -89,6 +94,10 @@ def _expand_braces(pattern: str) -> List[str]:
 def index_path(shard: str, cache_dir: Optional[str] = None) -> str:
     """Where a shard's index lives: beside it (`x.tar` -> `x.idx`), or in `cache_dir`
     under a name made from the shard's absolute path."""
+    if storage.is_url(shard):   # in the cache, named by URL and ETag: a changed object gets a new index
+        cache_dir = cache_dir or default_cache_dir()
+        digest = hashlib.sha1(f"{shard}\0{storage.etag(shard)}".encode()).hexdigest()[:16]
+        return os.path.join(cache_dir, f"{posixpath.basename(os.path.splitext(shard)[0])}-{digest}.idx")
     if cache_dir is None:
         return os.path.splitext(shard)[0] + ".idx"
     digest = hashlib.sha1(os.path.abspath(shard).encode()).hexdigest()[:16]
@@ -109,10 +118,11 @@ def split_name(name: str):
 def scan_shard(shard: str) -> List[List[tuple]]:
     """The samples of a tar, each a list of (key, data offset, size, member name), with tarfile;
     ValueError naming the shard if it is not a tar or is cut short."""
-    size = os.path.getsize(shard)
+    size = storage.getsize(shard)
     samples, last = [], None
-    try:
-        with tarfile.open(shard, "r:") as tar:
+    try:   # an object is read front to back once, by one GET
+        with tarfile.open(fileobj=storage.Stream(shard), mode="r|") if storage.is_url(shard) else \
+                tarfile.open(shard, "r:") as tar:
             for member in tar:
                 if not member.isfile():
                     continue
@@ -158,7 +168,7 @@ def parse_index(path: str, shard: str) -> List[List[tuple]]:
     parts = header.split()
     if len(parts) != 2 or parts[0] != INDEX_VERSION or not parts[1].isdigit() or int(parts[1]) != len(lines):
         raise ValueError(f"{path!r} is not a {INDEX_VERSION} index")
-    size, samples = os.path.getsize(shard), []
+    size, samples = storage.getsize(shard), []
     for line in lines:
         fields = line.split(" ")
         if len(fields) % 4:
@@ -188,6 +198,8 @@ def ensure_index(shard: str, cache_dir: Optional[str] = None) -> str:
 
 
 def _fresh(path: str, shard: str) -> bool:
+    if storage.is_url(shard):   # the name holds the ETag
+        return os.path.isfile(path)
     return os.path.isfile(path) and os.path.getmtime(path) >= os.path.getmtime(shard)
 
 
@@ -234,15 +246,20 @@ class WebDatasetSource:
 
     def _shard_samples(self, number: int, samples, label_key):
         shard, rows, labels = self.shards[number], [], []
-        with open(shard, "rb") as f:
-            for sample in samples:
+        cache = f"{self.index_paths[number]}.{label_key}.labels.npy" if storage.is_url(shard) and label_key else None
+        known = _cached_labels(cache, len(samples))
+        with _label_reader(shard, samples, label_key) if known is None else contextlib.nullcontext() as f:
+            for k, sample in enumerate(samples):
                 image = [m for m in sample if m[0].lower() in self.image_keys]
                 if not image:
                     raise ValueError(f"sample {split_name(sample[0][3])[0]!r} of shard {shard!r} has no image "
                                      f"(keys {[m[0] for m in sample]}, expected one of {list(self.image_keys)}); "
                                      f"pass image_keys= or fix the shard")
                 rows.append((number, image[0]))
-                labels.append(_read_label(f, shard, [m for m in sample if m[0] == label_key]))
+                labels.append(int(known[k]) if known is not None else
+                              _read_label(f, shard, [m for m in sample if m[0] == label_key]))
+        if cache and known is None:   # beside the index (named by URL and ETag): read once per object
+            np.save(cache, np.asarray(labels, dtype=np.int64))
         return rows, labels
 
     def __len__(self) -> int:
@@ -259,6 +276,9 @@ class WebDatasetSource:
     def image_bytes(self, i: int, limit: Optional[int] = None) -> bytes:
         """Sample i's encoded image (its first `limit` bytes, if given)."""
         _, offset, size, _ = self.members[i]
+        if storage.is_url(self.shards[self.shard_of[i]]):   # one ranged GET
+            return storage.read_bytes(self.shards[self.shard_of[i]], offset, size if limit is None else
+                                      min(size, limit))
         with open(self.shards[self.shard_of[i]], "rb") as f:
             f.seek(offset)
             return f.read(size if limit is None else min(size, limit))
@@ -273,6 +293,8 @@ class WebDatasetSource:
             if self.max_image_pixels != PIL_RULE:   # a limit the user chose, applied
                 return open_unchecked(self.image_bytes(i)).convert("RGB")
             return Image.open(io.BytesIO(self.image_bytes(i))).convert("RGB")
+        except storage.StorageError:   # the store failed, not the image
+            raise
         except Exception as e:  # PIL raises OSError, SyntaxError, ValueError, ... for bad data
             raise ImageDecodeError(f"cannot decode image {self.describe(i)!r} ({type(e).__name__}: {e}); "
                                    f"remove or replace the sample", path=self.describe(i)) from e
@@ -297,6 +319,12 @@ class WebDatasetSource:
         """The encoded images of samples `indices`, each shard opened once per batch."""
         out: List[Optional[np.ndarray]] = [None] * len(indices)
         for number in np.unique(self.shard_of[indices]):
+            if storage.is_url(self.shards[number]):   # ranged GETs, neighbours coalesced, in parallel
+                ks = np.flatnonzero(self.shard_of[indices] == number)
+                parts = storage.read_ranges(self.shards[number], [self.members[indices[k]][1:3] for k in ks])
+                for k, data in zip(ks, parts):
+                    out[k] = np.frombuffer(data, dtype=np.uint8)
+                continue
             with open(self.shards[number], "rb") as f:
                 for k in np.flatnonzero(self.shard_of[indices] == number):
                     _, offset, size, _ = self.members[indices[k]]
@@ -310,6 +338,25 @@ class WebDatasetSource:
         except ImageDecodeError as e:
             return str(e.__cause__)
         return None
+
+
+def _label_reader(shard: str, samples, label_key):
+    """The shard opened for its label members: a file, or an object's label members fetched
+    together (ranged GETs in parallel)."""
+    if not storage.is_url(shard):
+        return open(shard, "rb")
+    wanted = [m[1:3] for sample in samples for m in sample if m[0] == label_key and m[2] <= MAX_LABEL_BYTES]
+    return storage.PrefetchedFile(shard, wanted)
+
+
+def _cached_labels(path: Optional[str], n: int) -> Optional[np.ndarray]:
+    if path is None or not os.path.isfile(path):
+        return None
+    try:
+        labels = np.load(path, allow_pickle=False)
+    except (OSError, ValueError):   # damaged: read again
+        return None
+    return labels if labels.shape == (n,) and labels.dtype == np.int64 else None
 
 
 def _read_label(f, shard: str, members) -> int:

@@ -1,0 +1,31 @@
+"""The `s3_server` fixture: a SeaweedFS S3 server (dali_loaders.testing.object_store) for the
+session, the AWS environment pointing at it while the tests run, stopped at the end."""
+import pytest
+
+from dali_loaders.testing.object_store import (  # noqa: F401  (the tests import these from here)
+    ACCESS_KEY,
+    SECRET_KEY,
+    Environment,
+    LoopbackProxy,
+    WeedServer,
+    aws_environment,
+    free_ports,
+    identities_file,
+)
+
+
+@pytest.fixture(scope="session")
+def s3_server(tmp_path_factory):
+    """A running SeaweedFS S3 server behind a loopback proxy (`server.proxy`: counts requests,
+    can be slowed), the AWS environment pointing at the proxy. One endpoint for the session:
+    DALI's S3 client keeps the endpoint it first read for the life of the process. A test
+    that stops the server starts it again (same data, same ports)."""
+    server = WeedServer(str(tmp_path_factory.mktemp("seaweedfs")))
+    server.start()
+    server.proxy = LoopbackProxy(server.s3)
+    try:
+        with Environment(aws_environment(server.proxy.endpoint)):
+            yield server
+    finally:
+        server.proxy.stop()
+        server.stop()

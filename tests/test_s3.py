@@ -1,0 +1,233 @@
+"""Roots in object storage (s3:// URLs), against a real SeaweedFS server (tests/s3_server.py):
+the same images, order and labels as the local folder, listings paged, screening by ranged
+reads and cached by ETag, and errors that name the URL and never a secret."""
+import os
+import shutil
+import warnings
+
+import pytest
+import torch
+from image_data import image_id, write_garbage, write_solid_folder
+from s3_server import SECRET_KEY, Environment, WeedServer, free_ports, identities_file
+from torchvision.datasets import ImageFolder
+from torchvision.transforms import v2
+
+from dali_loaders import ImageDecodeError, get_imagefolder_iter_dali, get_imagefolder_iter_torch, verify_images
+from dali_loaders.sources import storage
+
+COUNTS = {"cat": 7, "dog": 6, "eel": 5}
+
+
+def recipe():
+    """A centre crop of a flat colour keeps it: each image says which it was."""
+    return v2.Compose([v2.CenterCrop(16), v2.ToImage(), v2.ToDtype(torch.float32, scale=True)])
+
+
+def ids_of(images: torch.Tensor) -> list:
+    return [image_id(rgb) for rgb in (images.mean(dim=(2, 3)) * 255).tolist()]
+
+
+def one_pass(loader):
+    ids, labels = [], []
+    for images, y in loader:
+        ids += ids_of(images.cpu())
+        labels += y.tolist()
+    return ids, labels
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory):
+    root = tmp_path_factory.mktemp("solid") / "val"
+    write_solid_folder(str(root), COUNTS)
+    return str(root)
+
+
+@pytest.fixture(scope="module")
+def val_url(s3_server, folder):
+    s3_server.upload_folder(folder, "s3://images/val")
+    return "s3://images/val"
+
+
+def test_listing_is_paged_and_matches_the_folder(s3_server, folder, val_url):
+    listed = storage.list_tree(val_url, page_size=4)   # 18 objects: five pages
+    local = sorted(os.path.relpath(os.path.join(h, n), folder) for h, _, ns in os.walk(folder) for n in ns)
+    assert sorted(u[len(val_url) + 1:] for u in listed) == local
+    assert all(size > 0 and etag for size, etag in listed.values())
+
+
+def test_val_batches_equal_the_local_folders_and_imagefolders_labels(val_url, folder):
+    local = one_pass(get_imagefolder_iter_dali(folder, 4, False, 1, transform=recipe()))
+    remote_loader = get_imagefolder_iter_dali(val_url, 4, False, 1, transform=recipe())
+    remote = one_pass(remote_loader)
+    assert remote == local
+    assert remote[0] == list(range(sum(COUNTS.values())))   # every image once, in ImageFolder's order
+    reference = ImageFolder(folder)
+    assert remote[1] == [label for _, label in reference.samples]
+    assert all(f.startswith("s3://images/val/") for f in remote_loader.dataset.files)
+
+
+def test_default_val_recipe_batches_are_identical_to_the_local_folders(val_url, folder):
+    local = list(get_imagefolder_iter_dali(folder, 8, False, 1))
+    remote = list(get_imagefolder_iter_dali(val_url, 8, False, 1))
+    assert len(local) == len(remote) == 3
+    for (x, y), (u, v) in zip(local, remote):
+        assert torch.equal(x, u) and torch.equal(y, v)
+
+
+def test_the_twin_reads_the_url_with_the_same_labels(val_url, folder):
+    twin = one_pass(get_imagefolder_iter_torch(val_url, 4, False, 2, transform=recipe()))   # forked workers
+    assert twin == one_pass(get_imagefolder_iter_dali(folder, 4, False, 1, transform=recipe()))
+
+
+def test_ranks_read_every_sample_exactly_once(val_url):
+    seen = []
+    for rank in range(3):
+        seen += one_pass(get_imagefolder_iter_dali(val_url, 2, False, 1, transform=recipe(), rank=rank,
+                                                   world_size=3))[0]
+    assert sorted(seen) == list(range(sum(COUNTS.values())))
+
+
+def test_train_epochs_are_permutations(val_url):
+    loader = get_imagefolder_iter_dali(val_url, 4, True, 1, seed=3, transform=v2.Compose([
+        v2.RandomResizedCrop(16, antialias=True), v2.ToImage(), v2.ToDtype(torch.float32, scale=True)]))
+    first = one_pass(loader)[0]
+    assert sorted(first) == list(range(sum(COUNTS.values()))) and first != sorted(first)
+
+
+# -- screening: ranged header reads, cached by ETag --------------------------------------
+
+
+class Requests:
+    """Counts boto3's requests (by operation) and the Range headers it sends."""
+
+    def __init__(self):
+        self.calls, self.ranges = [], []
+
+    def __enter__(self):
+        events = storage.client().meta.events
+        events.register("before-call.s3.*", self._call)
+        return self
+
+    def _call(self, model, params, **_):
+        self.calls.append(model.name)
+        self.ranges.append(params.get("headers", {}).get("Range"))
+
+    def __exit__(self, *exc):
+        storage.client().meta.events.unregister("before-call.s3.*", self._call)
+
+    def count(self, name):
+        return self.calls.count(name)
+
+
+def test_screening_reads_headers_by_ranged_gets_then_the_cache(s3_server, folder, tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path))   # a fresh screening cache
+    url = "s3://screened/val"
+    s3_server.upload_folder(folder, url)
+    n = sum(COUNTS.values())
+    with Requests() as first:
+        get_imagefolder_iter_dali(url, 4, False, 1, transform=recipe())
+    assert first.count("GetObject") == n
+    assert all(r == f"bytes=0-{(1 << 16) - 1}" for name, r in zip(first.calls, first.ranges) if name == "GetObject")
+    with Requests() as again:
+        get_imagefolder_iter_dali(url, 4, False, 1, transform=recipe())
+    assert again.count("GetObject") == 0 and again.count("ListObjectsV2") >= 1   # the listing, then the cache
+
+    replaced = os.path.join(folder, "cat", "000.jpg")
+    s3_server.client().upload_file(os.path.join(folder, "dog", "000.jpg"), "screened", "val/cat/000.jpg")
+    with Requests() as changed:
+        get_imagefolder_iter_dali(url, 4, False, 1, transform=recipe())
+    assert changed.count("GetObject") == 1   # the one object whose ETag changed
+    assert os.path.isfile(replaced)
+
+
+def test_on_error_skip_and_verify_on_a_url(s3_server, folder, tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path))
+    broken = tmp_path / "broken"
+    shutil.copytree(folder, broken)
+    write_garbage(str(broken / "dog" / "zzz.jpg"))
+    url = "s3://broken/val"
+    s3_server.upload_folder(str(broken), url)
+    assert list(verify_images(url, progress=False)) == [f"{url}/dog/zzz.jpg"]
+    loader = get_imagefolder_iter_dali(url, 4, False, 1, transform=recipe(), on_error="skip")
+    assert list(loader.skipped) == [f"{url}/dog/zzz.jpg"]
+    assert one_pass(loader)[0] == list(range(sum(COUNTS.values())))
+    with pytest.raises(ImageDecodeError, match="s3://broken/val/dog/zzz.jpg"):   # met by the decoder
+        one_pass(get_imagefolder_iter_dali(url, 4, False, 1, transform=recipe()))
+
+
+def test_max_image_pixels_refuses_by_the_header(val_url):
+    with pytest.raises(Exception, match=r"s3://images/val/.*max_image_pixels"):
+        get_imagefolder_iter_dali(val_url, 4, False, 1, transform=recipe(), max_image_pixels=1000)
+
+
+# -- errors -------------------------------------------------------------------------------
+
+
+def no_secret(text: str) -> None:
+    assert SECRET_KEY not in text
+
+
+def test_a_missing_bucket_or_prefix_is_named(s3_server):
+    with pytest.raises(FileNotFoundError, match="s3://no-such-bucket/val") as missing_bucket:
+        get_imagefolder_iter_dali("s3://no-such-bucket/val", 4, False)
+    s3_server.bucket("empty-bucket")
+    with pytest.raises(FileNotFoundError, match="s3://empty-bucket/nothing") as missing_prefix:
+        get_imagefolder_iter_dali("s3://empty-bucket/nothing", 4, False)
+    for e in (missing_bucket, missing_prefix):
+        no_secret(str(e.value))
+
+
+def test_an_object_gone_since_the_listing_is_named(s3_server, folder, tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path))
+    url = "s3://vanishing/val"
+    s3_server.upload_folder(folder, url)
+    loader = get_imagefolder_iter_dali(url, 4, False, 1, transform=recipe())
+    s3_server.client().delete_object(Bucket="vanishing", Key="val/eel/002.jpg")
+    with pytest.raises(FileNotFoundError, match="s3://vanishing/val/eel/002.jpg") as gone:
+        one_pass(loader)
+    no_secret(str(gone.value))
+
+
+def test_a_closed_port_fails_fast_naming_the_url(val_url):
+    closed = free_ports(1)[0]
+    with Environment({"AWS_ENDPOINT_URL": f"http://127.0.0.1:{closed}"}):
+        with warnings.catch_warnings(record=True) as said:
+            warnings.simplefilter("always")
+            with pytest.raises(OSError, match=f"127.0.0.1:{closed}.*s3://images/val|s3://images/val") as e:
+                get_imagefolder_iter_dali(val_url, 4, False, 1, transform=recipe())
+    no_secret(str(e.value))
+    no_secret(" ".join(str(w.message) for w in said))
+
+
+@pytest.fixture(scope="module")
+def guarded(tmp_path_factory, folder):
+    """A second server that lets in only the test keys (the session's lets anyone in)."""
+    where = str(tmp_path_factory.mktemp("guarded"))
+    server = WeedServer(where, ["-s3.config=" + identities_file(where)])
+    server.start()
+    try:
+        server.upload_folder(folder, "s3://guarded/val")
+        yield server
+    finally:
+        server.stop()
+
+
+def test_wrong_credentials_are_named_without_the_secret(guarded):
+    """Listing is boto3's (DALI keeps the session's endpoint): a wrong key is named, never said."""
+    wrong_secret = SECRET_KEY + "-wrong"
+    with Environment({"AWS_ENDPOINT_URL": guarded.endpoint, "AWS_SECRET_ACCESS_KEY": wrong_secret}):
+        with warnings.catch_warnings(record=True) as said:
+            warnings.simplefilter("always")
+            with pytest.raises(OSError, match=r"access to s3://guarded/val was denied") as e:
+                get_imagefolder_iter_dali("s3://guarded/val", 4, False, 1, transform=recipe())
+        text = str(e.value) + repr(e.value) + " ".join(str(w.message) for w in said)
+        assert wrong_secret not in text and SECRET_KEY not in text
+    with Environment({"AWS_ENDPOINT_URL": guarded.endpoint}):   # the right keys: listed
+        assert len(storage.list_tree("s3://guarded/val")) == sum(COUNTS.values())
+
+
+def test_verify_command_on_a_url(val_url, capsys):
+    from dali_loaders.cli import main
+
+    assert main(["verify", val_url]) == 0
+    assert "0 undecodable file(s) under s3://images/val" in capsys.readouterr().out

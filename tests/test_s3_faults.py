@@ -1,0 +1,100 @@
+"""Faults of a real object store (SeaweedFS, its own server here, killed and started again):
+a dead server is named, a resumed epoch serves every sample exactly once, a slow server
+(a delaying loopback proxy) still serves every sample once, and no secret is said."""
+import warnings
+
+import pytest
+import torch
+from image_data import image_id, write_solid_folder
+from s3_server import SECRET_KEY
+from torchvision.transforms import v2
+
+from dali_loaders import get_imagefolder_iter_dali, get_webdataset_iter_dali
+from dali_loaders.sources.storage import StorageError
+
+COUNTS = {"a": 14, "b": 13}
+N = sum(COUNTS.values())
+URL = "s3://faults/train"
+
+
+def recipe(train=True):
+    crop = v2.RandomResizedCrop(16, antialias=True) if train else v2.CenterCrop(16)
+    return v2.Compose([crop, v2.ToImage(), v2.ToDtype(torch.float32, scale=True)])
+
+
+def ids_of(images):
+    return [image_id(rgb) for rgb in (images.cpu().mean(dim=(2, 3)) * 255).tolist()]
+
+
+@pytest.fixture(scope="module")
+def server(s3_server, tmp_path_factory):
+    """The session's server, holding URL's images (the tests stop and start it again)."""
+    folder = tmp_path_factory.mktemp("faults")
+    write_solid_folder(str(folder / "images"), COUNTS)
+    s3_server.upload_folder(str(folder / "images"), URL)
+    yield s3_server
+    if s3_server.process is None:
+        s3_server.start()
+
+
+@pytest.fixture(autouse=True)
+def fresh_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path))
+
+
+def make():
+    return get_imagefolder_iter_dali(URL, 3, True, 1, seed=7, transform=recipe())
+
+
+def test_server_killed_mid_epoch_is_named_and_the_epoch_resumes_exactly_once(server):
+    loader = make()
+    loader.set_epoch(2)
+    served, state = [], loader.state_dict()
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        with pytest.raises(StorageError) as failed:
+            for k, (images, _) in enumerate(loader):
+                served += ids_of(images)
+                state = loader.state_dict()
+                if k == 2:
+                    server.stop()   # batches DALI already read may still come; then the error
+    assert URL in str(failed.value) and "cannot reach" in str(failed.value)
+    assert SECRET_KEY not in str(failed.value) + " ".join(str(w.message) for w in said)
+    assert 9 <= len(served) < N
+
+    server.start()   # the same data, the same ports
+    resumed = make()
+    resumed.load_state_dict(state)
+    rest = [i for images, _ in resumed for i in ids_of(images)]
+    assert sorted(served + rest) == list(range(N))   # every sample exactly once
+
+
+@pytest.mark.parametrize("train", [True, False])
+def test_a_slow_server_still_serves_every_sample_once(server, train):
+    server.proxy.delay_s = 0.02   # before each piece a client sends: every request waits
+    try:
+        loader = get_imagefolder_iter_dali(URL, 4, train, 2, seed=1, transform=recipe(train))
+        server.proxy.reset()
+        ids = [i for images, _ in loader for i in ids_of(images)]
+        assert sorted(ids) == list(range(N))
+        assert ids == sorted(ids) or train
+        assert server.proxy.counts()["requests"] >= N   # DALI's reads went through the slow proxy
+    finally:
+        server.proxy.delay_s = 0.0
+
+
+def test_a_server_gone_before_a_webdataset_epoch_is_named(server, tmp_path):
+    from dataset_data import write_shards
+
+    write_shards(str(tmp_path / "shards"), (6, 5))
+    server.upload_folder(str(tmp_path / "shards"), "s3://faults/wds")
+    loader = get_webdataset_iter_dali("s3://faults/wds/shard-{000..001}.tar", 4, 1, train=False,
+                                      transform=recipe(False), cache_dir=str(tmp_path / "idx"))
+    server.stop()
+    try:
+        with pytest.raises(Exception) as failed:
+            list(loader)
+    finally:
+        server.start()
+    assert "s3://faults/wds/shard-00" in str(failed.value)
+    assert SECRET_KEY not in str(failed.value)

@@ -15,6 +15,7 @@ from torchvision.transforms.v2 import functional as F
 from dali_loaders.loader import dali_loader, serialized_gpu_graph
 from dali_loaders.ops import plugin
 from dali_loaders.sources.arrays import ArraySource
+from dali_loaders import transforms
 from dali_loaders.transforms import TRANSLATORS, Images, fused
 from dali_loaders.transforms import auto_augment as aa
 
@@ -333,11 +334,16 @@ def test_loader_runs_without_warnings_and_the_gpu_graph_is_valid(kind):
     (v2.RandAugment(magnitude=31), "magnitude=31"),
     (v2.AugMix(), "AugMix has no DALI translation"),
 ])
-def test_untranslatable_settings_are_refused_by_name(step, named):
+def test_untranslatable_settings_take_the_python_path_by_name(step, named):
+    from dali_loaders.loader import PythonPathNote
+
     source = ArraySource(np.zeros((4, 8, 8, 3), np.uint8), np.zeros(4), "zeros")
     with pytest.raises(ValueError, match=named) as refused:
-        dali_loader(source, v2.Compose([step]), train=True, batch_size=2, num_threads=1)
+        transforms.plan(v2.Compose([step]), python_fallback=False)
     assert "python_fallback=True" in str(refused.value)
+    with pytest.warns(PythonPathNote, match=named):
+        loader = dali_loader(source, v2.Compose([step, v2.ToImage()]), train=True, batch_size=2, num_threads=1)
+    assert loader.route.startswith("python") and [tuple(x.shape) for x, _ in loader] == [(2, 3, 8, 8)] * 2
 
 
 # -- 4. RandomErasing ---------------------------------------------------------------------------

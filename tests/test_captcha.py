@@ -36,7 +36,7 @@ def test_captcha_example_trains_a_few_steps_on_dali(captchas):
                           capture_output=True, text=True, timeout=600, env=subprocess_env())
     assert done.returncode == 0, done.stderr[-3000:]
     line = done.stdout.strip().splitlines()[-1]
-    found = re.fullmatch(r"loader=ShapedLoader steps=(\d+) train_loss=([\d.]+) val_loss=([\d.]+) val_exact=[\d.]+%",
+    found = re.fullmatch(r"loader=DaliLoader steps=(\d+) train_loss=([\d.]+) val_loss=([\d.]+) val_exact=[\d.]+%",
                          line)
     assert found and int(found[1]) == 3, line
     assert 0 < float(found[2]) < 100 and 0 < float(found[3]) < 100

@@ -8,7 +8,7 @@ import pytest
 import torch
 from photos import photo_arrays
 from reference_presets import ClassificationPresetEval, ClassificationPresetTrain
-from test_transforms import dali_outputs, photo_files  # noqa: F401  (fixture)
+from test_transforms import dali_outputs
 from torchvision import transforms as v1
 from torchvision.transforms import InterpolationMode as IM
 

@@ -99,12 +99,21 @@ class Brighter(torch.nn.Module):
 
 
 def test_an_unknown_step_is_named_with_the_supported_list(photo_dir):
+    from dali_loaders import transforms
+    from dali_loaders.loader import PythonPathNote
+
+    recipe = resize_crop(v2.PILToTensor(), Brighter())
     with pytest.raises(ValueError, match=r"test_recipes.Brighter has no DALI translation.*Supported: .*Resize"):
-        get_imagefolder_iter_dali(photo_dir, 4, False, 1, transform=resize_crop(v2.PILToTensor(), Brighter()))
+        transforms.plan(recipe, python_fallback=False)
+    with pytest.warns(PythonPathNote, match=r"test_recipes.Brighter has no DALI translation"):
+        loader = get_imagefolder_iter_dali(photo_dir, 4, False, 1, transform=recipe, device="cpu")
+    assert loader.route.startswith("python")
 
 
-def test_an_unsupported_parameter_is_refused_by_name(cifar_photos):
-    with pytest.raises(ValueError, match="RandomRotation: expand=True"):
+def test_an_unsupported_parameter_takes_the_python_path_by_name(cifar_photos):
+    from dali_loaders.loader import PythonPathNote
+
+    with pytest.warns(PythonPathNote, match="RandomRotation: expand=True"):
         get_cifar_iter_dali("train", cifar_photos, 4, 1, transform=v2.RandomRotation(10, expand=True))
 
 
@@ -138,7 +147,9 @@ def test_albumentations_pipeline_runs_in_python_and_equals_the_twin(photo_dir):
     from albumentations.pytorch import ToTensorV2
 
     transform = A.Compose([A.Resize(128, 160), A.CenterCrop(96, 96), A.Normalize(), ToTensorV2()])
-    with pytest.raises(ValueError, match="albumentations.Compose has no DALI translation"):
+    from dali_loaders.loader import PythonPathNote
+
+    with pytest.warns(PythonPathNote, match="albumentations.Compose has no DALI translation"):
         get_imagefolder_iter_dali(photo_dir, 4, False, 1, transform=transform)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)

@@ -8,6 +8,7 @@ import numpy as np
 import torch
 
 from .. import transforms
+from ..dali_compat import autograph_files_removed
 from ..transforms.mixing import batch_mixer
 from ._dali import build_dali_pipeline, pick_device_id
 from .dataloader_args import check_dataloader_args, check_dali_path_args, order_of
@@ -163,7 +164,8 @@ def serialized_gpu_graph(source, transform, batch_size: int = 4, python_fallback
 
     recipe = transforms.plan(transform, python_fallback)
     feed = EpochOrder(np.arange(min(len(source), batch_size)))
-    pipe = pipeline_def(graph, enable_conditionals=transforms.needs_conditionals(recipe, variant))(
-        source, feed, batch_size, recipe, "CHW", variant,
-        batch_size=batch_size, num_threads=1, device_id=None, seed=1)
-    return pipe.serialize()
+    with autograph_files_removed():   # tracing `if`s leaves AutoGraph's files in the temp folder
+        pipe = pipeline_def(graph, enable_conditionals=transforms.needs_conditionals(recipe, variant))(
+            source, feed, batch_size, recipe, "CHW", variant,
+            batch_size=batch_size, num_threads=1, device_id=None, seed=1)
+        return pipe.serialize()

@@ -80,11 +80,7 @@ def route(dataset, transform, target_transform, python_fallback: bool) -> Route:
 
 def untranslatable(transform) -> str:
     """Why `transform` has no DALI translation, or ""."""
-    try:
-        transforms.plan(transform, python_fallback=False)
-    except ValueError as refusal:
-        return str(refusal).split(". Supported:")[0]
-    return ""
+    return transforms.untranslatable_reason(transform) or ""
 
 
 def python_route(dataset, transform, target_transform, why: str) -> Route:

@@ -343,7 +343,12 @@ def test_untranslatable_settings_take_the_python_path_by_name(step, named):
     assert "python_fallback=True" in str(refused.value)
     with pytest.warns(PythonPathNote, match=named):
         loader = dali_loader(source, v2.Compose([step, v2.ToImage()]), train=True, batch_size=2, num_threads=1)
-    assert loader.route.startswith("python") and [tuple(x.shape) for x, _ in loader] == [(2, 3, 8, 8)] * 2
+    assert loader.route.startswith("python")
+    if "magnitude" in named:   # torchvision itself fails on it: so does the Python path, as DataLoader would
+        with pytest.raises(IndexError):
+            list(loader)
+    else:
+        assert [tuple(x.shape) for x, _ in loader] == [(2, 3, 8, 8)] * 2
 
 
 # -- 4. RandomErasing ---------------------------------------------------------------------------

@@ -50,7 +50,7 @@ def test_dali_loader_has_every_dataloader_attribute(cifar_root, no_torchrun_env)
     loader = get_cifar_iter_dali("train", cifar_root, BATCH, num_threads=1, seed=0)
     arguments = set(inspect.signature(DataLoader.__init__).parameters) - {"self", "shuffle"}
     assert not [name for name in arguments if not hasattr(loader, name)]
-    assert (loader.num_workers, loader.pin_memory, loader.collate_fn) == (0, False, None)
+    assert (loader.num_workers, loader.pin_memory, loader.collate_fn) == (1, False, None)   # DALI threads, as passed
     assert isinstance(loader.sampler, torch.utils.data.DistributedSampler)
     assert (loader.sampler.num_replicas, loader.sampler.rank) == (1, 0)
     assert len(loader.batch_sampler) == len(loader)

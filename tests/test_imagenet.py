@@ -302,6 +302,10 @@ def test_bad_file_stops_the_epoch_naming_it(tmp_path, write_bad, train):
             for _ in loader:
                 pass
         assert failure.value.path == bad
+        # short: what to do is in the message, DALI's chained traceback is not
+        assert "on_error='skip'" in str(failure.value) and "verify_images" in str(failure.value)
+        assert failure.value.__suppress_context__ and failure.value.__cause__ is None
+        assert len(failure.traceback) <= 4, [str(entry) for entry in failure.traceback]
     with pytest.raises(ImageDecodeError, match="zz_bad.jpg"):
         for _ in get_imagefolder_iter_torch(str(tmp_path), 4, train, 0, seed=seed):
             pass

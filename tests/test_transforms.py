@@ -20,6 +20,7 @@ from torchvision.transforms import v2
 
 from dali_loaders import transforms
 from dali_loaders.loader import build as loaders
+from dali_loaders.loader import dali_loader
 from dali_loaders.sources.torch_dataset import SourceDataset
 from dali_loaders.sources.arrays import ArraySource
 
@@ -191,7 +192,7 @@ def test_deterministic_step_matches_the_twin_on_photographs(photo_files, name, t
 def test_bfloat16_through_the_loader_equals_the_twin(photo_files):
     """DALI has no bfloat16: the loader casts its float32 batches, as the twin's ToDtype does."""
     transform = C(v2.CenterCrop(64), v2.ToImage(), v2.ToDtype(torch.bfloat16, scale=True))
-    loader = loaders.dali_loader(photo_files, transform, train=False, batch_size=len(photo_files), num_threads=1)
+    loader = dali_loader(photo_files, transform, train=False, batch_size=len(photo_files), num_threads=1)
     images, _ = next(iter(loader))
     twin = torch.stack([SourceDataset(photo_files, transform)[i][0] for i in range(len(photo_files))])
     assert images.dtype == torch.bfloat16 and torch.equal(images.cpu(), twin)
@@ -526,8 +527,8 @@ def test_every_translated_transform_is_in_a_gpu_graph():
                          ids=["resize-crop", "nearest", "pad", "normalize", "half"])
 def test_gpu_matches_cpu(photo_files, transform):
     """Deterministic graphs: the GPU's output within the CPU bounds of the twin."""
-    cpu = loaders.dali_loader(photo_files, C(transform, v2.CenterCrop(32)), train=False, batch_size=2, num_threads=1)
-    gpu = loaders.dali_loader(photo_files, C(transform, v2.CenterCrop(32)), train=False, batch_size=2, num_threads=1,
+    cpu = dali_loader(photo_files, C(transform, v2.CenterCrop(32)), train=False, batch_size=2, num_threads=1)
+    gpu = dali_loader(photo_files, C(transform, v2.CenterCrop(32)), train=False, batch_size=2, num_threads=1,
                               device_id=0)
     for (a, _), (b, _) in zip(cpu, gpu):
         assert (a.float() - b.float().cpu()).abs().max() <= 2 / 255 * (255 if a.dtype == torch.uint8 else 1)

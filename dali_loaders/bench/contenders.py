@@ -122,7 +122,7 @@ class TensorFiles:
 
 
 def _imagenet_tensor(spec, workers):
-    from ..loader.torch_loader import torch_loader
+    from ..loader import torch_loader
     from ..sources.image_files import ImageFiles
 
     index = ImageFiles(os.path.join(spec["data"], spec["split"]))

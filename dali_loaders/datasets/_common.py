@@ -65,9 +65,9 @@ def open_torch(spec: DatasetSpec, type, root, batch_size, num_threads, options: 
     workers = options.pop("num_workers", num_threads)
     options = {"shuffle": train, "persistent_workers": workers > 0, **options}
     if spec.twin is None:
-        return TorchLoader(spec.source(root, split, **own), batch_size, num_workers=workers, transform=transform,
+        return TorchLoader(spec.source(root, split, **own), batch_size=batch_size, num_workers=workers, transform=transform,
                            **options)
-    return TorchLoader(spec.twin(root, split, transform, **own), batch_size, num_workers=workers, **options)
+    return TorchLoader(spec.twin(root, split, transform, **own), batch_size=batch_size, num_workers=workers, **options)
 
 
 def pick_split(type, splits: Sequence[str], aliases: Optional[Dict[str, str]] = None) -> str:

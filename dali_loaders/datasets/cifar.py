@@ -132,5 +132,5 @@ def get_cifar_iter_torch(type, image_dir, batch_size, num_threads=4, local_rank=
     transform = options.pop("transform", None) or recipes.cifar(train, dataset, cutout)
     workers = options.pop("num_workers", num_threads)
     options = {"shuffle": train, "persistent_workers": workers > 0, **options}
-    return TorchLoader(source, batch_size, num_workers=workers,
+    return TorchLoader(source, batch_size=batch_size, num_workers=workers,
                        transform=transform, local_rank=local_rank, world_size=world_size, **options)

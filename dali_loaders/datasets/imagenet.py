@@ -62,7 +62,7 @@ def _folder_loader(loader_class, root, batch_size, train, num_threads, crop, val
         options = {"persistent_workers": workers > 0, **options}
     else:
         options["device_id"] = device_id
-    return loader_class(index, batch_size, **{"shuffle": train, **options}, num_workers=workers,
+    return loader_class(index, batch_size=batch_size, **{"shuffle": train, **options}, num_workers=workers,
                         transform=transform, world_size=world_size, local_rank=local_rank)
 
 

@@ -157,4 +157,4 @@ def get_files_iter_torch(files, batch_size, train, num_threads=4, *, label_fn=No
     transform = options.pop("transform", None) or recipes.imagenet(train)
     workers = options.pop("num_workers", num_threads)
     options = {"shuffle": train, "persistent_workers": workers > 0, **options}
-    return TorchLoader(source, batch_size, num_workers=workers, transform=transform, **options)
+    return TorchLoader(source, batch_size=batch_size, num_workers=workers, transform=transform, **options)

@@ -47,5 +47,5 @@ def get_webdataset_iter_torch(shards, batch_size, num_threads=4, *, train, image
     transform = options.pop("transform", None) or recipes.imagenet(train)
     workers = options.pop("num_workers", num_threads)
     options = {"shuffle": train, "persistent_workers": workers > 0, **options}
-    return TorchLoader(WebDatasetSource(shards, image_keys, label_key, cache_dir), batch_size,
+    return TorchLoader(WebDatasetSource(shards, image_keys, label_key, cache_dir), batch_size=batch_size,
                        num_workers=workers, transform=transform, **options)

@@ -116,6 +116,8 @@ def assemble(dataset, *, batch_size, shuffle, sampler, batch_sampler, num_worker
     check_dali_path_args(collate_fn, worker_init_fn)
     parts.feed = feed = EpochOrder()
     recipe = way.recipe
+    if recipe.python:
+        transforms.warn_slow(recipe)
     parts.host_labels = host_labels = getattr(source, "host_labels", None)
     # the pipeline's batch size: a batch_sampler's own, else its first epoch's largest batch
     limit = batch_size if batch_sampler is None else getattr(batch_sampler, "batch_size", None)

@@ -11,4 +11,4 @@ def dali_loader(source, transform, *, train: bool, batch_size: int, num_threads:
 def torch_loader(dataset, *, train: bool, batch_size: int, num_workers: int, **options) -> TorchLoader:
     """TorchLoader(dataset, batch_size, shuffle=train, num_workers=num_workers, ...); workers persist."""
     options.setdefault("persistent_workers", num_workers > 0)
-    return TorchLoader(dataset, batch_size, shuffle=train, num_workers=num_workers, **options)
+    return TorchLoader(dataset, batch_size=batch_size, shuffle=train, num_workers=num_workers, **options)

@@ -231,3 +231,22 @@ def test_verify_command_on_a_url(val_url, capsys):
 
     assert main(["verify", val_url]) == 0
     assert "0 undecodable file(s) under s3://images/val" in capsys.readouterr().out
+
+
+def test_a_trivialaugment_train_epoch_equals_the_local_folders_and_serves_each_image_once(val_url, folder):
+    """The same seed: the URL's train epoch is the local folder's, augmentations and all (so the
+    samples are the same ones, each once, as the local loader's tests show), with its labels."""
+    def recipe():
+        return v2.Compose([v2.RandomResizedCrop(16, antialias=True), v2.TrivialAugmentWide(), v2.ToImage(),
+                           v2.ToDtype(torch.float32, scale=True)])
+
+    remote = get_imagefolder_iter_dali(val_url, 4, True, 1, seed=11, transform=recipe(), device="cpu")
+    local = get_imagefolder_iter_dali(folder, 4, True, 1, seed=11, transform=recipe(), device="cpu")
+    remote_batches, local_batches = list(remote), list(local)
+    assert len(remote_batches) == len(local_batches) == len(remote)
+    for (images, labels), (local_images, local_labels) in zip(remote_batches, local_batches):
+        assert torch.equal(images, local_images) and torch.equal(labels, local_labels)
+    served = sorted(torch.cat([labels for _, labels in remote_batches]).tolist())
+    assert served == sorted(ImageFolder(folder).targets)
+    planned = sorted(i for batch in remote.batch_sampler for i in batch)
+    assert planned == list(range(sum(COUNTS.values())))

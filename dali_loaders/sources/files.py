@@ -8,7 +8,7 @@ import numpy as np
 
 from .. import transforms
 from .pil_images import PIL_RULE, load_rgb
-from .storage import isdir, isfile
+from .storage import BATCH_DEADLINE_S, is_url, isdir, isfile
 
 
 class FileSource:
@@ -43,6 +43,14 @@ class FileSource:
     def fingerprint(self) -> str:
         listing = "\n".join(self.files).encode() + self.labels.tobytes()
         return f"{self.name}/{len(self)}/{zlib.crc32(listing):08x}"
+
+    @property
+    def read_timeout(self) -> Optional[float]:
+        """Seconds a batch may take: bounded where the files are URLs (a store may stop answering)."""
+        return BATCH_DEADLINE_S if self.files and is_url(self.files[0]) else None
+
+    def url_of(self, i: int) -> str:
+        return self.files[i]
 
     def pil_image(self, i: int):
         return load_rgb(self.files[i], pil_bomb_check=self.max_image_pixels == PIL_RULE)

@@ -37,6 +37,7 @@ MAX_SPAN = 64 << 20          # ...up to this many bytes per GET
 TEXT_LIMIT = 256 << 20       # a label file read from a URL
 READ_THREADS = 8
 MAX_OBJECT_BYTES = 1 << 30   # an object read whole into memory (an image, for PIL)
+BATCH_DEADLINE_S = 60        # the longest wait for a batch DALI reads from URLs (loader/deadline.py)
 
 _memo_lock = threading.Lock()
 # the last tree listed: (prefix URL, {URL: (size, etag)}, the URLs sorted)
@@ -53,6 +54,13 @@ class StorageError(OSError):
 
 class ObjectNotFound(StorageError, FileNotFoundError):
     """The object (or bucket) a URL names does not exist."""
+
+
+class BatchTimeout(StorageError, TimeoutError):
+    """A batch read from the store did not arrive within the bound (loader/deadline.py);
+    `waiter`: the thread still waiting on the pipeline."""
+
+    waiter = None
 
 
 def is_url(path) -> bool:

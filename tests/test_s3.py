@@ -66,7 +66,11 @@ def test_val_batches_equal_the_local_folders_and_imagefolders_labels(val_url, fo
     assert all(f.startswith("s3://images/val/") for f in remote_loader.dataset.files)
 
 
-def test_default_val_recipe_batches_are_identical_to_the_local_folders(val_url, folder):
+@pytest.mark.parametrize("reader", ["pool", "dali"])   # GETs ahead of the pipeline, or DALI's S3 reader
+def test_default_val_recipe_batches_are_identical_to_the_local_folders(val_url, folder, reader, monkeypatch):
+    from dali_loaders.sources.url_reads import READER_ENV
+
+    monkeypatch.setenv(READER_ENV, reader)
     local = list(get_imagefolder_iter_dali(folder, 8, False, 1))
     remote = list(get_imagefolder_iter_dali(val_url, 8, False, 1))
     assert len(local) == len(remote) == 3
@@ -92,6 +96,18 @@ def test_train_epochs_are_permutations(val_url):
         v2.RandomResizedCrop(16, antialias=True), v2.ToImage(), v2.ToDtype(torch.float32, scale=True)]))
     first = one_pass(loader)[0]
     assert sorted(first) == list(range(sum(COUNTS.values()))) and first != sorted(first)
+
+
+def test_train_epochs_read_ahead_equal_the_local_folders_epochs(val_url, folder):
+    """Reads ahead cross epochs (and a set_epoch back): each epoch's batches are the local folder's."""
+    train = v2.Compose([v2.RandomResizedCrop(16, antialias=True), v2.ToImage(), v2.ToDtype(torch.float32, scale=True)])
+    local = get_imagefolder_iter_dali(folder, 4, True, 1, seed=5, transform=train)
+    remote = get_imagefolder_iter_dali(val_url, 4, True, 1, seed=5, transform=train)
+    for epoch in (0, 1, 0, 2):
+        local.set_epoch(epoch)
+        remote.set_epoch(epoch)
+        ids = one_pass(remote)
+        assert ids == one_pass(local) and sorted(ids[0]) == list(range(sum(COUNTS.values())))
 
 
 # -- screening: ranged header reads, cached by ETag --------------------------------------

@@ -98,3 +98,42 @@ def test_a_server_gone_before_a_webdataset_epoch_is_named(server, tmp_path):
         server.start()
     assert "s3://faults/wds/shard-00" in str(failed.value)
     assert SECRET_KEY not in str(failed.value)
+
+
+def test_a_server_that_never_answers_is_named_within_the_deadline_and_the_epoch_resumes(server, monkeypatch):
+    from dali_loaders.loader.deadline import ENV
+    from dali_loaders.sources.storage import BatchTimeout
+
+    monkeypatch.setenv(ENV, "5")   # the bound in place of the default, to keep the test short
+    loader = make()
+    served, state = [], loader.state_dict()
+    try:
+        with pytest.raises(BatchTimeout) as failed:
+            for k, (images, _) in enumerate(loader):
+                served += ids_of(images)
+                state = loader.state_dict()
+                if k == 0:
+                    server.proxy.stall = True   # connections accepted, requests swallowed, nothing sent back
+    finally:
+        server.proxy.stall = False
+    said = str(failed.value)
+    assert isinstance(failed.value, TimeoutError) and failed.value.url.startswith(URL + "/")
+    assert failed.value.url in said and server.proxy.endpoint in said and "5 s" in said
+    assert SECRET_KEY not in said
+    assert 3 <= len(served) < N
+
+    resumed = make()   # the store answers again: the rest of the epoch, every sample exactly once
+    resumed.load_state_dict(state)
+    rest = [i for images, _ in resumed for i in ids_of(images)]
+    assert sorted(served + rest) == list(range(N))
+
+
+@pytest.mark.parametrize("value", ["0", "-3", "soon"])
+def test_a_wrong_read_timeout_setting_is_named(value, monkeypatch):
+    from dali_loaders.loader.deadline import ENV, batch_deadline
+    from dali_loaders.sources.files import FileSource
+
+    monkeypatch.setenv(ENV, value)
+    with pytest.raises(ValueError, match=ENV):
+        batch_deadline(FileSource([URL + "/a/0.png"], [0], "x"))
+    assert batch_deadline(FileSource(["/local/a/0.png"], [0], "x")) is None   # local files: no bound

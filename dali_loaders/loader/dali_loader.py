@@ -20,7 +20,9 @@ import numpy as np
 import torch
 
 from ..seeds import derived_seed
+from ..sources.storage import BatchTimeout
 from .build import assemble
+from .deadline import next_batch
 from .orders import EpochPlan
 from .skips import skipped_files, warn_skipped
 from .state import check_state, dataset_fingerprint, library_versions
@@ -147,13 +149,17 @@ class DaliLoader:
             if k == live.start + 1:  # the first batch is out: make the next epoch's start state now
                 pipeline.prepare(seed_of(live.epoch + 1))
             self._check_current(live)
+            indices = plan.batch(k)
             try:
-                out = next(live.dali_iter)[0]
+                out = next_batch(live.dali_iter, self._parts.source, indices)[0]
+            except BatchTimeout as stalled:   # a store that never answers: named, not waited on
+                self._end(live)
+                pipeline.abandon(stalled.waiter)
+                raise
             except (RuntimeError, StopIteration) as failure:
                 self._end(live)
                 pipeline.failed()
                 raise self._parts.explain(failure, plan.indices[plan.bounds[k]:]) from None
-            indices = plan.batch(k)
             live.done = k + 1
             images = self._parts.finish(out["images"][:len(indices)])
             labels = self._labels(out, indices)

@@ -150,6 +150,16 @@ class LivePipeline:
         self._iterator = None
         self.close()
 
+    def abandon(self, waiter: threading.Thread) -> None:
+        """A run that does not return (its reads wait on a store that never answers): the
+        pipeline is detached now and shut down on a thread of its own once `waiter`, the
+        thread waiting on that run, has its answer or error; the next epoch builds a new one."""
+        self._iterator, self._prepared = None, {}
+        pipeline, self.pipeline = self.pipeline, None
+        if pipeline is not None:
+            threading.Thread(target=_shut_down_after, args=(pipeline, waiter), daemon=True,
+                             name="dali_loaders-abandoned-pipeline").start()
+
     def close(self) -> None:
         """Shuts the pipeline and its threads down now (a later epoch builds a new one)."""
         self._iterator = None
@@ -168,6 +178,11 @@ class LivePipeline:
         if self.pipeline is not None:
             _INHERITED.append(self.pipeline)
             self.pipeline = None
+
+
+def _shut_down_after(pipeline, waiter: threading.Thread) -> None:
+    waiter.join()
+    shutdown(pipeline)
 
 
 # -- fork safety ----------------------------------------------------------------------------

@@ -8,7 +8,8 @@ import numpy as np
 
 from .. import transforms
 from .pil_images import PIL_RULE, load_rgb
-from .storage import isdir, isfile
+from .storage import BATCH_DEADLINE_S, is_url, isdir, isfile
+from .url_reads import UrlBytesFeeder, reads_ahead
 
 
 class FileSource:
@@ -44,6 +45,14 @@ class FileSource:
         listing = "\n".join(self.files).encode() + self.labels.tobytes()
         return f"{self.name}/{len(self)}/{zlib.crc32(listing):08x}"
 
+    @property
+    def read_timeout(self) -> Optional[float]:
+        """Seconds a batch may take: bounded where the files are URLs (a store may stop answering)."""
+        return BATCH_DEADLINE_S if self.files and is_url(self.files[0]) else None
+
+    def url_of(self, i: int) -> str:
+        return self.files[i]
+
     def pil_image(self, i: int):
         return load_rgb(self.files[i], pil_bomb_check=self.max_image_pixels == PIL_RULE)
 
@@ -52,6 +61,11 @@ class FileSource:
         names and labels fed by external_source, the files read by fn.io.file.read."""
         from nvidia.dali import fn, types
 
+        if self.read_timeout is not None and reads_ahead():   # URLs: one GET each, ahead (url_reads.py)
+            encoded, labels = fn.external_source(source=UrlBytesFeeder(self.files, self.labels, order, batch_size),
+                                                 num_outputs=2, batch=True, batch_info=True,
+                                                 dtype=[types.UINT8, types.INT64])
+            return encoded_images(encoded, device), labels
         names, labels = fn.external_source(source=_NameFeeder(self, order, batch_size), num_outputs=2, batch=True,
                                            batch_info=True, dtype=[types.UINT8, types.INT64])
         return encoded_images(fn.io.file.read(names), device), labels

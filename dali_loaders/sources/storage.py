@@ -1,10 +1,10 @@
 """Roots in object storage: `s3://bucket/prefix` wherever a local path is taken.
 
-DALI reads the image files of a URL itself (fn.io.file.read and fn.readers.file take
-`s3://` names; its wheel carries the AWS SDK), so the DALI path runs no Python per file.
-Python only lists (one request per 1000 objects), reads the headers screening needs
-(ranged GETs of the first bytes), label files, tar members and, for the torchvision twin,
-whole images; it does so through boto3 (the `[s3]` extra).
+The image objects of a URL root are read by one presigned GET each in a thread pool ahead
+of the pipeline (url_reads.py), or by DALI's own S3 reader (fn.io.file.read takes `s3://`
+names) with DALI_LOADERS_URL_READER=dali. Python also lists (one request per 1000 objects),
+reads the headers screening needs (ranged GETs of the first bytes), label files, tar members
+and, for the torchvision twin, whole images; it does so through boto3 (the `[s3]` extra).
 
 Endpoint and credentials come from where the AWS tools look for them (the environment:
 AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID, ..., AWS_PROFILE; ~/.aws/config and credentials), for
@@ -37,6 +37,7 @@ MAX_SPAN = 64 << 20          # ...up to this many bytes per GET
 TEXT_LIMIT = 256 << 20       # a label file read from a URL
 READ_THREADS = 8
 MAX_OBJECT_BYTES = 1 << 30   # an object read whole into memory (an image, for PIL)
+BATCH_DEADLINE_S = 60        # the longest wait for a batch DALI reads from URLs (loader/deadline.py)
 
 _memo_lock = threading.Lock()
 # the last tree listed: (prefix URL, {URL: (size, etag)}, the URLs sorted)
@@ -53,6 +54,13 @@ class StorageError(OSError):
 
 class ObjectNotFound(StorageError, FileNotFoundError):
     """The object (or bucket) a URL names does not exist."""
+
+
+class BatchTimeout(StorageError, TimeoutError):
+    """A batch read from the store did not arrive within the bound (loader/deadline.py);
+    `waiter`: the thread still waiting on the pipeline."""
+
+    waiter = None
 
 
 def is_url(path) -> bool:

@@ -4,9 +4,11 @@ it, and a loopback proxy that counts requests and bytes and can slow them down.
 
 Only 127.0.0.1 is bound or spoken to; every wait is bounded; SeaweedFS's telemetry is off.
 """
+import json
 import os
 import random
 import re
+import select
 import shutil
 import socket
 import subprocess
@@ -193,25 +195,90 @@ REQUEST_LINE = re.compile(rb"(?:GET|HEAD|PUT|POST|DELETE) /\S* HTTP/1\.[01]\r\n"
 
 
 class LoopbackProxy:
-    """A TCP proxy on 127.0.0.1 in front of `target_port`: counts the HTTP requests that pass
-    (`requests`, by their request lines) and the bytes each way, and waits `delay_s` before
-    forwarding each piece a client sends (a slow or distant server). Threads, each bounded
-    by a socket timeout so that stop() ends them."""
+    """A TCP proxy on 127.0.0.1 in front of `target_port`, run in a process of its own (its
+    pumping threads would otherwise take the GIL from the loader being measured): counts the
+    HTTP requests that pass (by their request lines) and the bytes each way, waits `delay_s`
+    before forwarding each piece a client sends (a slow or distant server), and with
+    `stall` set swallows what clients send (a server that accepts and never answers).
+    Commands go to the process over its stdin, one line each, the answer one line back;
+    the process ends when stop() closes its stdin (or this process dies)."""
+
+    ANSWER_S = 10   # the longest wait for the proxy process to answer a command
+
+    def __init__(self, target_port: int, delay_s: float = 0.0):
+        self._lock = threading.Lock()
+        self.process = subprocess.Popen([sys.executable, os.path.abspath(__file__), str(target_port)],
+                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                        text=True, bufsize=1)
+        self.port = int(self._answer())
+        self.endpoint = f"http://127.0.0.1:{self.port}"
+        self._delay_s, self._stall = 0.0, False
+        self.delay_s = delay_s
+
+    def _answer(self) -> str:
+        ready, _, _ = select.select([self.process.stdout], [], [], self.ANSWER_S)
+        line = self.process.stdout.readline() if ready else ""
+        if not line:
+            raise RuntimeError(f"the loopback proxy process did not answer within {self.ANSWER_S} s")
+        return line.strip()
+
+    def _command(self, line: str) -> str:
+        with self._lock:
+            self.process.stdin.write(line + "\n")
+            self.process.stdin.flush()
+            return self._answer()
+
+    @property
+    def delay_s(self) -> float:
+        return self._delay_s
+
+    @delay_s.setter
+    def delay_s(self, seconds: float) -> None:
+        self._command(f"delay {float(seconds)!r}")
+        self._delay_s = float(seconds)
+
+    @property
+    def stall(self) -> bool:
+        return self._stall
+
+    @stall.setter
+    def stall(self, on: bool) -> None:
+        self._command(f"stall {int(bool(on))}")
+        self._stall = bool(on)
+
+    def counts(self) -> dict:
+        return json.loads(self._command("counts"))
+
+    def reset(self) -> None:
+        self._command("reset")
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.stdin.close()
+            try:
+                self.process.wait(self.ANSWER_S)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(self.ANSWER_S)
+        self.process.stdout.close()
+
+
+class Relay:
+    """The proxy's work, in the proxy process: a thread accepting connections, and per
+    connection one thread each way, each bounded by a socket timeout so that stop() ends them."""
 
     POLL_S = 0.2
 
-    def __init__(self, target_port: int, delay_s: float = 0.0):
-        self.target_port, self.delay_s = target_port, delay_s
+    def __init__(self, target_port: int):
+        self.target_port, self.delay_s, self.stall = target_port, 0.0, False
         self.requests, self.bytes_up, self.bytes_down = 0, 0, 0
         self._lock, self._stop = threading.Lock(), threading.Event()
         self._listener = socket.socket()
         self._listener.bind(("127.0.0.1", 0))
-        self._listener.listen(64)
+        self._listener.listen(128)
         self._listener.settimeout(self.POLL_S)
         self.port = self._listener.getsockname()[1]
-        self.endpoint = f"http://127.0.0.1:{self.port}"
-        self._threads = [threading.Thread(target=self._accept, daemon=True)]
-        self._threads[0].start()
+        threading.Thread(target=self._accept, daemon=True).start()
 
     def _accept(self) -> None:
         while not self._stop.is_set():
@@ -226,6 +293,8 @@ class LoopbackProxy:
             except OSError:
                 client.close()
                 continue
+            client.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            server.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             for source, sink, up in ((client, server, True), (server, client, False)):
                 thread = threading.Thread(target=self._pump, args=(source, sink, up), daemon=True)
                 thread.start()
@@ -246,6 +315,8 @@ class LoopbackProxy:
                         self.requests += len(REQUEST_LINE.findall(data))
                     else:
                         self.bytes_down += len(data)
+                if up and self.stall:
+                    continue   # swallowed: the client waits for an answer that never comes
                 if up and self.delay_s:
                     time.sleep(self.delay_s)
                 sink.sendall(data)
@@ -259,14 +330,37 @@ class LoopbackProxy:
                     pass
                 s.close()
 
-    def counts(self) -> dict:
+    def answer(self, line: str) -> str:
+        """One command of LoopbackProxy's: counts, reset, delay SECONDS, stall 0|1."""
+        word, _, value = line.strip().partition(" ")
         with self._lock:
-            return {"requests": self.requests, "bytes_up": self.bytes_up, "bytes_down": self.bytes_down}
-
-    def reset(self) -> None:
-        with self._lock:
-            self.requests = self.bytes_up = self.bytes_down = 0
+            if word == "counts":
+                return json.dumps({"requests": self.requests, "bytes_up": self.bytes_up,
+                                   "bytes_down": self.bytes_down})
+            if word == "reset":
+                self.requests = self.bytes_up = self.bytes_down = 0
+            elif word == "delay":
+                self.delay_s = float(value)
+            elif word == "stall":
+                self.stall = value == "1"
+            else:
+                return f"unknown command {word!r}"
+        return "ok"
 
     def stop(self) -> None:
         self._stop.set()
         self._listener.close()
+
+
+def serve_proxy(target_port: int) -> None:
+    """The proxy process: its port on the first line out, then one answer per command line in,
+    until stdin closes."""
+    relay = Relay(target_port)
+    print(relay.port, flush=True)
+    for line in sys.stdin:
+        print(relay.answer(line), flush=True)
+    relay.stop()
+
+
+if __name__ == "__main__":   # run as a script by LoopbackProxy: stdlib only, no package import
+    serve_proxy(int(sys.argv[1]))

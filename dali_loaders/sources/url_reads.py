@@ -1,0 +1,158 @@
+"""The image objects of a URL root, read ahead of the pipeline by plain GETs in a thread pool.
+
+DALI's own S3 reader (fn.io.file.read on s3:// names) asks for each object's size and then
+for the object: two requests an image, each thread reading its share of a batch one image
+after another, so a distant store costs 2 x round trip x images / threads per batch. Here
+each image is one GET of a URL boto3 signs (a presigned URL: the signature, never the
+secret, travels), sent over keep-alive connections by READ_THREADS threads, the next
+READ_AHEAD batches started while the pipeline works on this one. The bytes go to DALI by
+external_source, as WebDataset members do, so decoding and the recipe are unchanged.
+
+Set DALI_LOADERS_URL_READER=dali to have DALI's reader read the objects instead.
+"""
+import http.client
+import os
+import ssl
+import threading
+import urllib.parse
+from concurrent.futures import ThreadPoolExecutor
+from typing import Dict, List
+
+import numpy as np
+
+from . import storage
+
+READ_THREADS = 16     # GETs in flight: round trips overlap, whatever the DALI threads
+READ_AHEAD = 2        # batches whose GETs start before DALI asks for them
+SIGNED_FOR_S = 3600   # a presigned URL's life; each is used at once
+READER_ENV = "DALI_LOADERS_URL_READER"
+
+
+def reads_ahead() -> bool:
+    """Whether URL roots are read here (default) or by DALI's S3 reader (DALI_LOADERS_URL_READER=dali)."""
+    chosen = os.environ.get(READER_ENV, "pool").strip().lower()
+    if chosen not in ("pool", "dali"):
+        raise ValueError(f"{READER_ENV}={chosen!r}: expected 'pool' (GETs ahead of the pipeline) or 'dali'")
+    return chosen == "pool"
+
+
+class _Connections(threading.local):
+    """One keep-alive connection per thread and host."""
+
+    def __init__(self):
+        self.open: Dict[tuple, http.client.HTTPConnection] = {}
+
+
+_connections = _Connections()
+_pools: Dict[int, ThreadPoolExecutor] = {}   # per process: a forked child makes its own
+_pools_lock = threading.Lock()
+
+
+def pool() -> ThreadPoolExecutor:
+    with _pools_lock:
+        mine = _pools.get(os.getpid())
+        if mine is None:
+            mine = _pools[os.getpid()] = ThreadPoolExecutor(READ_THREADS, thread_name_prefix="dali_loaders-get")
+        return mine
+
+
+def _connection(scheme: str, host: str, port) -> http.client.HTTPConnection:
+    key = (scheme, host, port)
+    found = _connections.open.get(key)
+    if found is None:
+        timeout = storage.READ_TIMEOUT_S
+        if scheme == "https":
+            context = ssl.create_default_context(cafile=os.environ.get("AWS_CA_BUNDLE") or None)
+            found = http.client.HTTPSConnection(host, port, timeout=timeout, context=context)
+        else:
+            found = http.client.HTTPConnection(host, port, timeout=timeout)
+        _connections.open[key] = found
+    return found
+
+
+def get_object(url: str) -> bytes:
+    """The whole object by one signed GET (storage.ATTEMPTS tries on a broken connection);
+    failures as storage.failure says them."""
+    bucket, key = storage.split_url(url)
+    try:
+        signed = storage.client().generate_presigned_url("get_object", Params={"Bucket": bucket, "Key": key},
+                                                         ExpiresIn=SIGNED_FOR_S)
+    except Exception as e:  # no credentials, bad configuration: botocore's exceptions
+        raise storage.failure(e, url) from None
+    parts = urllib.parse.urlsplit(signed)
+    target = parts.path + ("?" + parts.query if parts.query else "")
+    last = None
+    for _ in range(storage.ATTEMPTS):
+        connection = _connection(parts.scheme, parts.hostname, parts.port)
+        try:
+            connection.request("GET", target)
+            answer = connection.getresponse()
+            size = int(answer.getheader("Content-Length") or 0)
+            if answer.status == 200 and size <= storage.MAX_OBJECT_BYTES:
+                data = answer.read()
+                if len(data) == size:
+                    return data
+                raise http.client.IncompleteRead(data, size - len(data))
+            connection.close()   # the refusal's body unread: this connection is not reused
+        except (OSError, http.client.HTTPException) as e:   # refused, reset, timed out: a new connection
+            connection.close()
+            _connections.open.pop((parts.scheme, parts.hostname, parts.port), None)
+            last = e
+            continue
+        _connections.open.pop((parts.scheme, parts.hostname, parts.port), None)
+        _refused(url, answer.status, size)
+    raise storage.StorageError(f"cannot reach the object store at {storage.endpoint()} for {url} "
+                               f"({type(last).__name__}); check AWS_ENDPOINT_URL and that the server is up", url)
+
+
+def _refused(url: str, status: int, size: int) -> None:
+    if status == 200:
+        raise storage.StorageError(f"{url} is {size >> 20} MiB: over the {storage.MAX_OBJECT_BYTES >> 20} MiB "
+                                   f"read into memory at once", url)
+    if status == 404:
+        raise storage.ObjectNotFound(f"{url} does not exist (or its bucket does not)", url)
+    if status == 403:
+        raise storage.StorageError(f"access to {url} was denied; check the credentials (AWS_ACCESS_KEY_ID, "
+                                   f"AWS_PROFILE) and the bucket's policy", url)
+    raise storage.StorageError(f"{url}: the object store answered HTTP {status}", url)
+
+
+class UrlBytesFeeder:
+    """external_source callback: the encoded bytes and labels of batch `info.iteration`,
+    its GETs (and the next READ_AHEAD batches') in the pool. Reads ahead are keyed by the
+    batch's samples as well, so a new epoch's order never gets another's bytes."""
+
+    def __init__(self, files: List[str], labels: np.ndarray, order, batch_size: int):
+        self.files, self.labels, self.order, self.batch_size = files, labels, order, batch_size
+        self.ahead: Dict[tuple, list] = {}
+
+    def _within(self, iteration: int) -> bool:
+        """Whether batch `iteration` is one of the epoch's (DALI also runs past the end)."""
+        bounds = self.order.bounds
+        if bounds is not None:
+            return iteration + 1 < len(bounds)
+        return iteration * self.batch_size < len(self.order.indices)
+
+    def _start(self, indices: np.ndarray) -> list:
+        return [pool().submit(get_object, self.files[i]) for i in indices]
+
+    def __call__(self, info):
+        iteration = info.iteration
+        indices = self.order.batch(iteration, self.batch_size)
+        key = (iteration, indices.tobytes())
+        futures = self.ahead.pop(key, None)
+        if futures is None:   # not read ahead (an epoch's first batch, a restored position): all stale
+            for stale in self.ahead.values():
+                for future in stale:
+                    future.cancel()
+            self.ahead = {}
+            futures = self._start(indices)
+        for step in range(1, READ_AHEAD + 1):
+            if not self._within(iteration + step):
+                break
+            following = self.order.batch(iteration + step, self.batch_size)
+            ahead_key = (iteration + step, following.tobytes())
+            if ahead_key not in self.ahead:
+                self.ahead[ahead_key] = self._start(following)
+        images = [np.frombuffer(future.result(), dtype=np.uint8) for future in futures]
+        return images, self.labels[indices]

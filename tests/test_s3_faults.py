@@ -50,19 +50,22 @@ def test_server_killed_mid_epoch_is_named_and_the_epoch_resumes_exactly_once(ser
     loader = make()
     loader.set_epoch(2)
     served, state = [], loader.state_dict()
-    with warnings.catch_warnings(record=True) as said:
-        warnings.simplefilter("always")
-        with pytest.raises(StorageError) as failed:
-            for k, (images, _) in enumerate(loader):
-                served += ids_of(images)
-                state = loader.state_dict()
-                if k == 2:
-                    server.stop()   # batches DALI already read may still come; then the error
+    try:
+        with warnings.catch_warnings(record=True) as said:
+            warnings.simplefilter("always")
+            with pytest.raises(StorageError) as failed:
+                for k, (images, _) in enumerate(loader):
+                    served += ids_of(images)
+                    state = loader.state_dict()
+                    if k == 2:
+                        server.stop()   # batches DALI already read may still come; then the error
+    finally:
+        if server.process is None:   # the same data, the same ports (the next tests need it, whatever happened)
+            server.start()
     assert URL in str(failed.value) and "cannot reach" in str(failed.value)
     assert SECRET_KEY not in str(failed.value) + " ".join(str(w.message) for w in said)
     assert 9 <= len(served) < N
 
-    server.start()   # the same data, the same ports
     resumed = make()
     resumed.load_state_dict(state)
     rest = [i for images, _ in resumed for i in ids_of(images)]

@@ -14,6 +14,7 @@ import http.client
 import os
 import ssl
 import threading
+import time
 import urllib.parse
 from concurrent.futures import ThreadPoolExecutor
 from typing import Dict, List
@@ -25,6 +26,7 @@ from . import storage
 READ_THREADS = 16     # GETs in flight: round trips overlap, whatever the DALI threads
 READ_AHEAD = 2        # batches whose GETs start before DALI asks for them
 SIGNED_FOR_S = 3600   # a presigned URL's life; each is used at once
+RETRY_PAUSE_S = 0.5   # before a GET the store failed (HTTP 5xx) is tried again
 READER_ENV = "DALI_LOADERS_URL_READER"
 
 
@@ -94,6 +96,11 @@ def get_object(url: str) -> bytes:
                     return data
                 raise http.client.IncompleteRead(data, size - len(data))
             connection.close()   # the refusal's body unread: this connection is not reused
+            if answer.status >= 500:   # the store itself failed (a gateway whose back end is gone): again
+                _connections.open.pop((parts.scheme, parts.hostname, parts.port), None)
+                last = f"HTTP {answer.status}"
+                time.sleep(RETRY_PAUSE_S)
+                continue
         except (OSError, http.client.HTTPException) as e:   # refused, reset, timed out: a new connection
             connection.close()
             _connections.open.pop((parts.scheme, parts.hostname, parts.port), None)
@@ -101,8 +108,9 @@ def get_object(url: str) -> bytes:
             continue
         _connections.open.pop((parts.scheme, parts.hostname, parts.port), None)
         _refused(url, answer.status, size)
+    why = last if isinstance(last, str) else type(last).__name__
     raise storage.StorageError(f"cannot reach the object store at {storage.endpoint()} for {url} "
-                               f"({type(last).__name__}); check AWS_ENDPOINT_URL and that the server is up", url)
+                               f"({why}); check AWS_ENDPOINT_URL and that the server is up", url)
 
 
 def _refused(url: str, status: int, size: int) -> None:

@@ -156,7 +156,8 @@ def test_an_untranslatable_transform_takes_the_python_path_naming_the_step():
     with pytest.warns(PythonPathNote, match="Lambda"):
         loader = make(indexed(), 8, transform=recipe)
     images, labels = next(iter(loader))
-    assert np.array_equal(index_of(images.flip(-1)), labels.numpy() * 0 + np.arange(8)) or True
+    assert loader.route.startswith("python") and np.array_equal(index_of(images.flip(-1)), np.arange(8))
+    assert np.array_equal(labels.numpy(), np.arange(8) % 7)   # the Lambda ran: pixel (0, 0) moved right
     twin = next(iter(TorchLoader(indexed(), 8, transform=recipe)))
     assert torch.equal(images, twin[0]) and torch.equal(labels, twin[1])
 
@@ -209,10 +210,25 @@ def test_a_second_loop_over_one_loader_is_named_not_garbled():
     assert len(list(second)) == len(loader) - 1
 
 
-def test_transform_given_twice_is_refused():
+def test_transform_given_twice_is_refused_and_a_dataset_without_one_takes_transform():
     from torchvision.datasets import FakeData
 
+    with pytest.raises(ValueError, match="transform of its own and transform= was passed too"):
+        DaliLoader(FakeData(size=4, image_size=(3, 8, 8), transform=v2.ToImage()), 2, device="cpu",
+                   transform=v2.ToImage())
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", PythonPathNote)
-        loader = DaliLoader(FakeData(size=4, image_size=(3, 8, 8), transform=v2.ToImage()), 2, device="cpu")
-    assert next(iter(loader))[0].shape == (2, 3, 8, 8)
+        loader = DaliLoader(FakeData(size=4, image_size=(3, 8, 8)), 2, device="cpu", transform=v2.ToImage())
+    assert next(iter(loader))[0].shape == (2, 3, 8, 8)   # transform= applied where the dataset has none
+
+
+def test_the_twin_passes_batches_that_are_not_pairs_through():
+    class Named(Dataset):
+        def __len__(self):
+            return 5
+
+        def __getitem__(self, i):
+            return {"x": torch.full((2,), float(i)), "i": i}
+
+    batches = list(TorchLoader(Named(), 2))
+    assert [b["i"].tolist() for b in batches] == [[0, 1], [2, 3], [4]]

@@ -22,7 +22,7 @@ import torch
 from ..seeds import derived_seed
 from ..sources.storage import BatchTimeout
 from .build import assemble
-from .deadline import next_batch
+from .deadline import batch_deadline, next_batch
 from .orders import EpochPlan
 from .skips import skipped_files, warn_skipped
 from .state import check_state, dataset_fingerprint, library_versions
@@ -139,6 +139,7 @@ class DaliLoader:
         plan = self._plan(live.epoch)
         unpadded = self._order.unpadded_len()   # as the order was made: once an epoch
         pipeline, feed, seed_of = self._parts.pipeline, self._parts.feed, self._epoch_seed
+        deadline = batch_deadline(self._parts.source)   # None for local files: no waiting thread
         if live.done < plan.batches:
             # A checkpoint restores the pipeline's position; without one (a state taken on
             # another rank) the pipeline starts at the first batch still to come.
@@ -151,7 +152,7 @@ class DaliLoader:
             self._check_current(live)
             indices = plan.batch(k)
             try:
-                out = next_batch(live.dali_iter, self._parts.source, indices)[0]
+                out = next_batch(live.dali_iter, deadline, self._parts.source, indices)[0]
             except BatchTimeout as stalled:   # a store that never answers: named, not waited on
                 self._end(live)
                 pipeline.abandon(stalled.waiter)

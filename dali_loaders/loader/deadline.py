@@ -35,10 +35,9 @@ def batch_deadline(source) -> Optional[float]:
     return value
 
 
-def next_batch(iterator, source, indices):
-    """next(iterator), waiting at most batch_deadline(source) seconds for it; `indices` are
-    the samples of the batch awaited (the first is named if it does not come)."""
-    seconds = batch_deadline(source)
+def next_batch(iterator, seconds: Optional[float], source, indices):
+    """next(iterator), waiting at most `seconds` (batch_deadline(source), read once an epoch)
+    for it; `indices` are the samples of the batch awaited (the first is named if it does not come)."""
     if seconds is None:
         return next(iterator)
     result: dict = {}

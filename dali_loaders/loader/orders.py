@@ -44,10 +44,15 @@ class EpochPlan:
                    np.frombuffer(state["bounds"], dtype=np.int64).copy())
 
 
+def batch_count(samples: int, batch_size: int, drop_last: bool) -> int:
+    """DataLoader's len(): the last short batch counted, or dropped with drop_last."""
+    return (math.floor if drop_last else math.ceil)(samples / batch_size)
+
+
 def even_plan(indices: np.ndarray, batch_size: int, drop_last: bool) -> EpochPlan:
     """Batches of batch_size in order; the last one shorter, or dropped with drop_last."""
     indices = np.asarray(indices, dtype=np.int64)
-    count = (math.floor if drop_last else math.ceil)(len(indices) / batch_size)
+    count = batch_count(len(indices), batch_size, drop_last)
     bounds = np.minimum(np.arange(count + 1, dtype=np.int64) * batch_size, len(indices))
     return EpochPlan(indices[:bounds[-1]], bounds)
 
@@ -98,8 +103,7 @@ class LibraryOrder:
         return even_plan(self.sampler.indices(epoch), self.batch_size, self.drop_last)
 
     def batches(self) -> int:
-        count = len(self.sampler) / self.batch_size
-        return math.floor(count) if self.drop_last else math.ceil(count)
+        return batch_count(len(self.sampler), self.batch_size, self.drop_last)
 
     def unpadded_len(self) -> int:
         return self.sampler.unpadded_len()
@@ -177,8 +181,7 @@ class SamplerOrder:
     def batches(self) -> int:
         if self.batch_sampler is not None:
             return len(self.batch_sampler)
-        count = len(self.sampler) / self.batch_size
-        return math.floor(count) if self.drop_last else math.ceil(count)
+        return batch_count(len(self.sampler), self.batch_size, self.drop_last)
 
     def unpadded_len(self) -> int:
         return 1 << 62   # a user's sampler pads nothing the loader knows of

@@ -58,6 +58,8 @@ def route(dataset, transform, target_transform, python_fallback: bool) -> Route:
     if is_source(dataset):
         source = dataset
     else:
+        for what, given_one in (("transform", transform), ("target_transform", target_transform)):
+            own_transform(dataset, given_one, what)   # one recipe per dataset, whatever its class
         adapted = adapt(dataset)
         if adapted is None:
             return python_route(dataset, *given, f"{type(dataset).__name__} is not a dataset this library "

@@ -80,6 +80,9 @@ class TorchLoader(DataLoader):
             if k == 0:   # the library's sampler starts its epoch when the first batch is drawn
                 unpadded = self._order.unpadded_len()
                 epoch = self._order.sampler.epoch if epoch is None else epoch
+            if not isinstance(batch, (tuple, list)) or len(batch) < 2:   # a dataset's own batch shape
+                yield batch
+                continue
             images, labels = batch[0], batch[1]
             self.padded = self._order.padding_mask(start, len(labels), unpadded)
             start += len(labels)

@@ -58,10 +58,10 @@ def route(dataset, transform, target_transform, python_fallback: bool) -> Route:
     if is_source(dataset):
         source = dataset
     else:
-        for what, given_one in (("transform", transform), ("target_transform", target_transform)):
-            own_transform(dataset, given_one, what)   # one recipe per dataset, whatever its class
         adapted = adapt(dataset)
         if adapted is None:
+            own_transform(dataset, transform, "transform")   # one recipe per dataset, whatever its class
+            own_transform(dataset, target_transform, "target_transform")
             return python_route(dataset, *given, f"{type(dataset).__name__} is not a dataset this library "
                                                   f"reads as files or arrays")
         transform = own_transform(adapted, transform, "transform")   # what its __getitem__ applies

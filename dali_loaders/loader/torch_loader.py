@@ -109,9 +109,10 @@ def twin_dataset(dataset, transform, target_transform, max_image_pixels, on_erro
         return twin, source, target_transform, getattr(source, "label_table", None)
     adapted = adapt(dataset)
     given = (transform, target_transform)
+    own = adapted if adapted is not None else dataset   # what its __getitem__ applies (resolve.py's rule)
+    own_transform(own, transform, "transform")
+    own_transform(own, target_transform, "target_transform")
     if adapted is not None:
-        own_transform(adapted, transform, "transform")
-        own_transform(adapted, target_transform, "target_transform")
         files = getattr(adapted.source, "files", None)
         if files is not None:
             found = screen(files, max_image_pixels, on_error)

@@ -178,3 +178,29 @@ def test_an_undecodable_file_of_an_image_folder_is_named(tmp_path):
         for _ in dali_loader(dataset):
             pass
     assert raised.value.path == broken
+
+
+def test_files_from_strangers_in_a_torchvision_imagefolder_are_screened_on_both_loaders(tmp_path):
+    """A PNG whose header claims 10^10 pixels (a few hundred bytes) and a truncated JPEG, in the
+    user's own ImageFolder: refused by name before any decode, or left out with on_error="skip"."""
+    from image_data import write_truncated
+    from PIL import Image
+
+    from dali_loaders.testing.untrusted import huge_png, write_bytes
+
+    for name in ("cat", "dog"):
+        (tmp_path / name).mkdir()
+        for k in range(3):
+            Image.new("RGB", (20, 16), (40 * k, 90, 200)).save(tmp_path / name / f"{k}.jpg")
+    write_bytes(str(tmp_path / "cat" / "zz_bomb.png"), huge_png(100_000, 100_000))
+    write_truncated(str(tmp_path / "dog" / "zz_cut.jpg"))
+    recipe = T.Compose([T.Resize((8, 8)), T.ToTensor()])
+    with pytest.raises(Exception, match="zz_bomb.png"):
+        dali_loaders.DaliLoader(tvd.ImageFolder(str(tmp_path), transform=recipe), 4, device="cpu")
+    for make in (dali_loaders.DaliLoader, dali_loaders.TorchLoader):
+        kwargs = dict(device="cpu") if make is dali_loaders.DaliLoader else {}
+        loader = make(tvd.ImageFolder(str(tmp_path), transform=recipe), 4, on_error="skip", **kwargs)
+        with pytest.warns(UserWarning, match="left out"):
+            labels = torch.cat([y for _, y in loader]).tolist()
+        assert sorted(labels) == [0, 0, 0, 1, 1, 1], make.__name__
+        assert {p.rsplit("/", 1)[1] for p in loader.skipped} == {"zz_bomb.png", "zz_cut.jpg"}, make.__name__

@@ -49,11 +49,8 @@ def open_dali(spec: DatasetSpec, type, root, batch_size, num_threads, fallback: 
         return open_torch(spec, type, root, batch_size, num_threads, options, **own)
     split = spec.split(type)
     train = split in spec.train_splits
-    source = spec.source(root, split, **own)
-    transform = options.pop("transform", None) or spec.recipe(train)
-    workers = options.pop("num_workers", num_threads)
-    return DaliLoader(source, batch_size, **{"shuffle": train, **options},
-                      num_workers=workers, transform=transform)
+    return loader_over(DaliLoader, spec.source(root, split, **own), batch_size, num_threads, train,
+                       lambda: spec.recipe(train), options)
 
 
 def open_torch(spec: DatasetSpec, type, root, batch_size, num_threads, options: dict, **own):
@@ -61,13 +58,28 @@ def open_torch(spec: DatasetSpec, type, root, batch_size, num_threads, options: 
     reads the files (else the source), in the DALI loader's order."""
     split = spec.split(type)
     train = split in spec.train_splits
-    transform = options.pop("transform", None) or spec.recipe(train)
-    workers = options.pop("num_workers", num_threads)
-    options = {"shuffle": train, "persistent_workers": workers > 0, **options}
     if spec.twin is None:
-        return TorchLoader(spec.source(root, split, **own), batch_size=batch_size, num_workers=workers, transform=transform,
-                           **options)
-    return TorchLoader(spec.twin(root, split, transform, **own), batch_size=batch_size, num_workers=workers, **options)
+        return loader_over(TorchLoader, spec.source(root, split, **own), batch_size, num_threads, train,
+                           lambda: spec.recipe(train), options)
+    transform = options.pop("transform", None) or spec.recipe(train)   # torchvision's class applies it
+    return loader_over(TorchLoader, spec.twin(root, split, transform, **own), batch_size, num_threads, train,
+                       None, options)
+
+
+def loader_over(loader_class, dataset, batch_size, num_threads, train: bool, recipe: Optional[Callable[[], Any]],
+                options: dict, **fixed):
+    """What every factory returns: `loader_class` (DaliLoader or TorchLoader) over `dataset`,
+    shuffled for a training split unless shuffle= says otherwise, with `recipe()` unless
+    transform= was given (None: the dataset applies its own), and `num_threads` workers unless
+    num_workers= was given; the twin's workers persist, as they always have. `options` are the
+    factory's **options, handed on; `fixed` the factory's own positional loader arguments."""
+    workers = options.pop("num_workers", num_threads)
+    defaults = {"shuffle": train}
+    if loader_class is TorchLoader:
+        defaults["persistent_workers"] = workers > 0
+    if recipe is not None:
+        defaults["transform"] = options.pop("transform", None) or recipe()
+    return loader_class(dataset, batch_size=batch_size, num_workers=workers, **fixed, **{**defaults, **options})
 
 
 def pick_split(type, splits: Sequence[str], aliases: Optional[Dict[str, str]] = None) -> str:

@@ -15,6 +15,7 @@ from ..loader.checks import check_count
 from ..loader.fallback import dali_available, warn_fallback
 from ..sources.arrays import ArraySource
 from ..sources.formats import load_array_pickle
+from ._common import loader_over
 
 # dataset -> (folder, train files, test files)
 LAYOUT = {
@@ -112,10 +113,9 @@ def get_cifar_iter_dali(type, image_dir, batch_size, num_threads=4, local_rank=N
                                     cutout, dataset=dataset, label_type=label_type, **options)
     train = _check_args(type, batch_size, val_size, cutout)
     source = cifar_source(image_dir, train, dataset, label_type)
-    transform = options.pop("transform", None) or recipes.cifar(train, dataset, cutout)
-    workers = options.pop("num_workers", num_threads)
-    return DaliLoader(source, batch_size, **{"shuffle": train, **options},
-                      num_workers=workers, transform=transform, local_rank=local_rank, world_size=world_size)
+    return loader_over(DaliLoader, source, batch_size, num_threads, train,
+                       lambda: recipes.cifar(train, dataset, cutout), options, local_rank=local_rank,
+                       world_size=world_size)
 
 
 # -- the torchvision twin ----------------------------------------------------------------
@@ -129,8 +129,6 @@ def get_cifar_iter_torch(type, image_dir, batch_size, num_threads=4, local_rank=
     torchvision's CIFAR10 does."""
     train = _check_args(type, batch_size, val_size, cutout)
     source = cifar_source(image_dir, train, dataset, label_type)
-    transform = options.pop("transform", None) or recipes.cifar(train, dataset, cutout)
-    workers = options.pop("num_workers", num_threads)
-    options = {"shuffle": train, "persistent_workers": workers > 0, **options}
-    return TorchLoader(source, batch_size=batch_size, num_workers=workers,
-                       transform=transform, local_rank=local_rank, world_size=world_size, **options)
+    return loader_over(TorchLoader, source, batch_size, num_threads, train,
+                       lambda: recipes.cifar(train, dataset, cutout), options, local_rank=local_rank,
+                       world_size=world_size)

@@ -9,6 +9,7 @@ from ..loader.fallback import dali_available, warn_fallback
 from ..sources.image_files import ImageFiles
 from ..sources.screening import PIL_RULE
 from ..sources.storage import isdir, join, subfolders
+from ._common import loader_over
 
 # -- the factories ------------------------------------------------------------------------
 
@@ -56,14 +57,11 @@ def _folder_loader(loader_class, root, batch_size, train, num_threads, crop, val
     train = _check_train(train)
     index = ImageFiles(root, label_file, classes, options.get("max_image_pixels", PIL_RULE),
                        options.get("on_error", "raise"))
-    transform = options.pop("transform", None) or recipes.imagenet(train, crop, val_size)
-    workers = options.pop("num_workers", num_threads)
-    if loader_class is TorchLoader:
-        options = {"persistent_workers": workers > 0, **options}
-    else:
-        options["device_id"] = device_id
-    return loader_class(index, batch_size=batch_size, **{"shuffle": train, **options}, num_workers=workers,
-                        transform=transform, world_size=world_size, local_rank=local_rank)
+    fixed = dict(world_size=world_size, local_rank=local_rank)
+    if loader_class is DaliLoader:
+        fixed["device_id"] = device_id
+    return loader_over(loader_class, index, batch_size, num_threads, train,
+                       lambda: recipes.imagenet(train, crop, val_size), options, **fixed)
 
 
 def get_imagefolder_iter_dali(root, batch_size, train, num_threads=4, device_id=None,

@@ -25,6 +25,7 @@ from ..loader.outputs import LabelTable
 from ..sources.files import FileSource
 from ..sources.image_files import is_image
 from ..sources.storage import commonpath, is_url, isdir, isfile, join, list_tree, normpath, read_text
+from ._common import loader_over
 
 Label = Union[int, str, Sequence[int]]
 
@@ -144,17 +145,11 @@ def get_files_iter_dali(files, batch_size, train, num_threads=4, *, label_fn=Non
         return get_files_iter_torch(files, batch_size, train, num_threads, label_fn=label_fn, label_file=label_file,
                                     label_length=label_length, alphabet=alphabet, pad_label=pad_label, **options)
     source = _source(files, label_fn, label_file, label_length, alphabet, pad_label)
-    transform = options.pop("transform", None) or recipes.imagenet(train)
-    workers = options.pop("num_workers", num_threads)
-    return DaliLoader(source, batch_size, **{"shuffle": train, **options}, num_workers=workers,
-                      transform=transform)
+    return loader_over(DaliLoader, source, batch_size, num_threads, train, lambda: recipes.imagenet(train), options)
 
 
 def get_files_iter_torch(files, batch_size, train, num_threads=4, *, label_fn=None, label_file=None,
                          label_length=None, alphabet=None, pad_label=0, **options):
     """The torchvision twin of get_files_iter_dali (same arguments, order and labels)."""
     source = _source(files, label_fn, label_file, label_length, alphabet, pad_label)
-    transform = options.pop("transform", None) or recipes.imagenet(train)
-    workers = options.pop("num_workers", num_threads)
-    options = {"shuffle": train, "persistent_workers": workers > 0, **options}
-    return TorchLoader(source, batch_size=batch_size, num_workers=workers, transform=transform, **options)
+    return loader_over(TorchLoader, source, batch_size, num_threads, train, lambda: recipes.imagenet(train), options)

@@ -5,6 +5,7 @@ from ..loader import DaliLoader, TorchLoader
 from ..loader.checks import check_count
 from ..loader.fallback import dali_available, warn_fallback
 from ..sources.webdataset import IMAGE_KEYS, LABEL_KEY, WebDatasetSource
+from ._common import loader_over
 
 
 def _check_train(train) -> bool:
@@ -33,10 +34,8 @@ def get_webdataset_iter_dali(shards, batch_size, num_threads=4, *, train, fallba
                                          label_key=label_key, cache_dir=cache_dir, **options)
     train = _check_train(train)
     check_count("batch_size", batch_size, 1)
-    transform = options.pop("transform", None) or recipes.imagenet(train)
-    workers = options.pop("num_workers", num_threads)
-    return DaliLoader(WebDatasetSource(shards, image_keys, label_key, cache_dir), batch_size,
-                      **{"shuffle": train, **options}, num_workers=workers, transform=transform)
+    return loader_over(DaliLoader, WebDatasetSource(shards, image_keys, label_key, cache_dir), batch_size,
+                       num_threads, train, lambda: recipes.imagenet(train), options)
 
 
 def get_webdataset_iter_torch(shards, batch_size, num_threads=4, *, train, image_keys=IMAGE_KEYS,
@@ -44,8 +43,5 @@ def get_webdataset_iter_torch(shards, batch_size, num_threads=4, *, train, image
     """The twin of get_webdataset_iter_dali: the same samples, read from the same tars at the
     offsets tarfile found, decoded by PIL, in the same order; `num_threads` DataLoader workers."""
     train = _check_train(train)
-    transform = options.pop("transform", None) or recipes.imagenet(train)
-    workers = options.pop("num_workers", num_threads)
-    options = {"shuffle": train, "persistent_workers": workers > 0, **options}
-    return TorchLoader(WebDatasetSource(shards, image_keys, label_key, cache_dir), batch_size=batch_size,
-                       num_workers=workers, transform=transform, **options)
+    return loader_over(TorchLoader, WebDatasetSource(shards, image_keys, label_key, cache_dir), batch_size,
+                       num_threads, train, lambda: recipes.imagenet(train), options)

@@ -141,13 +141,26 @@ def _client_of(pid: int, probe: bool = False):
     if probe:
         config = Config(connect_timeout=PROBE_TIMEOUT_S, read_timeout=PROBE_TIMEOUT_S,
                         retries={"mode": "standard", "total_max_attempts": 1})
-    return boto3.session.Session().client("s3", config=config)
+    return _session_of(pid).client("s3", config=config)
+
+
+@functools.lru_cache(maxsize=8)
+def _session_of(pid: int):
+    import boto3
+
+    return boto3.session.Session()
+
+
+def credentials():
+    """botocore's credentials for this process's requests (None where the chain finds none)."""
+    return _session_of(os.getpid()).get_credentials()
 
 
 def forget_clients() -> None:
     """Clients and the last listing dropped: the next request reads the environment afresh."""
     global _memo
     _client_of.cache_clear()
+    _session_of.cache_clear()
     with _memo_lock:
         _memo = ("", {}, [])
 

@@ -3,14 +3,14 @@
 DALI's own S3 reader (fn.io.file.read on s3:// names) asks for each object's size and then
 for the object: two requests an image, each thread reading its share of a batch one image
 after another, so a distant store costs 2 x round trip x images / threads per batch. Here
-each image is one GET of a URL boto3 signs (a presigned URL: the signature, never the
-secret, travels), sent over keep-alive connections by READ_THREADS threads, the next
+each image is one GET, signed here (signing.py: the signature, never the secret, travels)
+and sent over keep-alive connections (http_get.py) by READ_THREADS threads, the next
 READ_AHEAD batches started while the pipeline works on this one. The bytes go to DALI by
 external_source, as WebDataset members do, so decoding and the recipe are unchanged.
 
 Set DALI_LOADERS_URL_READER=dali to have DALI's reader read the objects instead.
 """
-import http.client
+import functools
 import os
 import ssl
 import threading
@@ -22,10 +22,11 @@ from typing import Dict, List
 import numpy as np
 
 from . import storage
+from .http_get import Connection, ProtocolError
+from .signing import GetSigner
 
 READ_THREADS = 16     # GETs in flight: round trips overlap, whatever the DALI threads
 READ_AHEAD = 2        # batches whose GETs start before DALI asks for them
-SIGNED_FOR_S = 3600   # a presigned URL's life; each is used at once
 RETRY_PAUSE_S = 0.5   # before a GET the store failed (HTTP 5xx) is tried again
 READER_ENV = "DALI_LOADERS_URL_READER"
 
@@ -42,7 +43,7 @@ class _Connections(threading.local):
     """One keep-alive connection per thread and host."""
 
     def __init__(self):
-        self.open: Dict[tuple, http.client.HTTPConnection] = {}
+        self.open: Dict[tuple, Connection] = {}
 
 
 _connections = _Connections()
@@ -58,56 +59,53 @@ def pool() -> ThreadPoolExecutor:
         return mine
 
 
-def _connection(scheme: str, host: str, port) -> http.client.HTTPConnection:
-    key = (scheme, host, port)
+@functools.lru_cache(maxsize=64)
+def _signer(client, bucket: str) -> GetSigner:
+    """The signer of `bucket`'s GETs for `client` (a new client, after the environment
+    changed, gets a new one): its base URL from a URL boto3 presigns and nobody sends."""
+    shown = urllib.parse.urlsplit(client.generate_presigned_url("get_object", Params={"Bucket": bucket, "Key": "k"},
+                                                                ExpiresIn=60))
+    base = f"{shown.scheme}://{shown.netloc}{shown.path[:-1]}"   # the URL without its key, "k"
+    return GetSigner(base, client.meta.region_name or "us-east-1", storage.credentials())
+
+
+def _connection(signer: GetSigner) -> Connection:
+    key = (signer.scheme, signer.hostname, signer.port)
     found = _connections.open.get(key)
     if found is None:
-        timeout = storage.READ_TIMEOUT_S
-        if scheme == "https":
-            context = ssl.create_default_context(cafile=os.environ.get("AWS_CA_BUNDLE") or None)
-            found = http.client.HTTPSConnection(host, port, timeout=timeout, context=context)
-        else:
-            found = http.client.HTTPConnection(host, port, timeout=timeout)
+        tls = ssl.create_default_context(cafile=os.environ.get("AWS_CA_BUNDLE") or None) \
+            if signer.scheme == "https" else None
+        found = Connection(signer.scheme, signer.hostname, signer.port, storage.CONNECT_TIMEOUT_S,
+                           storage.READ_TIMEOUT_S, tls)
         _connections.open[key] = found
     return found
 
 
-def get_object(url: str) -> bytes:
-    """The whole object by one signed GET (storage.ATTEMPTS tries on a broken connection);
-    failures as storage.failure says them."""
+def get_object(url: str) -> np.ndarray:
+    """The whole object by one signed GET (storage.ATTEMPTS tries on a broken connection or a
+    failing store); failures as storage.failure says them."""
     bucket, key = storage.split_url(url)
     try:
-        signed = storage.client().generate_presigned_url("get_object", Params={"Bucket": bucket, "Key": key},
-                                                         ExpiresIn=SIGNED_FOR_S)
+        signer = _signer(storage.client(), bucket)
+        path, headers = signer.sign(key)
     except Exception as e:  # no credentials, bad configuration: botocore's exceptions
         raise storage.failure(e, url) from None
-    parts = urllib.parse.urlsplit(signed)
-    target = parts.path + ("?" + parts.query if parts.query else "")
     last = None
     for _ in range(storage.ATTEMPTS):
-        connection = _connection(parts.scheme, parts.hostname, parts.port)
+        connection = _connection(signer)
         try:
-            connection.request("GET", target)
-            answer = connection.getresponse()
-            size = int(answer.getheader("Content-Length") or 0)
-            if answer.status == 200 and size <= storage.MAX_OBJECT_BYTES:
-                data = answer.read()
-                if len(data) == size:
-                    return data
-                raise http.client.IncompleteRead(data, size - len(data))
-            connection.close()   # the refusal's body unread: this connection is not reused
-            if answer.status >= 500:   # the store itself failed (a gateway whose back end is gone): again
-                _connections.open.pop((parts.scheme, parts.hostname, parts.port), None)
-                last = f"HTTP {answer.status}"
-                time.sleep(RETRY_PAUSE_S)
-                continue
-        except (OSError, http.client.HTTPException) as e:   # refused, reset, timed out: a new connection
+            answer = connection.get(path, headers, storage.MAX_OBJECT_BYTES)
+        except (OSError, ProtocolError) as e:   # refused, reset, timed out: a new connection
             connection.close()
-            _connections.open.pop((parts.scheme, parts.hostname, parts.port), None)
             last = e
             continue
-        _connections.open.pop((parts.scheme, parts.hostname, parts.port), None)
-        _refused(url, answer.status, size)
+        if answer.body is not None:
+            return answer.body
+        if answer.status >= 500:   # the store itself failed (a gateway whose back end is gone): again
+            last = f"HTTP {answer.status}"
+            time.sleep(RETRY_PAUSE_S)
+            continue
+        _refused(url, answer.status, answer.size or 0)
     why = last if isinstance(last, str) else type(last).__name__
     raise storage.StorageError(f"cannot reach the object store at {storage.endpoint()} for {url} "
                                f"({why}); check AWS_ENDPOINT_URL and that the server is up", url)
@@ -162,5 +160,5 @@ class UrlBytesFeeder:
             ahead_key = (iteration + step, following.tobytes())
             if ahead_key not in self.ahead:
                 self.ahead[ahead_key] = self._start(following)
-        images = [np.frombuffer(future.result(), dtype=np.uint8) for future in futures]
+        images = [future.result() for future in futures]
         return images, self.labels[indices]

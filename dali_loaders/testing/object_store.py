@@ -58,11 +58,12 @@ def aws_environment(endpoint: str) -> dict:
 
 class WeedServer:
     """One `weed server` (master, volume, filer, S3) in `folder`; stop() and start() again
-    keep the data and the ports."""
+    keep the data and the ports. `cpus`: the CPUs it may run on (a store on a machine of its
+    own, for the bench); its Prometheus metrics on port `metrics` count the S3 requests."""
 
-    def __init__(self, folder: str, extra_args=()):
-        self.folder, self.extra_args = folder, list(extra_args)
-        self.master, self.volume, self.filer, self.s3 = free_ports(4)
+    def __init__(self, folder: str, extra_args=(), cpus=None):
+        self.folder, self.extra_args, self.cpus = folder, list(extra_args), cpus
+        self.master, self.volume, self.filer, self.s3, self.metrics = free_ports(5)
         self.endpoint = f"http://127.0.0.1:{self.s3}"
         self.process = None
         self.access_key = ACCESS_KEY
@@ -74,9 +75,11 @@ class WeedServer:
                    "-ip.bind=127.0.0.1", f"-master.port={self.master}", f"-volume.port={self.volume}",
                    f"-filer.port={self.filer}", "-s3", f"-s3.port={self.s3}", "-s3.port.iceberg=0",
                    "-s3.port.lance=0", "-master.telemetry=false", "-master.volumeSizeLimitMB=64",
-                   "-volume.max=0", *self.extra_args]
+                   "-volume.max=0", f"-metricsPort={self.metrics}", *self.extra_args]
+        cpus = self.cpus
         with open(self.log, "ab") as log:
-            self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+            self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                            preexec_fn=(lambda: os.sched_setaffinity(0, cpus)) if cpus else None)
         self.wait_ready()
 
     def wait_ready(self) -> None:
@@ -121,6 +124,22 @@ class WeedServer:
             self.process.kill()
             self.process.wait(10)
         self.process = None
+
+    def requests(self, bucket: str) -> dict:
+        """What the server has counted for `bucket` since it started: S3 requests by method
+        ({"GET": n, "HEAD": m, ...}) and "bytes_sent" (from its metrics)."""
+        import urllib.request
+
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.metrics}/metrics", timeout=10) as answer:
+            text = answer.read().decode()
+        counts = {"bytes_sent": 0}
+        for line in text.splitlines():
+            if line.startswith("SeaweedFS_s3_request_total{") and f'bucket="{bucket}"' in line:
+                method = re.search(r'type="([A-Z]+)"', line).group(1)
+                counts[method] = counts.get(method, 0) + int(float(line.rsplit(" ", 1)[1]))
+            elif line.startswith("SeaweedFS_s3_bucket_traffic_sent_bytes_total{") and f'bucket="{bucket}"' in line:
+                counts["bytes_sent"] += int(float(line.rsplit(" ", 1)[1]))
+        return counts
 
     def client(self):
         import boto3

@@ -133,6 +133,9 @@ def build_parser() -> argparse.ArgumentParser:
     add_arguments(bench)
     bench.add_argument("--storage", choices=["local", "s3"], default="local",
                        help="s3: one image folder from local disk and from a loopback S3 server, side by side")
+    bench.add_argument("--server-cpu", choices=["own", "shared"], default="own",
+                       help="with --storage s3: the S3 server on a CPU of its own, as a store on another "
+                            "machine would be (default), or on the loaders' CPUs")
     bench.set_defaults(run=_bench)
 
     verify = commands.add_parser("verify", help="list the files under ROOT that cannot be decoded")

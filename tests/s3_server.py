@@ -14,15 +14,26 @@ from dali_loaders.testing.object_store import (  # noqa: F401  (the tests import
 )
 
 
+class ProxiedServer(WeedServer):
+    """A WeedServer with a LoopbackProxy in front of its S3 port (`proxy`, from start_proxy())."""
+
+    def __init__(self, folder: str):
+        super().__init__(folder)
+        self.proxy = None
+
+    def start_proxy(self) -> None:
+        self.proxy = LoopbackProxy(self.s3)
+
+
 @pytest.fixture(scope="session")
 def s3_server(tmp_path_factory):
     """A running SeaweedFS S3 server behind a loopback proxy (`server.proxy`: counts requests,
     can be slowed), the AWS environment pointing at the proxy. One endpoint for the session:
     DALI's S3 client keeps the endpoint it first read for the life of the process. A test
     that stops the server starts it again (same data, same ports)."""
-    server = WeedServer(str(tmp_path_factory.mktemp("seaweedfs")))
+    server = ProxiedServer(str(tmp_path_factory.mktemp("seaweedfs")))
     server.start()
-    server.proxy = LoopbackProxy(server.s3)
+    server.start_proxy()
     try:
         with Environment(aws_environment(server.proxy.endpoint)):
             yield server

@@ -1,13 +1,13 @@
 """`python -m dali_loaders bench --storage s3`: one image folder read from local disk and from
 an S3 server on loopback (SeaweedFS, started here), the default train recipe, side by side:
 images per second, and the requests and bytes per epoch the server counted, the S3 root read
-both ways (the library's GETs ahead of the pipeline, DALI's own S3 reader).
+both ways (the library's GETs ahead of the pipeline, DALI's own S3 reader), and once more by
+the library's GETs through a proxy that adds 5 ms to every request (a distant store).
 
 A store is another machine: its work does not take the loader's CPUs. Here the server runs
-on the last CPU and every row's loader on the others (with one CPU they share it, and the
-table says so). Loopback has no network latency: the figures say what the S3 path costs the
-loader in requests and CPU, not how a distant bucket performs (each request there adds a
-round trip, which the reads ahead overlap).
+on the last CPU and every row's loader on the others (`--server-cpu shared`, or a machine of
+one CPU: they share them, and the table says so). Loopback has no network latency: the plain S3 rows say what the S3 path
+costs the loader in requests and CPU; the 5 ms row, whether the reads ahead hide a round trip.
 """
 import json
 import os
@@ -15,8 +15,12 @@ import statistics
 import tempfile
 import time
 
-# (row, root: None for local disk, how URL images are read: GETs ahead, or DALI's own S3 reader)
-READS = (("local", None, "pool"), ("s3", "s3://bench/train", "pool"), ("s3, DALI's reader", "s3://bench/train", "dali"))
+DISTANT_S = 0.005   # a distant store's round trip, added by a proxy in front of the server
+# (row, root: None for local disk, how URL images are read: GETs ahead, or DALI's own S3
+# reader, the round trip added to each request)
+READS = (("local", None, "pool", 0), ("s3", "s3://bench/train", "pool", 0),
+         ("s3, 5 ms a request", "s3://bench/train", "pool", DISTANT_S),
+         ("s3, DALI's reader", "s3://bench/train", "dali", 0))
 SIZES = {"tiny": (48, 16), "quick": (512, 64), "full": (1280, 64)}   # (train images, batch size)
 ROUNDS = 5   # timed epochs a row, after one that builds the pipeline
 
@@ -45,58 +49,57 @@ def _row(name, loader, rounds, server=None) -> dict:
     return row
 
 
-def _cpu_split() -> tuple:
-    """(the loader's CPUs, the server's): the last CPU for the server where there are two or more."""
+def _cpu_split(own: bool) -> tuple:
+    """(the loader's CPUs, the server's): the last CPU for the server where there are two or
+    more and it is to have its own; else all for both (server: None)."""
     mine = sorted(os.sched_getaffinity(0))
-    return (set(mine[:-1]), {mine[-1]}) if len(mine) > 1 else (set(mine), None)
+    return (set(mine[:-1]), {mine[-1]}) if own and len(mine) > 1 else (set(mine), None)
 
 
-def _pin_this_process(cpus) -> dict:
-    """Every thread of this process onto `cpus` (threads made later inherit it); the old masks."""
-    saved = {}
+def _pin_this_process(cpus) -> None:
+    """Every thread of this process onto `cpus` (threads made later inherit it)."""
     for task in os.listdir("/proc/self/task"):
         try:
-            saved[int(task)] = os.sched_getaffinity(int(task))
             os.sched_setaffinity(int(task), cpus)
         except OSError:   # a thread that ended meanwhile
             pass
-    return saved
 
 
-def _unpin(saved: dict) -> None:
-    for task, cpus in saved.items():
-        try:
-            os.sched_setaffinity(task, cpus)
-        except OSError:
-            pass
-
-
-def run(mode: str = "tiny", threads: int = 2, rounds: int = ROUNDS, cache_dir: str = None) -> dict:
+def run(mode: str = "tiny", threads: int = 2, rounds: int = ROUNDS, cache_dir: str = None,
+        server_cpu: str = "own") -> dict:
     from .. import get_imagefolder_iter_dali
     from ..sources.url_reads import READER_ENV
-    from ..testing.object_store import Environment, WeedServer, aws_environment
+    from ..testing.object_store import Environment, LoopbackProxy, WeedServer, aws_environment
     from . import data
 
     n_train, batch = SIZES[mode]
     root = data.make_image_folder(cache_dir or data.default_cache_dir(), n_train, 16, classes=10)
-    loader_cpus, server_cpus = _cpu_split()
+    loader_cpus, server_cpus = _cpu_split(server_cpu == "own")
     with tempfile.TemporaryDirectory(prefix="dali-loaders-s3-bench-") as folder:
         server = WeedServer(folder, cpus=server_cpus)
         server.start()
-        saved = _pin_this_process(loader_cpus)
+        proxy = LoopbackProxy(server.s3)   # the network: on the server's CPU
+        if server_cpus:
+            os.sched_setaffinity(proxy.process.pid, server_cpus)
+        everywhere = os.sched_getaffinity(0)
+        _pin_this_process(loader_cpus)
         try:
             with Environment(aws_environment(server.endpoint)):
                 server.upload_folder(os.path.join(root, "train"), "s3://bench/train")
                 rows = []
-                for name, where, reader in READS:
+                for name, where, reader, delay in READS:
                     print(f"  {name}: {rounds + 1} epochs of {n_train} images ...", flush=True)
-                    with Environment({READER_ENV: reader}):   # read when the pipeline is built: at the first pass
+                    # DALI's reader reads the endpoint once a process: only the library's GETs go through the proxy
+                    through = {"AWS_ENDPOINT_URL": proxy.endpoint} if delay else {}
+                    proxy.delay_s = delay
+                    with Environment({READER_ENV: reader, **through}):   # read when the pipeline is built
                         loader = get_imagefolder_iter_dali(os.path.join(root, "train") if where is None else where,
                                                            batch, True, threads, seed=0)
                         rows.append(_row(name, loader, rounds, server if where else None))
                         del loader
         finally:
-            _unpin(saved)
+            _pin_this_process(everywhere)   # the threads made meanwhile too (the GET pool's)
+            proxy.stop()
             server.stop()
     local = rows[0]["images_per_s"]
     for row in rows:
@@ -109,7 +112,7 @@ def run(mode: str = "tiny", threads: int = 2, rounds: int = ROUNDS, cache_dir: s
 def table(result: dict) -> str:
     where = (f"loaders on CPU {','.join(map(str, result['loader_cpus']))}, S3 server on CPU "
              f"{','.join(map(str, result['server_cpus']))}" if result["server_cpus"] != "shared"
-             else "loaders and S3 server sharing one CPU")
+             else f"loaders and S3 server sharing CPU {','.join(map(str, result['loader_cpus']))}")
     lines = [f"{result['threads']} DALI threads, best and median of {result['rounds']} epochs; {where}",
              "| storage | images | best epoch (s) | images/s | median images/s | vs local | GETs/epoch "
              "| HEADs/epoch | MiB/epoch |",
@@ -125,7 +128,8 @@ def table(result: dict) -> str:
 def main(args) -> int:
     """The bench's --storage s3 hook: its --tiny/--quick, --threads, --rounds, --cache-dir."""
     mode = args.mode if args.mode in SIZES else "full"
-    result = run(mode, threads=min(args.threads, 4), rounds=args.rounds or ROUNDS, cache_dir=args.cache_dir)
+    result = run(mode, threads=min(args.threads, 4), rounds=args.rounds or ROUNDS, cache_dir=args.cache_dir,
+                 server_cpu=args.server_cpu)
     print(table(result))
     path = os.path.join(os.path.dirname(os.path.abspath(args.json)), "bench-storage.json")
     os.makedirs(os.path.dirname(path), exist_ok=True)

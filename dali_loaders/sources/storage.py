@@ -1,6 +1,6 @@
 """Roots in object storage: `s3://bucket/prefix` wherever a local path is taken.
 
-The image objects of a URL root are read by one presigned GET each in a thread pool ahead
+The image objects of a URL root are read by one signed GET each in a thread pool ahead
 of the pipeline (url_reads.py), or by DALI's own S3 reader (fn.io.file.read takes `s3://`
 names) with DALI_LOADERS_URL_READER=dali. Python also lists (one request per 1000 objects),
 reads the headers screening needs (ranged GETs of the first bytes), label files, tar members

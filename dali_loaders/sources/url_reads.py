@@ -59,14 +59,23 @@ def pool() -> ThreadPoolExecutor:
         return mine
 
 
+_regions: Dict[tuple, str] = {}   # (client, bucket): the region AWS said the bucket is in
+
+
 @functools.lru_cache(maxsize=64)
-def _signer(client, bucket: str) -> GetSigner:
-    """The signer of `bucket`'s GETs for `client` (a new client, after the environment
-    changed, gets a new one): its base URL from a URL boto3 presigns and nobody sends."""
+def _signer_of(client, bucket: str, region: str) -> GetSigner:
     shown = urllib.parse.urlsplit(client.generate_presigned_url("get_object", Params={"Bucket": bucket, "Key": "k"},
                                                                 ExpiresIn=60))
     base = f"{shown.scheme}://{shown.netloc}{shown.path[:-1]}"   # the URL without its key, "k"
-    return GetSigner(base, client.meta.region_name or "us-east-1", storage.credentials())
+    return GetSigner(base, region, storage.credentials())
+
+
+def _signer(client, bucket: str) -> GetSigner:
+    """The signer of `bucket`'s GETs for `client` (a new client, after the environment
+    changed, gets a new one): its base URL from a URL boto3 presigns and nobody sends, its
+    region the client's, or the one the store named when it refused that."""
+    region = _regions.get((client, bucket)) or client.meta.region_name or "us-east-1"
+    return _signer_of(client, bucket, region)
 
 
 def _connection(signer: GetSigner) -> Connection:
@@ -86,7 +95,8 @@ def get_object(url: str) -> np.ndarray:
     failing store); failures as storage.failure says them."""
     bucket, key = storage.split_url(url)
     try:
-        signer = _signer(storage.client(), bucket)
+        client = storage.client()
+        signer = _signer(client, bucket)
         path, headers = signer.sign(key)
     except Exception as e:  # no credentials, bad configuration: botocore's exceptions
         raise storage.failure(e, url) from None
@@ -101,6 +111,12 @@ def get_object(url: str) -> np.ndarray:
             continue
         if answer.body is not None:
             return answer.body
+        region = answer.headers.get("x-amz-bucket-region")
+        if answer.status in (301, 400) and region and region != signer.region:   # signed for the wrong region
+            _regions[(client, bucket)] = region
+            signer = _signer(client, bucket)
+            path, headers = signer.sign(key)
+            continue
         if answer.status >= 500:   # the store itself failed (a gateway whose back end is gone): again
             last = f"HTTP {answer.status}"
             time.sleep(RETRY_PAUSE_S)

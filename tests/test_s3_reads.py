@@ -1,0 +1,260 @@
+"""The library's own GETs of a URL root's images: the signature against botocore's signer and
+against a server that checks signatures, and the HTTP reading against a stranger's answers."""
+import datetime
+import socket
+import threading
+import time
+
+import botocore.auth
+import numpy as np
+import pytest
+from botocore.awsrequest import AWSRequest
+from botocore.credentials import Credentials
+from s3_server import SECRET_KEY, Environment, WeedServer, aws_environment, identities_file
+
+from dali_loaders.sources import http_get, storage, url_reads
+from dali_loaders.sources.signing import GetSigner
+
+# object keys that S3's canonical URI encodes in every way: spaces, reserved and unicode characters
+KEYS = ["plain.jpg", "with space.jpg", "plus+equals=and&.jpg", "ünïcødé/ñ.jpg", "tilde~percent%25.jpg",
+        "a/b/c(1)*!'@$,;:.jpg"]
+WHEN = datetime.datetime(2026, 11, 26, 10, 30, 5, tzinfo=datetime.timezone.utc)
+
+
+@pytest.mark.parametrize("token", [None, "a-session/token+="])
+@pytest.mark.parametrize("key", KEYS)
+def test_the_signature_is_botocores(key, token, monkeypatch):
+    """The same Authorization header as botocore's S3 signer for the same request and time."""
+    credentials = Credentials("AKIDEXAMPLE", "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY", token)
+    path, headers = GetSigner("http://127.0.0.1:9000/bucket", "eu-west-3", credentials).sign(key, now=WHEN)
+    monkeypatch.setattr(botocore.auth, "get_current_datetime", lambda remove_tzinfo=True: WHEN.replace(tzinfo=None))
+    reference = AWSRequest("GET", "http://127.0.0.1:9000" + path)
+    botocore.auth.S3SigV4Auth(credentials, "s3", "eu-west-3").add_auth(reference)
+    assert headers["authorization"] == reference.headers["Authorization"]
+    assert headers["x-amz-date"] == reference.headers["X-Amz-Date"]
+    assert headers.get("x-amz-security-token") == reference.headers.get("X-Amz-Security-Token")
+
+
+def test_a_new_day_or_secret_gets_a_new_signing_key():
+    credentials = Credentials("AKID", "first-secret")
+    signer = GetSigner("https://store.example/bucket/", "us-east-1", credentials)
+    today = signer.sign("k", now=WHEN)[1]["authorization"]
+    tomorrow = signer.sign("k", now=WHEN + datetime.timedelta(days=1))[1]["authorization"]
+    credentials.secret_key = "second-secret"   # temporary credentials, refreshed
+    refreshed = signer.sign("k", now=WHEN)[1]["authorization"]
+    assert len({today, tomorrow, refreshed}) == 3
+    assert "20261127/us-east-1/s3/aws4_request" in tomorrow
+    assert "secret" not in repr(signer)
+
+
+@pytest.fixture(scope="module")
+def guarded(tmp_path_factory):
+    """A server that checks every signature (only the test keys get in), holding KEYS."""
+    where = str(tmp_path_factory.mktemp("signed"))
+    server = WeedServer(where, ["-s3.config=" + identities_file(where)])
+    server.start()
+    try:
+        s3 = server.client()
+        server.bucket("signed")
+        for i, key in enumerate(KEYS):
+            s3.put_object(Bucket="signed", Key=key, Body=bytes([i]) * (1000 + i))
+        yield server
+    finally:
+        server.stop()
+
+
+def test_a_server_that_checks_signatures_serves_every_key(guarded):
+    with Environment(aws_environment(guarded.endpoint)):
+        for i, key in enumerate(KEYS):
+            body = url_reads.get_object(f"s3://signed/{key}")
+            assert isinstance(body, np.ndarray) and body.dtype == np.uint8
+            assert body.tobytes() == bytes([i]) * (1000 + i), key
+
+
+def test_a_wrong_secret_is_denied_by_name_and_never_said(guarded):
+    wrong = SECRET_KEY + "-wrong"
+    with Environment({**aws_environment(guarded.endpoint), "AWS_SECRET_ACCESS_KEY": wrong}):
+        with pytest.raises(storage.StorageError, match=r"access to s3://signed/plain.jpg was denied") as e:
+            url_reads.get_object("s3://signed/plain.jpg")
+    assert wrong not in str(e.value) + repr(e.value) and SECRET_KEY not in str(e.value)
+
+
+def test_a_missing_key_is_named(guarded):
+    with Environment(aws_environment(guarded.endpoint)):
+        with pytest.raises(FileNotFoundError, match=r"s3://signed/nothing.jpg does not exist"):
+            url_reads.get_object("s3://signed/nothing.jpg")
+
+
+# -- a stranger's answers ------------------------------------------------------------------
+
+
+class Scripted:
+    """A server on loopback that answers each connection with `reply(connection)`; counts
+    the connections it accepted."""
+
+    def __init__(self, reply):
+        self.reply, self.connections = reply, 0
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self):
+        while True:
+            try:
+                conn, _ = self.listener.accept()
+            except OSError:
+                return
+            self.connections += 1
+            threading.Thread(target=self._one, args=(conn,), daemon=True).start()
+
+    def _one(self, conn):
+        try:
+            self.reply(conn)
+        except OSError:
+            pass
+        finally:
+            conn.close()
+
+    def connect(self, timeout=2.0):
+        return http_get.Connection("http", "127.0.0.1", self.port, timeout, timeout)
+
+    def close(self):
+        self.listener.close()
+
+
+def read_request(conn) -> bytes:
+    data = b""
+    while b"\r\n\r\n" not in data:
+        piece = conn.recv(4096)
+        if not piece:
+            return b""
+        data += piece
+    return data
+
+
+def test_a_body_sent_in_pieces_arrives_whole_and_the_connection_is_kept():
+    body = bytes(range(256)) * 1000
+
+    def reply(conn):
+        while read_request(conn):
+            conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\nX-Other: a:b\r\n\r\n" % len(body) + body[:10])
+            for start in range(10, len(body), 70_000):
+                time.sleep(0.01)
+                conn.sendall(body[start:start + 70_000])
+
+    server = Scripted(reply)
+    connection = server.connect()
+    for _ in range(3):
+        answer = connection.get("/k", {"host": "x"}, 1 << 20)
+        assert answer.status == 200 and answer.body.tobytes() == body
+        assert answer.headers["x-other"] == "a:b"
+    assert server.connections == 1
+    server.close()
+
+
+def test_a_chunked_body_is_joined_and_one_over_the_limit_is_refused():
+    def reply(conn):
+        read_request(conn)
+        conn.sendall(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+                     b"5;ext=1\r\nhello\r\n6\r\n world\r\n0\r\nTrailer: x\r\n\r\n")
+
+    server = Scripted(reply)
+    assert server.connect().get("/k", {}, 100).body.tobytes() == b"hello world"
+    over = server.connect().get("/k", {}, 8)
+    assert over.body is None and over.size > 8
+    server.close()
+
+
+def test_a_length_over_the_limit_is_not_read():
+    def reply(conn):
+        read_request(conn)
+        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 1000000000000\r\n\r\n" + b"x" * 1000)
+
+    server = Scripted(reply)
+    connection = server.connect()
+    answer = connection.get("/k", {}, 1 << 20)
+    assert answer.body is None and answer.size == 10 ** 12
+    assert connection.sock is None   # closed: its unread body cannot precede another answer
+    server.close()
+
+
+@pytest.mark.parametrize("sent, error", [
+    (b"HTTP/1.1 200 OK\r\nX: " + b"y" * (1 << 20), http_get.ProtocolError),        # endless headers
+    (b"SSH-2.0-OpenSSH_9.6\r\n\r\n", http_get.ProtocolError),                      # not HTTP
+    (b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nshort", ConnectionResetError),  # closed mid-body
+    (b"HTTP/1.1 200 OK\r\n\r\nno length", http_get.ProtocolError),                 # neither length nor chunks
+    (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", http_get.ProtocolError),
+    (b"", ConnectionResetError),                                                    # closed at once
+])
+def test_a_bad_answer_is_a_short_error(sent, error):
+    def reply(conn):
+        read_request(conn)
+        conn.sendall(sent)
+
+    server = Scripted(reply)
+    with pytest.raises(error) as e:
+        server.connect().get("/k", {}, 1 << 20)
+    assert len(str(e.value)) < 200 and f"127.0.0.1:{server.port}" in str(e.value)
+    server.close()
+
+
+def test_a_server_that_never_answers_times_out():
+    def reply(conn):
+        read_request(conn)
+        time.sleep(5)
+
+    server = Scripted(reply)
+    started = time.monotonic()
+    with pytest.raises(TimeoutError):
+        server.connect(timeout=0.5).get("/k", {}, 100)
+    assert time.monotonic() - started < 3
+    server.close()
+
+
+@pytest.mark.slow
+def test_the_storage_bench_counts_one_get_an_image_and_leaves_the_cpus_as_they_were():
+    """bench --storage s3 --tiny: three rows of the same images; the server's own counts say
+    one GET an image through the library and more through DALI's reader (a size, then the bytes)."""
+    import os
+
+    from dali_loaders.bench import storage as storage_bench
+
+    cpus = os.sched_getaffinity(0)
+    result = storage_bench.run("tiny", threads=1, rounds=1)
+    assert os.sched_getaffinity(0) == cpus
+    assert all(os.sched_getaffinity(int(t)) == cpus for t in os.listdir("/proc/self/task"))
+    local, pool, distant, dali = result["rows"]
+    n = storage_bench.SIZES["tiny"][0]
+    assert [row["images"] for row in result["rows"]] == [n, n, n, n]
+    assert (pool["get_per_epoch"], pool["head_per_epoch"]) == (distant["get_per_epoch"], distant["head_per_epoch"]) == (n, 0)
+    assert dali["get_per_epoch"] + dali["head_per_epoch"] >= n
+    assert pool["mib_per_epoch"] > 0 and local["vs_local"] == 1.0
+    if len(cpus) > 1:
+        assert result["server_cpus"] == [max(cpus)] and max(cpus) not in result["loader_cpus"]
+    assert "| s3 | 48 |" in storage_bench.table(result)
+
+
+def test_a_bucket_in_another_region_is_signed_again_for_it_once():
+    """AWS refuses a signature for the wrong region, naming the bucket's (x-amz-bucket-region):
+    the GET is signed again for it, and the bucket's later GETs start with it."""
+    regions = []
+
+    def reply(conn):
+        while True:
+            request = read_request(conn).decode()
+            if not request:
+                return
+            region = request.split("Credential=")[1].split("/")[2]
+            regions.append(region)
+            if region != "eu-west-3":
+                conn.sendall(b"HTTP/1.1 400 Bad Request\r\nx-amz-bucket-region: eu-west-3\r\n"
+                             b"Content-Length: 0\r\n\r\n")
+                return
+            conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+
+    server = Scripted(reply)
+    with Environment({**aws_environment(f"http://127.0.0.1:{server.port}"), "AWS_REGION": "us-east-1"}):
+        assert url_reads.get_object("s3://elsewhere/a.jpg").tobytes() == b"ok"
+        assert url_reads.get_object("s3://elsewhere/b.jpg").tobytes() == b"ok"
+    assert regions == ["us-east-1", "eu-west-3", "eu-west-3"]
+    server.close()

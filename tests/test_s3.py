@@ -266,3 +266,29 @@ def test_a_trivialaugment_train_epoch_equals_the_local_folders_and_serves_each_i
     assert served == sorted(ImageFolder(folder).targets)
     planned = sorted(i for batch in remote.batch_sampler for i in batch)
     assert planned == list(range(sum(COUNTS.values())))
+
+
+def test_daliloader_and_its_twin_over_a_url_source_and_a_users_sampler(val_url, folder):
+    """torchvision's ImageFolder cannot list a URL; ImageFiles is its counterpart that can.
+    DaliLoader takes it (and FileSource over object URLs) as a dataset, with DataLoader's
+    arguments: the local folder's batches, in a user's sampler's order, on both loaders."""
+    from torch.utils.data import SubsetRandomSampler
+
+    from dali_loaders import DaliLoader, TorchLoader
+    from dali_loaders.sources import FileSource, ImageFiles
+
+    reference = ImageFolder(folder)
+    remote = ImageFiles(val_url)
+    assert remote.classes == reference.classes
+    assert [label for _, label in remote.samples] == [label for _, label in reference.samples]
+    order = [16, 0, 5, 11, 3, 17, 8]
+    sampler = SubsetRandomSampler(order, generator=torch.Generator().manual_seed(3))
+    expected = list(sampler)   # the sampler's own draw, as DataLoader would take it
+    sampler.generator.manual_seed(3)
+    ids, labels = one_pass(DaliLoader(remote, batch_size=3, sampler=sampler, transform=recipe()))
+    local_ids, local_labels = one_pass(get_imagefolder_iter_dali(folder, 18, False, 1, transform=recipe()))
+    assert ids == [local_ids[i] for i in expected] and labels == [local_labels[i] for i in expected]
+    twin = TorchLoader(ImageFiles(val_url), batch_size=5, transform=recipe())
+    assert one_pass(twin) == (local_ids, local_labels)
+    files = FileSource(list(remote.files), list(remote.labels), name="listed")
+    assert one_pass(DaliLoader(files, batch_size=4, transform=recipe())) == (local_ids, local_labels)

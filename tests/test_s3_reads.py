@@ -92,8 +92,8 @@ class Scripted:
     """A server on loopback that answers each connection with `reply(connection)`; counts
     the connections it accepted."""
 
-    def __init__(self, reply):
-        self.reply, self.connections = reply, 0
+    def __init__(self, reply, tls=None):
+        self.reply, self.connections, self.tls = reply, 0, tls
         self.listener = socket.create_server(("127.0.0.1", 0))
         self.port = self.listener.getsockname()[1]
         threading.Thread(target=self._serve, daemon=True).start()
@@ -109,6 +109,8 @@ class Scripted:
 
     def _one(self, conn):
         try:
+            if self.tls is not None:
+                conn = self.tls.wrap_socket(conn, server_side=True)
             self.reply(conn)
         except OSError:
             pass
@@ -276,3 +278,41 @@ def test_a_bucket_in_another_region_is_signed_again_for_it_once():
         assert url_reads.get_object("s3://elsewhere/b.jpg").tobytes() == b"ok"
     assert regions == ["us-east-1", "eu-west-3", "eu-west-3"]
     server.close()
+
+
+@pytest.fixture(scope="module")
+def certificate(tmp_path_factory):
+    """A self-signed certificate for 127.0.0.1 (openssl's command line) and its key."""
+    import shutil
+    import subprocess
+
+    if shutil.which("openssl") is None:
+        pytest.skip("needs the openssl command")
+    where = tmp_path_factory.mktemp("tls")
+    cert, key = str(where / "cert.pem"), str(where / "key.pem")
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", cert,
+                    "-days", "2", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"],
+                   check=True, capture_output=True, timeout=60)
+    return cert, key
+
+
+def test_an_https_store_is_read_with_its_ca_bundle_and_refused_without(certificate):
+    import ssl
+
+    cert, key = certificate
+    served = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    served.load_cert_chain(cert, key)
+
+    def reply(conn):
+        while read_request(conn):
+            conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 9\r\n\r\nencrypted")
+
+    trusted, unknown = Scripted(reply, tls=served), Scripted(reply, tls=served)
+    with Environment({**aws_environment(f"https://127.0.0.1:{trusted.port}"), "AWS_CA_BUNDLE": cert}):
+        assert url_reads.get_object("s3://tls/a.jpg").tobytes() == b"encrypted"
+    with Environment(aws_environment(f"https://127.0.0.1:{unknown.port}")):   # the system's CAs: not this one
+        with pytest.raises(storage.StorageError, match=r"cannot reach the object store at https://127.0.0.1:\d+ "
+                                                       r"for s3://tls/a.jpg \(SSLCertVerificationError\)"):
+            url_reads.get_object("s3://tls/a.jpg")
+    trusted.close()
+    unknown.close()

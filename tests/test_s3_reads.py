@@ -316,3 +316,12 @@ def test_an_https_store_is_read_with_its_ca_bundle_and_refused_without(certifica
             url_reads.get_object("s3://tls/a.jpg")
     trusted.close()
     unknown.close()
+
+
+def test_no_credentials_anywhere_is_said_with_what_to_set(monkeypatch, tmp_path):
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
+        monkeypatch.delenv(name, raising=False)
+    with Environment({**{k: v for k, v in aws_environment("http://127.0.0.1:9").items() if "KEY" not in k},
+                      "HOME": str(tmp_path)}):   # no ~/.aws either
+        with pytest.raises(storage.StorageError, match=r"no credentials for s3://any/a.jpg: set AWS_ACCESS_KEY_ID"):
+            url_reads.get_object("s3://any/a.jpg")

@@ -204,3 +204,61 @@ def test_files_from_strangers_in_a_torchvision_imagefolder_are_screened_on_both_
             labels = torch.cat([y for _, y in loader]).tolist()
         assert sorted(labels) == [0, 0, 0, 1, 1, 1], make.__name__
         assert {p.rsplit("/", 1)[1] for p in loader.skipped} == {"zz_bomb.png", "zz_cut.jpg"}, make.__name__
+
+
+def cifar_ids(images) -> list:
+    pixels = images[:, :, 0, 0].long()
+    return ((pixels[:, 0] << 16) | (pixels[:, 1] << 8) | pixels[:, 2]).tolist()
+
+
+@pytest.mark.parametrize("name", ["ImageFolder", "CIFAR10", "MNIST", "Food101"])
+def test_random_splits_are_read_by_dali_and_give_dataloaders_batches(roots, name):
+    """torch's random_split parts (Subsets) of a dataset the library reads: DALI, the
+    Subset's samples in its order, the dataset's own transform."""
+    make, mean, std = DATASETS[name]
+    parts = torch.utils.data.random_split(make(roots, v1(mean, std)), [0.6, 0.4],
+                                          generator=torch.Generator().manual_seed(0))
+    for part in parts:
+        assert adapt(part).source is not None
+        assert assert_same_batches(part, 1e-5) >= 1
+
+
+def test_a_subset_of_a_subset_with_negative_indices_keeps_each_image_with_its_label(roots):
+    dataset = tvd.CIFAR10(roots["cifar10"], train=False, transform=T.PILToTensor(),
+                          target_transform=lambda y: y + 100)
+    outer = torch.utils.data.Subset(dataset, [20, 3, 3, -1, 0, 7, 11, 15, 2, 9])
+    inner = torch.utils.data.Subset(outer, torch.tensor([9, 0, 2, 5, -2, 1]))
+    expected = [4 + i for i in (9, 20, 3, 7, 2, 3)]   # CIFAR's val images say 4 + their index
+    seen, labels = [], []
+    for images, y in dali_loaders.DaliLoader(inner, batch_size=4):
+        seen += cifar_ids(images)
+        labels += y.tolist()
+    assert seen == expected and labels == [i % 10 + 100 for i in expected]
+    shuffled = dali_loaders.DaliLoader(inner, batch_size=4, shuffle=True, seed=1)
+    assert shuffled.route == "dali"
+    assert sorted(i for images, _ in shuffled for i in cifar_ids(images)) == sorted(expected)
+
+
+def test_a_subset_of_a_library_source_takes_transform(roots):
+    from dali_loaders.sources import ArraySource
+
+    images = np.zeros((12, 8, 8, 3), dtype=np.uint8)
+    images[:, 0, 0, 2] = np.arange(12)
+    source = ArraySource(images, np.arange(12) % 3, "made")
+    part = torch.utils.data.Subset(source, [11, 4, 7])
+    loader = dali_loaders.DaliLoader(part, batch_size=3, transform=v2.ToImage())
+    assert loader.route == "dali"
+    (batch, labels), = list(loader)
+    assert batch[:, 2, 0, 0].tolist() == [11, 4, 7] and labels.tolist() == [2, 1, 1]
+
+
+def test_a_subset_it_cannot_read_takes_the_python_path_and_says_why(roots):
+    from PIL import Image
+
+    dataset = tvd.ImageFolder(roots["folder"], transform=v1(GREY_MEAN, GREY_STD),
+                              loader=lambda path: Image.open(path).convert("L"))
+    with pytest.warns(UserWarning, match="Python path.*a Subset of ImageFolder: its loader"):
+        assert assert_same_batches(torch.utils.data.Subset(dataset, [3, 1, 4, 1, 5, 9, 2, 6, 5]), 1e-5,
+                                   route="python: a Subset of ImageFolder") >= 1
+    beyond = torch.utils.data.Subset(tvd.CIFAR10(roots["cifar10"], train=False), [0, 21])
+    assert adapt(beyond).why == "a Subset: its indices reach past the dataset's 21 samples"

@@ -9,6 +9,8 @@ Classes are recognised by exact type: a subclass may override __getitem__, so it
 ours to read (adapt gives None, and the loader calls its __getitem__). A known class this
 cannot read as a source (a custom loader, a joint `transforms=`, segmentation targets, ...)
 gives an Adapted with no source and `why`, so the loader can say why it takes the Python path.
+torch's `Subset` (what `random_split` gives) of such a dataset, or of one of this library's
+array or file sources, is read as the samples at its indices.
 
 The attributes read are the objects' own, read when adapt is called: a dataset whose
 `samples`, `data` or `targets` the user replaced or cut is read as it now stands. Private
@@ -17,6 +19,7 @@ is guarded, and a missing one is a `why`, never an AttributeError.
 """
 import functools
 import os
+import zlib
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, Optional, Tuple
 
@@ -43,6 +46,10 @@ class _CannotRead(Exception):
 def adapt(dataset) -> Optional[Adapted]:
     """`dataset` as a source with its transforms; None for a class this does not know
     (nothing is read or imported then)."""
+    from torch.utils.data import Subset
+
+    if type(dataset) is Subset:
+        return _subset(dataset)
     package = type(dataset).__module__.split(".")[0]
     if package not in ("torchvision", "timm"):
         return None
@@ -55,6 +62,47 @@ def adapt(dataset) -> Optional[Adapted]:
     except _CannotRead as reason:
         return Adapted(None, transform, target_transform, f"{type(dataset).__name__}: {reason}")
     return Adapted(source, transform, target_transform)
+
+
+def _subset(subset) -> Optional[Adapted]:
+    """torch's Subset: its dataset read as a source (or a source itself), cut to its indices;
+    the transforms its dataset's __getitem__ applies (a Subset has none of its own)."""
+    from .protocol import is_source
+
+    inner = Adapted(subset.dataset, None, None) if is_source(subset.dataset) else adapt(subset.dataset)
+    if inner is None:
+        return None
+    if inner.source is None:
+        return Adapted(None, inner.transform, inner.target_transform, f"a Subset of {inner.why}")
+    try:
+        source = _take(inner.source, subset.indices)
+    except _CannotRead as reason:
+        return Adapted(None, inner.transform, inner.target_transform, f"a Subset: {reason}")
+    return Adapted(source, inner.transform, inner.target_transform)
+
+
+def _take(source, indices):
+    """The samples of an array or file source at `indices` (as Python indexes them), a
+    source of their own whose name says which."""
+    total = len(source)
+    try:
+        picked = np.asarray([int(i) for i in indices], dtype=np.int64)
+    except (TypeError, ValueError):
+        raise _CannotRead("its indices are not integers") from None
+    if not len(picked):
+        raise _CannotRead("it holds no samples")
+    if picked.min() < -total or picked.max() >= total:
+        raise _CannotRead(f"its indices reach past the dataset's {total} samples")
+    picked %= total
+    tag = f"[{len(picked)} of {total}, {zlib.crc32(picked.tobytes()):08x}]"
+    classes = getattr(source, "classes", None)
+    if isinstance(source, FileSource):
+        return FileSource([source.files[i] for i in picked], source.labels[picked], source.name + tag, classes)
+    if isinstance(source, ArraySource):
+        taken = ViewedArrays(source.images[picked], source.labels[picked], source.name + tag)
+        taken.classes = classes
+        return taken
+    raise _CannotRead(f"its dataset is a {type(source).__name__}, which is not cut by indices")
 
 
 @functools.lru_cache(maxsize=None)

@@ -6,8 +6,9 @@ both ways (the library's GETs ahead of the pipeline, DALI's own S3 reader), each
 
 A store is another machine: its work does not take the loader's CPUs. Here the server runs
 on the last CPU and every row's loader on the others (`--server-cpu shared`, or a machine of
-one CPU: they share them, and the table says so). Loopback has no network latency: the plain S3 rows say what the S3 path
-costs the loader in requests and CPU; the 5 ms rows, how well each way hides a round trip.
+one CPU: they share them, and the table says so). Loopback has no network latency: the plain
+S3 rows say what the S3 path costs the loader in requests and CPU; the 5 ms rows, how well
+each way hides a round trip.
 """
 import json
 import os
@@ -57,9 +58,10 @@ def _cpu_split(own: bool) -> tuple:
     return (set(mine[:-1]), {mine[-1]}) if own and len(mine) > 1 else (set(mine), None)
 
 
-def _pin_this_process(cpus) -> None:
-    """Every thread of this process onto `cpus` (threads made later inherit it)."""
-    for task in os.listdir("/proc/self/task"):
+def _pin(cpus, process="self") -> None:
+    """Every thread of `process` (a pid, or this one) onto `cpus`; threads made later inherit
+    their maker's."""
+    for task in os.listdir(f"/proc/{process}/task"):
         try:
             os.sched_setaffinity(int(task), cpus)
         except OSError:   # a thread that ended meanwhile
@@ -81,9 +83,9 @@ def run(mode: str = "tiny", threads: int = 2, rounds: int = ROUNDS, cache_dir: s
         server.start()
         proxy = LoopbackProxy(server.s3)   # the network, on the server's CPU: every S3 row goes through it
         if server_cpus:
-            os.sched_setaffinity(proxy.process.pid, server_cpus)
+            _pin(server_cpus, proxy.process.pid)
         everywhere = os.sched_getaffinity(0)
-        _pin_this_process(loader_cpus)
+        _pin(loader_cpus)
         try:
             with Environment(aws_environment(proxy.endpoint)):   # one endpoint: DALI reads it once a process
                 server.upload_folder(os.path.join(root, "train"), "s3://bench/train")
@@ -97,7 +99,7 @@ def run(mode: str = "tiny", threads: int = 2, rounds: int = ROUNDS, cache_dir: s
                         rows.append(_row(name, loader, rounds, server if where else None))
                         del loader
         finally:
-            _pin_this_process(everywhere)   # the threads made meanwhile too (the GET pool's)
+            _pin(everywhere)   # the threads made meanwhile too (the GET pool's)
             proxy.stop()
             server.stop()
     local = rows[0]["images_per_s"]

@@ -76,10 +76,15 @@ class WeedServer:
                    f"-filer.port={self.filer}", "-s3", f"-s3.port={self.s3}", "-s3.port.iceberg=0",
                    "-s3.port.lance=0", "-master.telemetry=false", "-master.volumeSizeLimitMB=64",
                    "-volume.max=0", f"-metricsPort={self.metrics}", *self.extra_args]
-        cpus = self.cpus
-        with open(self.log, "ab") as log:
-            self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                            preexec_fn=(lambda: os.sched_setaffinity(0, cpus)) if cpus else None)
+        mine = os.sched_getaffinity(0)
+        if self.cpus:   # the child inherits the CPUs of the thread that starts it
+            os.sched_setaffinity(0, self.cpus)
+        try:
+            with open(self.log, "ab") as log:
+                self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT,
+                                                stdin=subprocess.DEVNULL)
+        finally:
+            os.sched_setaffinity(0, mine)
         self.wait_ready()
 
     def wait_ready(self) -> None:

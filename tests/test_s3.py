@@ -136,23 +136,32 @@ class Requests:
 
 
 def test_screening_reads_headers_by_ranged_gets_then_the_cache(s3_server, folder, tmp_path, monkeypatch):
+    """Screening's reads are the library's own GETs (tests/test_s3_reads.py shows their Range
+    header): the server counts one GET an image, none again, one for the object that changed."""
     monkeypatch.setenv("HOME", str(tmp_path))   # a fresh screening cache
     url = "s3://screened/val"
     s3_server.upload_folder(folder, url)
     n = sum(COUNTS.values())
-    with Requests() as first:
-        get_imagefolder_iter_dali(url, 4, False, 1, transform=recipe())
-    assert first.count("GetObject") == n
-    assert all(r == f"bytes=0-{(1 << 16) - 1}" for name, r in zip(first.calls, first.ranges) if name == "GetObject")
+
+    def gets_while(build):
+        before = s3_server.requests("screened").get("GET", 0)
+        build()
+        return s3_server.requests("screened").get("GET", 0) - before
+
+    from dali_loaders.sources import url_reads
+
+    asked, get_object = [], url_reads.get_object
+    monkeypatch.setattr(url_reads, "get_object", lambda u, *span: asked.append(span) or get_object(u, *span))
+    build = lambda: get_imagefolder_iter_dali(url, 4, False, 1, transform=recipe())  # noqa: E731
+    assert gets_while(build) == n
+    assert asked == [(0, 1 << 16)] * n   # each image's first 64 KiB
     with Requests() as again:
-        get_imagefolder_iter_dali(url, 4, False, 1, transform=recipe())
-    assert again.count("GetObject") == 0 and again.count("ListObjectsV2") >= 1   # the listing, then the cache
+        assert gets_while(build) == 0
+    assert again.count("ListObjectsV2") >= 1   # the listing, then the cache
 
     replaced = os.path.join(folder, "cat", "000.jpg")
     s3_server.client().upload_file(os.path.join(folder, "dog", "000.jpg"), "screened", "val/cat/000.jpg")
-    with Requests() as changed:
-        get_imagefolder_iter_dali(url, 4, False, 1, transform=recipe())
-    assert changed.count("GetObject") == 1   # the one object whose ETag changed
+    assert gets_while(build) == 1   # the one object whose ETag changed
     assert os.path.isfile(replaced)
 
 

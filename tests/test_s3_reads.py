@@ -325,3 +325,37 @@ def test_no_credentials_anywhere_is_said_with_what_to_set(monkeypatch, tmp_path)
                       "HOME": str(tmp_path)}):   # no ~/.aws either
         with pytest.raises(storage.StorageError, match=r"no credentials for s3://any/a.jpg: set AWS_ACCESS_KEY_ID"):
             url_reads.get_object("s3://any/a.jpg")
+
+
+def test_a_range_is_asked_for_and_read_whatever_the_server_does_with_it():
+    """A header read: `Range: bytes=0-9` sent (unsigned, beside the signed headers); a 206
+    answer read, a server that ignores Range cut to the range, a range past the end empty."""
+    body = bytes(range(100))
+    asked = []
+
+    def reply(conn):
+        while True:
+            request = read_request(conn).decode()
+            if not request:
+                return
+            wanted = [line.split(":", 1)[1].strip() for line in request.split("\r\n") if line.lower().startswith("range:")]
+            asked.append(wanted[0] if wanted else None)
+            if "ignores" in request.split(" ")[1]:
+                conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n" + body)
+            elif "short" in request.split(" ")[1]:
+                conn.sendall(b"HTTP/1.1 416 Range Not Satisfiable\r\nContent-Length: 0\r\n\r\n")
+                return
+            else:
+                first, last = (int(x) for x in wanted[0][len("bytes="):].split("-"))
+                part = body[first:last + 1]
+                conn.sendall(b"HTTP/1.1 206 Partial Content\r\nContent-Length: %d\r\n\r\n" % len(part) + part)
+
+    server = Scripted(reply)
+    with Environment(aws_environment(f"http://127.0.0.1:{server.port}")):
+        assert url_reads.get_object("s3://b/honours.jpg", 0, 10).tobytes() == body[:10]
+        assert url_reads.get_object("s3://b/honours.jpg", 90, 30).tobytes() == body[90:]
+        assert url_reads.get_object("s3://b/ignores.jpg", 5, 10).tobytes() == body[5:15]
+        assert url_reads.get_object("s3://b/short.jpg", 0, 10).tobytes() == b""
+        assert url_reads.get_object("s3://b/honours.jpg", 0, 0).tobytes() == b""   # nothing asked: no request
+    assert asked == ["bytes=0-9", "bytes=90-119", "bytes=5-14", "bytes=0-9"]
+    server.close()

@@ -21,8 +21,8 @@ class ProtocolError(OSError):
 
 
 class Answer:
-    """A GET's answer: `status`, lower-cased `headers`, `body` (read for status 200 within the
-    limit, else None), `size` (Content-Length, or None)."""
+    """A GET's answer: `status`, lower-cased `headers`, `body` (read for status 200 or 206
+    within the limit, else None), `size` (Content-Length, or None)."""
 
     __slots__ = ("status", "headers", "body", "size")
 
@@ -58,8 +58,9 @@ class Connection:
         self.sock, self.pending = None, b""
 
     def get(self, path: str, headers: Dict[str, str], limit: int) -> Answer:
-        """Send `GET path` with `headers`; the answer, its body read when the status is 200 and
-        the length at most `limit`. After any other answer the connection is closed."""
+        """Send `GET path` with `headers`; the answer, its body read when the status is 200 or
+        206 (a range) and the length at most `limit`. After any other answer the connection is
+        closed."""
         if self.sock is None:
             self.sock = self._open()
         request = f"GET {path} HTTP/1.1\r\n" + "".join(f"{n}: {v}\r\n" for n, v in headers.items()) + "\r\n"
@@ -67,7 +68,7 @@ class Connection:
         status, fields = self._head()
         size = fields.get("content-length")
         size = int(size) if size is not None and size.isdigit() else None
-        if status != 200 or (size is not None and size > limit):
+        if status not in (200, 206) or (size is not None and size > limit):
             self.close()   # the body unread: this connection cannot carry another request
             return Answer(status, fields, None, size)
         if size is not None:

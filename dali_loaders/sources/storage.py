@@ -2,9 +2,10 @@
 
 The image objects of a URL root are read by one signed GET each in a thread pool ahead
 of the pipeline (url_reads.py), or by DALI's own S3 reader (fn.io.file.read takes `s3://`
-names) with DALI_LOADERS_URL_READER=dali. Python also lists (one request per 1000 objects),
-reads the headers screening needs (ranged GETs of the first bytes), label files, tar members
-and, for the torchvision twin, whole images; it does so through boto3 (the `[s3]` extra).
+names) with DALI_LOADERS_URL_READER=dali. The headers screening needs are read the same way
+(ranged GETs of the first bytes). Python also lists (one request per 1000 objects), reads
+label files, tar members and, for the torchvision twin, whole images; it does so through
+boto3 (the `[s3]` extra), which also finds the credentials.
 
 Endpoint and credentials come from where the AWS tools look for them (the environment:
 AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID, ..., AWS_PROFILE; ~/.aws/config and credentials), for

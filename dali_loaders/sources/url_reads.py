@@ -40,7 +40,8 @@ def reads_ahead() -> bool:
 
 
 class _Connections(threading.local):
-    """One keep-alive connection per thread and host."""
+    """One keep-alive connection per thread and host (and process: a forked child's thread
+    must not write into its parent's socket)."""
 
     def __init__(self):
         self.open: Dict[tuple, Connection] = {}
@@ -79,7 +80,7 @@ def _signer(client, bucket: str) -> GetSigner:
 
 
 def _connection(signer: GetSigner) -> Connection:
-    key = (signer.scheme, signer.hostname, signer.port)
+    key = (os.getpid(), signer.scheme, signer.hostname, signer.port)
     found = _connections.open.get(key)
     if found is None:
         tls = ssl.create_default_context(cafile=os.environ.get("AWS_CA_BUNDLE") or None) \
@@ -90,14 +91,18 @@ def _connection(signer: GetSigner) -> Connection:
     return found
 
 
-def get_object(url: str) -> np.ndarray:
-    """The whole object by one signed GET (storage.ATTEMPTS tries on a broken connection or a
-    failing store); failures as storage.failure says them."""
+def get_object(url: str, start: int = 0, length: int = None) -> np.ndarray:
+    """The object, or its `length` bytes from `start` (fewer where it ends sooner), by one
+    signed GET (storage.ATTEMPTS tries on a broken connection or a failing store); failures
+    as storage.failure says them."""
     bucket, key = storage.split_url(url)
+    if length == 0:
+        return np.empty(0, dtype=np.uint8)
+    wanted = f"bytes={start}-{'' if length is None else start + length - 1}" if start or length else None
     try:
         client = storage.client()
         signer = _signer(client, bucket)
-        path, headers = signer.sign(key)
+        path, headers = _signed(signer, key, wanted)
     except Exception as e:  # no credentials, bad configuration: botocore's exceptions
         raise storage.failure(e, url) from None
     last = None
@@ -110,12 +115,16 @@ def get_object(url: str) -> np.ndarray:
             last = e
             continue
         if answer.body is not None:
+            if answer.status == 200 and wanted:   # a server that ignores Range sends it all
+                return answer.body[start:None if length is None else start + length]
             return answer.body
+        if answer.status == 416:   # the range starts past the object's end
+            return np.empty(0, dtype=np.uint8)
         region = answer.headers.get("x-amz-bucket-region")
         if answer.status in (301, 400) and region and region != signer.region:   # signed for the wrong region
             _regions[(client, bucket)] = region
             signer = _signer(client, bucket)
-            path, headers = signer.sign(key)
+            path, headers = _signed(signer, key, wanted)
             continue
         if answer.status >= 500:   # the store itself failed (a gateway whose back end is gone): again
             last = f"HTTP {answer.status}"
@@ -125,6 +134,13 @@ def get_object(url: str) -> np.ndarray:
     why = last if isinstance(last, str) else type(last).__name__
     raise storage.StorageError(f"cannot reach the object store at {storage.endpoint()} for {url} "
                                f"({why}); check AWS_ENDPOINT_URL and that the server is up", url)
+
+
+def _signed(signer: GetSigner, key: str, wanted) -> tuple:
+    path, headers = signer.sign(key)
+    if wanted:
+        headers["range"] = wanted   # unsigned: SigV4 needs only host and the x-amz- headers signed
+    return path, headers
 
 
 def _refused(url: str, status: int, size: int) -> None:

@@ -488,10 +488,6 @@ class PrefetchedFile(RangedFile):
         return data
 
 
-def open_binary(path: str):
-    return RangedFile(path) if is_url(path) else open(path, "rb")
-
-
 # -- what DALI says ---------------------------------------------------------------------
 
 

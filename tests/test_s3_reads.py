@@ -157,7 +157,7 @@ def test_a_body_sent_in_pieces_arrives_whole_and_the_connection_is_kept():
 def test_a_chunked_body_is_joined_and_one_over_the_limit_is_refused():
     def reply(conn):
         read_request(conn)
-        conn.sendall(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+        conn.sendall(b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
                      b"5;ext=1\r\nhello\r\n6\r\n world\r\n0\r\nTrailer: x\r\n\r\n")
 
     server = Scripted(reply)
@@ -187,6 +187,9 @@ def test_a_length_over_the_limit_is_not_read():
     (b"HTTP/1.1 200 OK\r\n\r\nno length", http_get.ProtocolError),                 # neither length nor chunks
     (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", http_get.ProtocolError),
     (b"", ConnectionResetError),                                                    # closed at once
+    (b"HTTP/1.1 100 Continue\r\n\r\n" * 100, http_get.ProtocolError),              # interim answers only
+    (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n" + b"T: x\r\n" * 20000,
+     http_get.ProtocolError),                                                      # endless trailers
 ])
 def test_a_bad_answer_is_a_short_error(sent, error):
     def reply(conn):

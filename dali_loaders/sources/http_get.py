@@ -12,7 +12,8 @@ from typing import Dict, Optional, Tuple
 
 import numpy as np
 
-MAX_HEAD_BYTES = 64 << 10   # status line and headers of one answer
+MAX_HEAD_BYTES = 64 << 10   # status line and headers of one answer (and its trailers)
+MAX_INTERIM = 8             # "100 Continue" answers before the real one
 RECEIVE = 64 << 10
 
 
@@ -102,26 +103,28 @@ class Connection:
             self.pending += self._receive()
 
     def _head(self) -> Tuple[int, Dict[str, str]]:
-        while True:
-            end = self.pending.find(b"\r\n\r\n")
-            if end >= 0:
-                break
-            if len(self.pending) > MAX_HEAD_BYTES:
-                raise ProtocolError(f"{self.host}:{self.port} sent headers over {MAX_HEAD_BYTES} bytes")
-            self.pending += self._receive()
-        lines = self.pending[:end].decode("latin-1").split("\r\n")
-        self.pending = self.pending[end + 4:]
-        version, _, rest = lines[0].partition(" ")
-        code = rest[:3]
-        if not version.startswith("HTTP/1.") or not code.isdigit():
-            raise ProtocolError(f"{self.host}:{self.port} answered with {lines[0][:40]!r}, not HTTP/1.x")
-        fields = {}
-        for line in lines[1:]:
-            name, _, value = line.partition(":")
-            fields[name.strip().lower()] = value.strip()
-        if int(code) == 100:   # "continue": the real answer follows
-            return self._head()
-        return int(code), fields
+        """The status and lower-cased headers of the next answer (past any "100 Continue")."""
+        for _ in range(MAX_INTERIM):
+            while True:
+                end = self.pending.find(b"\r\n\r\n")
+                if end >= 0:
+                    break
+                if len(self.pending) > MAX_HEAD_BYTES:
+                    raise ProtocolError(f"{self.host}:{self.port} sent headers over {MAX_HEAD_BYTES} bytes")
+                self.pending += self._receive()
+            lines = self.pending[:end].decode("latin-1").split("\r\n")
+            self.pending = self.pending[end + 4:]
+            version, _, rest = lines[0].partition(" ")
+            code = rest[:3]
+            if not version.startswith("HTTP/1.") or not code.isdigit():
+                raise ProtocolError(f"{self.host}:{self.port} answered with {lines[0][:40]!r}, not HTTP/1.x")
+            if int(code) != 100:   # "continue": the real answer follows
+                fields = {}
+                for line in lines[1:]:
+                    name, _, value = line.partition(":")
+                    fields[name.strip().lower()] = value.strip()
+                return int(code), fields
+        raise ProtocolError(f"{self.host}:{self.port} sent {MAX_INTERIM} interim answers and no answer")
 
     def _exactly(self, size: int) -> np.ndarray:
         body = np.empty(size, dtype=np.uint8)
@@ -146,8 +149,14 @@ class Connection:
             except ValueError:
                 raise ProtocolError(f"{self.host}:{self.port} sent a bad chunk size") from None
             if size == 0:
-                while self._line(MAX_HEAD_BYTES):   # trailers, up to the empty line
-                    pass
+                trailers = 0
+                while True:   # trailers, up to the empty line
+                    line = self._line(MAX_HEAD_BYTES)
+                    trailers += len(line) + 2
+                    if not line:
+                        break
+                    if trailers > MAX_HEAD_BYTES:
+                        raise ProtocolError(f"{self.host}:{self.port} sent trailers over {MAX_HEAD_BYTES} bytes")
                 return np.concatenate(pieces) if pieces else np.empty(0, dtype=np.uint8)
             total += size
             if total > limit:

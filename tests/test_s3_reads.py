@@ -124,6 +124,15 @@ class Scripted:
         self.listener.close()
 
 
+def requests_on(conn):
+    """Each request a client sends on `conn`, as text, until it closes the connection."""
+    while True:
+        request = read_request(conn).decode()
+        if not request:
+            return
+        yield request
+
+
 def read_request(conn) -> bytes:
     data = b""
     while b"\r\n\r\n" not in data:
@@ -263,10 +272,7 @@ def test_a_bucket_in_another_region_is_signed_again_for_it_once():
     regions = []
 
     def reply(conn):
-        while True:
-            request = read_request(conn).decode()
-            if not request:
-                return
+        for request in requests_on(conn):
             region = request.split("Credential=")[1].split("/")[2]
             regions.append(region)
             if region != "eu-west-3":
@@ -337,10 +343,7 @@ def test_a_range_is_asked_for_and_read_whatever_the_server_does_with_it():
     asked = []
 
     def reply(conn):
-        while True:
-            request = read_request(conn).decode()
-            if not request:
-                return
+        for request in requests_on(conn):
             wanted = [line.split(":", 1)[1].strip() for line in request.split("\r\n") if line.lower().startswith("range:")]
             asked.append(wanted[0] if wanted else None)
             if "ignores" in request.split(" ")[1]:

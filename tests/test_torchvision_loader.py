@@ -250,6 +250,9 @@ def test_a_subset_of_a_library_source_takes_transform(roots):
     assert loader.route == "dali"
     (batch, labels), = list(loader)
     assert batch[:, 2, 0, 0].tolist() == [11, 4, 7] and labels.tolist() == [2, 1, 1]
+    nested = torch.utils.data.Subset(part, np.array([2, 0]))   # and the twin, which reads it as a source
+    (batch, labels), = list(dali_loaders.TorchLoader(nested, batch_size=2, transform=v2.ToImage()))
+    assert batch[:, 2, 0, 0].tolist() == [7, 11] and labels.tolist() == [1, 2]
 
 
 def test_a_subset_it_cannot_read_takes_the_python_path_and_says_why(roots):

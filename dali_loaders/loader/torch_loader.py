@@ -103,11 +103,13 @@ def twin_dataset(dataset, transform, target_transform, max_image_pixels, on_erro
     """(the Dataset DataLoader reads, what the order counts, target_transform left to the
     loader, label_table): a source through SourceDataset, a torchvision dataset as it is (less
     the files screening leaves out), any other dataset as it is."""
+    adapted = adapt(dataset)
+    if adapted is not None and adapted.only_as_source and adapted.source is not None:
+        dataset = adapted.source   # a Subset of a source: the source cut to it, read as sources are
     if is_source(dataset):
         source = dataset.screened(max_image_pixels, on_error) if hasattr(dataset, "screened") else dataset
         twin = SourceDataset(source, transform if transform is not None else default_transform())
         return twin, source, target_transform, getattr(source, "label_table", None)
-    adapted = adapt(dataset)
     given = (transform, target_transform)
     own = adapted if adapted is not None else dataset   # what its __getitem__ applies (resolve.py's rule)
     own_transform(own, transform, "transform")

@@ -37,6 +37,7 @@ class Adapted:
     transform: Optional[Callable]
     target_transform: Optional[Callable]
     why: str = ""
+    only_as_source: bool = False   # a Subset of a library source: no __getitem__ reads it, only `source`
 
 
 class _CannotRead(Exception):
@@ -69,7 +70,8 @@ def _subset(subset) -> Optional[Adapted]:
     the transforms its dataset's __getitem__ applies (a Subset has none of its own)."""
     from .protocol import is_source
 
-    inner = Adapted(subset.dataset, None, None) if is_source(subset.dataset) else adapt(subset.dataset)
+    inner = Adapted(subset.dataset, None, None, only_as_source=True) if is_source(subset.dataset) else \
+        adapt(subset.dataset)
     if inner is None:
         return None
     if inner.source is None:
@@ -78,17 +80,17 @@ def _subset(subset) -> Optional[Adapted]:
         source = _take(inner.source, subset.indices)
     except _CannotRead as reason:
         return Adapted(None, inner.transform, inner.target_transform, f"a Subset: {reason}")
-    return Adapted(source, inner.transform, inner.target_transform)
+    return Adapted(source, inner.transform, inner.target_transform, only_as_source=inner.only_as_source)
 
 
 def _take(source, indices):
     """The samples of an array or file source at `indices` (as Python indexes them), a
     source of their own whose name says which."""
     total = len(source)
-    try:
-        picked = np.asarray([int(i) for i in indices], dtype=np.int64)
-    except (TypeError, ValueError):
-        raise _CannotRead("its indices are not integers") from None
+    picked = np.asarray(indices)   # a list, a range, a tensor or an array
+    if picked.ndim != 1 or (len(picked) and picked.dtype.kind not in "iu"):
+        raise _CannotRead("its indices are not a sequence of integers")
+    picked = picked.astype(np.int64)
     if not len(picked):
         raise _CannotRead("it holds no samples")
     if picked.min() < -total or picked.max() >= total:

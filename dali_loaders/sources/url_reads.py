@@ -22,7 +22,7 @@ from typing import Dict, List
 import numpy as np
 
 from . import storage
-from .http_get import Connection, ProtocolError
+from .http_get import Connection
 from .signing import GetSigner
 
 READ_THREADS = 16     # GETs in flight: round trips overlap, whatever the DALI threads
@@ -110,7 +110,7 @@ def get_object(url: str, start: int = 0, length: int = None) -> np.ndarray:
         connection = _connection(signer)
         try:
             answer = connection.get(path, headers, storage.MAX_OBJECT_BYTES)
-        except (OSError, ProtocolError) as e:   # refused, reset, timed out: a new connection
+        except OSError as e:   # refused, reset, timed out, not HTTP (ProtocolError): a new connection
             connection.close()
             last = e
             continue

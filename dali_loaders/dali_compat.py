@@ -12,7 +12,9 @@ if it is gone, the error says which DALI to install.
 Imports nothing of ours, and DALI only when called: `loader/` and `transforms/` use it.
 """
 import contextlib
+import hashlib
 import os
+import re
 import sys
 import threading
 import warnings
@@ -148,9 +150,10 @@ def shutdown(pipeline) -> None:
 
 
 def can_restore(pipeline) -> bool:
-    """Whether a built, idle pipeline can be put back to a checkpoint (restore()). Where not,
-    the loaders build a fresh pipeline per epoch, from the checkpoint, through DALI's public
-    `checkpoint=`: the same batches, slower."""
+    """Whether a built, idle pipeline can be put back to a checkpoint (restore()) and its
+    epochs' start states made here (reseeded()). Where not, the loaders build a fresh
+    pipeline per epoch, from the checkpoint, through DALI's public `checkpoint=`: the same
+    batches, slower."""
     return seen_to_work() and hasattr(pipeline, "_restore_state_from_checkpoint") \
         and hasattr(pipeline, "_get_checkpoint")
 
@@ -164,8 +167,97 @@ def restore(pipeline, checkpoint: bytes) -> None:
 
 def checkpoint_with(pipeline, iterator_data: str) -> bytes:
     """The pipeline's checkpoint holding `iterator_data` as its iterator's state, taken without
-    an iterator (a seed donor has none). Only where can_restore() said yes."""
+    running an iterator. Only where can_restore() said yes."""
     return pipeline._get_checkpoint(iterator_data=iterator_data)
+
+
+# A checkpoint (DALI's protobuf `Checkpoint`): field 1 repeats each operator's
+# {1: name, 2: state}; field 2 is the Python side (the sources' iteration, the iterator's
+# data). On the releases seen to work every random operator (fn.random.*, the random crops,
+# random_resized_crop, the decoders' random crop) keeps a Philox generator, its state text
+# "Philox_<key>_<counter high>:<counter low>_<phase>"; every other operator of the loaders'
+# graphs keeps none.
+_PHILOX = re.compile(rb"Philox_[0-9A-F]{16}_[0-9A-F]{16}:[0-9A-F]{16}_[0-9]+")
+
+
+def reseeded(checkpoint: bytes, seed: int) -> Optional[bytes]:
+    """`checkpoint` with each random operator's generator at the start of a stream of its own,
+    keyed by (seed, the operator's place in the graph): the state a pipeline starts an epoch
+    in, made without building one. None where an operator keeps a state of another kind, or
+    on a DALI release not seen to work (the caller builds a pipeline per epoch then)."""
+    if not seen_to_work():
+        return None
+    try:
+        parts = _fields(checkpoint)
+    except ValueError:
+        return None
+    out, place = bytearray(), 0
+    for number, wire, raw, value in parts:
+        if number != 1 or wire != 2:
+            out += raw
+            continue
+        operator = bytearray()
+        for inner_number, inner_wire, inner_raw, state in _fields(value):
+            if inner_number == 2 and inner_wire == 2 and state:
+                if not _PHILOX.fullmatch(state):
+                    return None
+                key = int.from_bytes(hashlib.blake2b(f"{seed}:{place}".encode(), digest_size=4).digest(), "big")
+                state = b"Philox_%016X_%016X:%016X_0" % (key, 0, 0)
+                inner_raw = _key(2, 2) + _varint(len(state)) + state
+                place += 1
+            operator += inner_raw
+        out += _key(1, 2) + _varint(len(operator)) + operator
+    return bytes(out)
+
+
+def _varint(value: int) -> bytes:
+    out = bytearray()
+    while True:
+        byte, value = value & 0x7F, value >> 7
+        out.append(byte | (0x80 if value else 0))
+        if not value:
+            return bytes(out)
+
+
+def _key(number: int, wire: int) -> bytes:
+    return _varint(number << 3 | wire)
+
+
+def _read_varint(data: bytes, at: int) -> Tuple[int, int]:
+    value = shift = 0
+    while True:
+        if at >= len(data) or shift > 63:
+            raise ValueError("truncated varint")
+        byte = data[at]
+        at += 1
+        value |= (byte & 0x7F) << shift
+        shift += 7
+        if byte < 0x80:
+            return value, at
+
+
+def _fields(data: bytes):
+    """[(field number, wire type, the field's raw bytes, its value)] of a protobuf message:
+    varints and length-delimited fields (all a checkpoint holds) and fixed 32/64-bit ones."""
+    at, parts = 0, []
+    while at < len(data):
+        start = at
+        key, at = _read_varint(data, at)
+        number, wire = key >> 3, key & 7
+        if wire == 0:
+            value, at = _read_varint(data, at)
+        elif wire == 2:
+            length, at = _read_varint(data, at)
+            value, at = data[at:at + length], at + length
+        elif wire in (1, 5):
+            size = 8 if wire == 1 else 4
+            value, at = data[at:at + size], at + size
+        else:
+            raise ValueError(f"wire type {wire}")
+        if at > len(data):
+            raise ValueError("truncated field")
+        parts.append((number, wire, data[start:at], value))
+    return parts
 
 
 def forget_inherited_pipelines(keep: list) -> None:

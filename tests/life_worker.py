@@ -98,13 +98,7 @@ def soak(root: str, out: str, epochs: int, state_path: str = None) -> None:
 
 
 def rss_and_threads():
-    """(resident bytes, threads) of this process, from /proc, once the next epoch's seed donor
-    (a short-lived background thread, loader/pipeline.py) has finished: a leak stays, it goes."""
-    import threading
-
-    for thread in threading.enumerate():
-        if thread.name == "dali_loaders-seed-donor":
-            thread.join()
+    """(resident bytes, threads) of this process, from /proc."""
     status = dict(line.split(":", 1) for line in open("/proc/self/status"))
     return int(status["VmRSS"].split()[0]) * 1024, int(status["Threads"])
 

@@ -173,3 +173,72 @@ def test_lightning_dali_then_ddp_then_forked_workers_in_one_process(root, tmp_pa
         assert len(report[name]["val"]) == 2
         for run in report[name]["val"]:
             assert sorted(sum(run, [])) == list(range(96, 196)), name
+
+
+@pytest.fixture
+def builds(monkeypatch):
+    """Every DALI pipeline built from here on, as whether it runs DALI's default (dynamic)
+    executor: each built from a graph (pipeline_def, Pipeline.build), and each deserialized
+    (Pipeline.deserialize, which without executor flags runs the legacy one)."""
+    from nvidia.dali.pipeline import Pipeline
+
+    made, backend, deserialize = [], Pipeline._init_pipeline_backend, Pipeline.deserialize.__func__
+
+    def counted_backend(pipe):
+        made.append(pipe.exec_dynamic)
+        return backend(pipe)
+
+    def counted_deserialize(cls, *args, **kwargs):
+        made.append(kwargs.get("exec_dynamic") is True)
+        return deserialize(cls, *args, **kwargs)
+
+    monkeypatch.setattr(Pipeline, "_init_pipeline_backend", counted_backend)
+    monkeypatch.setattr(Pipeline, "deserialize", classmethod(counted_deserialize))
+    return made
+
+
+def folder_loader(folder, seed=4):
+    from torchvision.datasets import ImageFolder
+    from torchvision.transforms import v2
+
+    from dali_loaders import DaliLoader
+
+    recipe = v2.Compose([v2.RandomResizedCrop(24), v2.RandomHorizontalFlip(), v2.ColorJitter(0.3, 0.3),
+                         v2.ToImage(), v2.ToDtype(torch.float32, scale=True)])
+    return DaliLoader(ImageFolder(folder, transform=recipe), batch_size=5, shuffle=True, num_workers=1,
+                      seed=seed, device="cpu")
+
+
+@pytest.mark.parametrize("kind", ["cifar", "folder"])
+def test_three_epochs_build_one_pipeline_and_a_resumed_loader_at_most_two(kind, root, builds, tmp_path,
+                                                                          no_torchrun_env):
+    from image_data import write_image_folder
+
+    if kind == "cifar":
+        make = lambda: get_cifar_iter_dali("train", root, 16, num_threads=1, seed=5)   # noqa: E731
+    else:
+        folder = str(tmp_path / "folder")
+        write_image_folder(folder, {"a": 7, "b": 6})
+        make = lambda: folder_loader(folder)   # noqa: E731
+    loader = make()
+    epochs = [torch.cat([x for x, _ in loader]) for _ in range(3)]
+    assert len(builds) == 1, builds                        # none after the first epoch
+    assert not torch.equal(epochs[1], epochs[2])           # new augmentations every epoch all the same
+    batches = iter(loader)                                 # epoch 3: its first batch, then a state
+    next(batches)
+    state = loader.state_dict()
+    rest = [x for x, _ in batches]
+    following = [x for x, _ in loader]                     # epoch 4
+    assert len(builds) == 1
+    resumed = make()
+    resumed.load_state_dict(state)
+    assert same(rest, [x for x, _ in resumed]) and same(following, [x for x, _ in resumed])
+    assert len(builds) <= 1 + 2, builds
+    fresh = make()                                         # an epoch is the (seed, epoch, rank)'s own
+    fresh.set_epoch(4)
+    assert same(following, [x for x, _ in fresh])
+    assert all(builds), builds                              # DALI's default executor, every one
+
+
+def same(batches, others):
+    return len(batches) == len(others) and all(torch.equal(a, b) for a, b in zip(batches, others))

@@ -9,7 +9,7 @@ DataLoader's order, then this library's own. What it does with `dataset` (see re
   (the Python path); a one-line note says why.
 
 One DALI pipeline serves every epoch (see pipeline.py): each loop hands it the epoch's order
-and puts it in the state a pipeline seeded with (seed, epoch, rank) starts in, so an epoch is
+and puts its random generators at streams keyed by (seed, epoch, rank), so an epoch is
 a pure function of (seed, epoch, rank): set_epoch and a restored state_dict reproduce it
 exactly. A `break` leaves runs in flight; the next loop drains them first. `close()` shuts
 the pipeline down now; a forked child never touches it.
@@ -147,8 +147,6 @@ class DaliLoader:
             feed.indices, feed.bounds, feed.seed = fed.indices, fed.bounds, seed_of(live.epoch)
             live.dali_iter = pipeline.start_epoch(feed.seed, live.checkpoint, runs=plan.batches - live.done)
         for k in range(live.done, plan.batches):
-            if k == live.start + 1:  # the first batch is out: make the next epoch's start state now
-                pipeline.prepare(seed_of(live.epoch + 1))
             self._check_current(live)
             indices = plan.batch(k)
             try:

@@ -1,15 +1,16 @@
 """One DALI pipeline for a loader's whole life, and what keeps it safe across fork().
 
 The route. A loader defines its DALI graph once (tracing a graph with conditionals takes
-seconds) and feeds it each epoch's order through external_source: the loader sets an
-`EpochOrder`, the sources' callbacks read batch `info.iteration` of it. Randomness stays a
-pure function of (seed, epoch, rank): at the start of each epoch the live pipeline's state
-(every random operator's generators, the callbacks' iteration) is restored from the state a
-pipeline freshly built with derived_seed(seed, epoch, rank) would have. That state comes
-from a "seed donor": the graph serialized once, deserialized with the epoch's seed, built
-(milliseconds: no Python tracing) and never run. A loaded state_dict's DALI checkpoint is
-restored the same way, so a resumed epoch is bit-identical to the uninterrupted one.
-A graph DALI cannot serialize (Python steps) falls back to a fresh pipeline per epoch.
+seconds, building a GPU pipeline up to two) and feeds it each epoch's order through
+external_source: the loader sets an `EpochOrder`, the sources' callbacks read batch
+`info.iteration` of it. Randomness stays a pure function of (seed, epoch, rank): at the
+start of each epoch the live pipeline is restored to its own state before its first run
+(taken once, after the build), with every random operator's generator moved to a stream
+keyed by derived_seed(seed, epoch, rank) and its place in the graph (dali_compat.reseeded:
+the checkpoint's text, rewritten; no pipeline built). A loaded state_dict's DALI checkpoint
+is restored the same way, so a resumed epoch is bit-identical to the uninterrupted one.
+Where the state cannot be rewritten (an operator with a state of another kind, a DALI
+release not checked) a fresh pipeline is built per epoch instead: the same batches, slower.
 
 Fork safety. A forked child inherits the parent's pipelines as memory, not their threads;
 DALI's Pipeline.__del__ (run by the child's garbage collector on a pipeline left in a
@@ -24,7 +25,15 @@ from typing import Callable, List, Optional
 
 import numpy as np
 
-from ..dali_compat import can_restore, checkpoint_with, epoch_iterator, forget_inherited_pipelines, restore, shutdown
+from ..dali_compat import (
+    can_restore,
+    checkpoint_with,
+    epoch_iterator,
+    forget_inherited_pipelines,
+    reseeded,
+    restore,
+    shutdown,
+)
 from ._dali import release_freed_memory
 
 # build(seed, checkpoint) -> a built DALI pipeline over the loader's graph, at `checkpoint` if given.
@@ -59,82 +68,46 @@ class EpochOrder:
 
 
 class LivePipeline:
-    """A loader's pipeline: built on first use, positioned at each epoch's start state, its
-    runs still in flight from a loop left early drained before the next, closed by `close()`."""
+    """A loader's pipeline: built on first use, put in each epoch's start state, its runs
+    still in flight from a loop left early drained before the next, closed by `close()`."""
 
     def __init__(self, build: Builder):
         self._build = build
         self.pipeline = None
-        self._graph: Optional[bytes] = None   # the serialized graph, for seed donors
-        self._reusable = True
+        self._start: Optional[bytes] = None   # its checkpoint before any run (None: a pipeline per epoch)
         self._iterator = None                  # the epoch iterator last handed out
-        self._fresh_iterator_state = ""        # what a new iterator saves in a checkpoint
-        self._prepared: dict = {}              # seed -> (thread, result) of a donor made ahead
-        _LIVE.add(self)
 
     def start_epoch(self, seed: int, checkpoint: Optional[bytes], runs: int):
         """An iterator that runs the pipeline `runs` times from `checkpoint`, or from the
         start state of a pipeline seeded with `seed`."""
         self._drain()
-        if self.pipeline is not None and not self._reusable:
-            self.close()
+        if self.pipeline is not None and self._start is None:
+            self.close()   # no state to go back to: a pipeline per epoch
         if self.pipeline is None:
-            self.pipeline = self._build(seed, checkpoint)
-            self._learn_graph()
+            self._first_build(seed, checkpoint)
         else:
-            restore(self.pipeline, checkpoint if checkpoint is not None else self._start_state(seed))
+            restore(self.pipeline, checkpoint if checkpoint is not None else reseeded(self._start, seed))
         self._iterator = epoch_iterator(self.pipeline, runs)
-        if not self._fresh_iterator_state:
-            self._fresh_iterator_state = self._iterator.fresh_state()
         return self._iterator
 
-    def prepare(self, seed: int) -> None:
-        """Makes the start state for `seed` in the background (the next epoch's, ahead)."""
-        if not self._reusable or seed in self._prepared:
+    def _first_build(self, seed: int, checkpoint: Optional[bytes]) -> None:
+        """Builds the pipeline and learns its start state; restores the epoch's, or `checkpoint`."""
+        self.pipeline = self._build(seed, None)
+        self._start = None
+        if not can_restore(self.pipeline):
+            if checkpoint is not None:   # DALI's public way: a pipeline built at the checkpoint
+                self.close()
+                self.pipeline = self._build(seed, checkpoint)
             return
-        result: dict = {}
-        thread = threading.Thread(target=self._donate, args=(seed, result), daemon=True,
-                                  name="dali_loaders-seed-donor")
-        thread.start()
-        self._prepared = {seed: (thread, result)}   # one ahead at most
-
-    def _donate(self, seed: int, result: dict) -> None:
-        try:
-            result["state"] = self._donor_state(seed)
-        except Exception as failure:  # reported where the state is used
-            result["failure"] = failure
-
-    def _start_state(self, seed: int) -> bytes:
-        thread, result = self._prepared.pop(seed, (None, None))
-        if thread is None:
-            return self._donor_state(seed)
-        thread.join()
-        if "failure" in result:
-            raise result["failure"]
-        return result["state"]
-
-    def _donor_state(self, seed: int) -> bytes:
-        from nvidia.dali import Pipeline
-
-        donor = Pipeline.deserialize(serialized_pipeline=self._graph, batch_size=self._batch_size,
-                                     num_threads=1, device_id=self._device_id, seed=seed,
-                                     enable_checkpointing=True)
-        try:
-            return checkpoint_with(donor, self._fresh_iterator_state)
-        finally:
-            shutdown(donor)
-
-    def _learn_graph(self) -> None:
-        """Once, after the first build: the serialized graph for seed donors, or not reusable."""
-        if self._graph is not None or not self._reusable:
+        fresh = epoch_iterator(self.pipeline, 0).fresh_state()   # what an iterator before its first batch saves
+        start = checkpoint_with(self.pipeline, fresh)
+        state = reseeded(start, seed)
+        if state is None:   # an operator whose state cannot be rewritten: a pipeline per epoch
+            if checkpoint is not None:
+                restore(self.pipeline, checkpoint)
             return
-        self._batch_size, self._device_id = self.pipeline.max_batch_size, self.pipeline.device_id
-        self._reusable = can_restore(self.pipeline)
-        if self._reusable:
-            try:
-                self._graph = self.pipeline.serialize()
-            except Exception:  # DALI serializes no Python operator: a pipeline per epoch then
-                self._reusable = False
+        self._start = start
+        restore(self.pipeline, checkpoint if checkpoint is not None else state)
 
     def ended_epoch(self) -> None:
         """Called when an epoch's last batch has been served: its runs in flight go now."""
@@ -154,7 +127,7 @@ class LivePipeline:
         """A run that does not return (its reads wait on a store that never answers): the
         pipeline is detached now and shut down on a thread of its own once `waiter`, the
         thread waiting on that run, has its answer or error; the next epoch builds a new one."""
-        self._iterator, self._prepared = None, {}
+        self._iterator = None
         pipeline, self.pipeline = self.pipeline, None
         if pipeline is not None:
             threading.Thread(target=_shut_down_after, args=(pipeline, waiter), daemon=True,
@@ -163,9 +136,6 @@ class LivePipeline:
     def close(self) -> None:
         """Shuts the pipeline and its threads down now (a later epoch builds a new one)."""
         self._iterator = None
-        for thread, _ in self._prepared.values():
-            thread.join()
-        self._prepared = {}
         pipeline, self.pipeline = self.pipeline, None
         if pipeline is not None:
             shutdown(pipeline)
@@ -174,7 +144,7 @@ class LivePipeline:
 
     def disarm(self) -> None:
         """In a forked child: forget the inherited pipeline without shutting it down."""
-        self._iterator, self._prepared = None, {}
+        self._iterator = None
         if self.pipeline is not None:
             _INHERITED.append(self.pipeline)
             self.pipeline = None

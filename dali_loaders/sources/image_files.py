@@ -175,8 +175,7 @@ def dali_undecodable(paths: Sequence[str]) -> Optional[str]:
     """The first of `paths` DALI's decoder rejects, one image per synchronous run."""
     from nvidia.dali import fn, pipeline_def, types
 
-    @pipeline_def(batch_size=1, num_threads=1, device_id=None, prefetch_queue_depth=1,
-                  exec_async=False, exec_pipelined=False)
+    @pipeline_def(batch_size=1, num_threads=1, device_id=None, prefetch_queue_depth=1)
     def decode_one():
         encoded, _ = fn.readers.file(files=list(paths), random_shuffle=False)
         return fn.decoders.image(encoded, device="cpu", output_type=types.RGB)

@@ -18,7 +18,7 @@ import re
 import sys
 import threading
 import warnings
-from typing import Dict, Iterator, Optional, Tuple
+from typing import Dict, Iterator, List, Optional, Tuple
 
 MINIMUM = (2, 3)
 SEEN_TO_WORK = ((2, 3), (2, 4))   # (major, minor) releases the test suite passed on
@@ -208,6 +208,32 @@ def reseeded(checkpoint: bytes, seed: int) -> Optional[bytes]:
             operator += inner_raw
         out += _key(1, 2) + _varint(len(operator)) + operator
     return bytes(out)
+
+
+def graph_operators(serialized: bytes) -> List[Tuple[str, str, str, List[Tuple[str, str]]]]:
+    """(operator, instance name, device, [(input, its device)]) of each operator of a serialized
+    pipeline (DALI's protobuf `PipelineDef`: field 5 repeats the operators; each has its type
+    (1), inputs (2: {1: name, 2: device}) and arguments (4: {1: name, 5: a string value}), the
+    device among them)."""
+    operators = []
+    for number, wire, _, operator in _fields(serialized):
+        if number != 5 or wire != 2:
+            continue
+        kind, name, device, inputs = "", "", "cpu", []
+        for field, _, _, value in _fields(operator):
+            if field == 1:
+                kind = value.decode()
+            elif field == 5:
+                name = value.decode()
+            elif field == 2:
+                entry = {f: v for f, _, _, v in _fields(value)}
+                inputs.append((entry.get(1, b"").decode(), entry.get(2, b"cpu").decode()))
+            elif field == 4:
+                entry = {f: v for f, _, _, v in _fields(value)}
+                if entry.get(1) == b"device" and isinstance(entry.get(5), bytes):
+                    device = entry[5].decode()
+        operators.append((kind, name, device, inputs))
+    return operators
 
 
 def _varint(value: int) -> bytes:

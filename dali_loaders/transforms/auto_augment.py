@@ -20,7 +20,7 @@ import numpy as np
 
 from ..dali_compat import unconverted_augmentation
 from . import fused
-from ._args import fill_values, interp_type, random_offset
+from ._args import fill_values, interp_type, random_offset, stack
 from .augment_space import AUTOAUGMENT_BINS, depends_on_size, policies, space
 from ._core import Images, augments, branches, describe, refuses, translates
 from .affine import warp_refusal
@@ -152,7 +152,9 @@ def sharpen(images: Images):
 
     def op(data, factor):
         inner = dmath.floor(fn.filter(data, kernel, dtype=types.FLOAT, mode="valid") + 0.5)
-        window = dict(start=[-1, -1], shape=data.shape(dtype=types.INT32)[0:2], axis_names="HW",
+        # the image's size as the graph knows it on the CPU: data.shape() of GPU pixels would be
+        # a GPU -> CPU edge, which DALI's executors stall on (or refuse)
+        window = dict(start=[-1, -1], shape=stack(images.height, images.width, integer=True), axis_names="HW",
                       out_of_bounds_policy="pad", fill_values=0.0)
         smoothed = fn.slice(inner, **window)
         inside = fn.slice(inner * 0.0 + 1.0, **window)

@@ -187,6 +187,25 @@ def test_loader_with_the_plugin_equals_the_twin_and_without_it_stays_close(built
     assert "nearest" in recipe or difference.mean() <= 0.3
 
 
+@pytest.mark.parametrize("transform", [
+    v2.Compose([v2.Resize(232), v2.CenterCrop(224), v2.PILToTensor()]),
+    v2.Compose([v2.Resize(101), v2.CenterCrop((64, 99)), v2.PILToTensor()]),   # odd margins: halves to even
+    v2.Compose([v2.Resize(90, interpolation=v2.InterpolationMode.BICUBIC), v2.CenterCrop(90), v2.PILToTensor()]),
+    v2.Compose([v2.CenterCrop((61, 250)), v2.PILToTensor()]),                 # cut one way, padded the other
+    v2.Compose([v2.Resize(101), v2.CenterCrop(300), v2.PILToTensor()]),       # not fused: both steps alone
+], ids=["232-224", "101-64x99", "bicubic-90-90", "centre-crop", "resize-then-pad"])
+def test_the_window_on_size_vectors_equals_the_scalar_arithmetic(photo_dir, transform, monkeypatch):
+    """Resize and CenterCrop without the plugin (the GPU graphs' way): windows worked out on
+    (height, width) vectors, a dozen operators, give the very pixels of the per-number
+    arithmetic they replace (~80 operators for the pair), over photos of many sizes."""
+    from dali_loaders.transforms import Images
+
+    monkeypatch.setenv(plugin.DISABLE_ENV, "1")
+    vectors = val_images(photo_dir, transform)
+    monkeypatch.setattr(Images, "size_vector", lambda self: None)
+    assert torch.equal(vectors, val_images(photo_dir, transform))
+
+
 def test_random_resized_crop_uses_the_plugin(built, photo_dir, monkeypatch):
     """Train: the ROI decode, then the plugin; same crops with and without it (same seed), and
     pixels within the parity bound of the stock resize."""

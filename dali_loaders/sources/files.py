@@ -88,7 +88,8 @@ def encoded_images(encoded, device: str) -> transforms.Images:
     from nvidia.dali import fn, types
 
     shape = fn.peek_image_shape(encoded, dtype=types.INT32, adjust_orientation=False)
-    images = transforms.Images(encoded, shape[0], shape[1], 3, device)
+    images = transforms.Images(encoded, None, None, 3, device)
+    images.with_size_vector(shape[0:2])
     images.encoded, images.decode_args = True, decode_args(device)
     return images
 

@@ -1,0 +1,180 @@
+"""`python -m benchmarks.gpu_probe`: what the GPU bench does not time, in one process on a GPU machine (about 2 minutes on an
+H200 with 16 cores): the heavy recipes (resnet50: TrivialAugmentWide + RandomErasing; timm-ra:
+RandAugment + pixel RandomErasing) and CIFAR-10 on device="gpu" and "cpu-decode", beside
+torchvision's tensor backend on persistent workers; the DALI pipelines built over 3 epochs of
+each; the GPU val path's pixels against torchvision's own (PIL) pipeline. Steady state: the
+best epoch after the first.
+
+From the repository's root; the rows and $OUT/probe-extra.json (where OUT is set).
+"""
+import argparse
+import json
+import os
+import time
+import traceback
+
+import torch
+
+from dali_loaders import DaliLoader, get_cifar_iter_dali, recipes
+from dali_loaders.bench.catalog import RECIPES
+from dali_loaders.bench.data import make_image_folder
+from dali_loaders.testing.synthetic import write_cifar
+
+THREADS = int(os.environ.get("THREADS", str(os.cpu_count())))
+N_TRAIN, N_VAL = int(os.environ.get("N_TRAIN", "6000")), int(os.environ.get("N_VAL", "1000"))
+EPOCHS, BATCH = 3, 128
+CACHE = os.environ.get("PROBE_CACHE", "/tmp/probe-data")
+results = {}
+
+
+def report(name, rates, **extra):
+    steady = max(rates[1:]) if len(rates) > 1 else rates[0]
+    results[name] = {"per_epoch": [round(r) for r in rates], "steady": round(steady), **extra}
+    more = "".join(f"  {k} {v}" for k, v in extra.items())
+    print(f"{name:56s} {steady:9,.0f} img/s   epochs {[round(r) for r in rates]}{more}", flush=True)
+
+
+def epochs_of(loader, epochs=EPOCHS):
+    rates = []
+    for _ in range(epochs):
+        start, count = time.perf_counter(), 0
+        for images, _ in loader:
+            count += images.shape[0]
+        if torch.cuda.is_available():
+            torch.cuda.synchronize()
+        rates.append(count / (time.perf_counter() - start))
+    return rates
+
+
+class Builds:
+    """Counts the DALI pipelines built while it is entered."""
+
+    def __enter__(self):
+        from nvidia.dali.pipeline import Pipeline
+
+        self.count, self._original = 0, Pipeline._init_pipeline_backend
+        probe = self
+
+        def counted(pipe):
+            probe.count += 1
+            return probe._original(pipe)
+
+        Pipeline._init_pipeline_backend = counted
+        return self
+
+    def __exit__(self, *failure):
+        from nvidia.dali.pipeline import Pipeline
+
+        Pipeline._init_pipeline_backend = self._original
+
+
+def guarded(name, run):
+    try:
+        run()
+    except Exception as failure:   # one failing row must not hide the others
+        results[name] = {"error": repr(failure)[:400]}
+        print(f"{name:56s} FAILED: {failure!r}"[:500], flush=True)
+        traceback.print_exc(limit=8)
+
+
+def dali_rows(train_folder):
+    from torchvision.datasets import ImageFolder
+
+    for recipe in ("resnet50", "timm-ra", "default"):
+        make = RECIPES["imagenet"][recipe].make
+        for device in ("gpu", "cpu-decode") + (("cpu",) if recipe != "default" else ()):
+            def run(recipe=recipe, device=device, make=make):
+                with Builds() as built:
+                    loader = DaliLoader(ImageFolder(train_folder, transform=make(True)), batch_size=BATCH,
+                                        shuffle=True, num_workers=THREADS, device=device, seed=1)
+                    rates = epochs_of(loader)
+                    loader.close()
+                report(f"ours {recipe} train, {device}", rates, builds=built.count)
+            guarded(f"ours {recipe} train, {device}", run)
+
+
+def torchvision_rows(train_folder):
+    from torchvision.datasets import ImageFolder
+    from torchvision.io import ImageReadMode, decode_jpeg, read_file
+
+    def load(path):
+        return decode_jpeg(read_file(path), mode=ImageReadMode.RGB)
+
+    for recipe in ("resnet50", "timm-ra", "default"):
+        spec = RECIPES["imagenet"][recipe]
+        make = spec.tensor_make or spec.make
+
+        def run(recipe=recipe, make=make):
+            data = ImageFolder(train_folder, transform=make(True), loader=load)
+            loader = torch.utils.data.DataLoader(data, batch_size=BATCH, shuffle=True, num_workers=THREADS,
+                                                 persistent_workers=True, pin_memory=True, prefetch_factor=4)
+            rates = []
+            for _ in range(2):   # the first epoch starts the workers
+                start, count = time.perf_counter(), 0
+                for images, _ in loader:
+                    images = images.cuda(non_blocking=True)
+                    count += images.shape[0]
+                torch.cuda.synchronize()
+                rates.append(count / (time.perf_counter() - start))
+            report(f"torchvision tensors {recipe} train, {THREADS} workers", rates)
+        guarded(f"torchvision tensors {recipe} train", run)
+
+
+def cifar_rows():
+    root = write_cifar(os.path.join(CACHE, "cifar"), n_train=int(os.environ.get("N_CIFAR", "50000")), n_test=1000)
+    for device in ("gpu", "cpu"):
+        def run(device=device):
+            with Builds() as built:
+                loader = get_cifar_iter_dali("train", root, 256, THREADS, device=device, seed=1)
+                rates = epochs_of(loader)
+                loader.close()
+            report(f"ours CIFAR-10 train, {device}", rates, builds=built.count)
+        guarded(f"ours CIFAR-10 train, {device}", run)
+
+
+def val_parity(val_folder):
+    """The GPU val path against torchvision's own: levels of 0..255 after undoing Normalize."""
+    from torchvision.datasets import ImageFolder
+
+    def run():
+        transform = recipes.imagenet(False)
+        ours = DaliLoader(ImageFolder(val_folder, transform=transform), batch_size=64, num_workers=THREADS,
+                          device="gpu")
+        theirs = torch.utils.data.DataLoader(ImageFolder(val_folder, transform=transform), batch_size=64,
+                                             num_workers=THREADS)
+        std = torch.tensor(recipes.IMAGENET_STD).view(1, 3, 1, 1) * 255
+        worst, means = 0.0, []
+        for k, ((a, la), (b, lb)) in enumerate(zip(ours, theirs)):
+            assert torch.equal(la.cpu(), lb), "labels differ"
+            levels = ((a.cpu() - b).abs() * std)
+            worst, means = max(worst, levels.max().item()), means + [levels.mean().item()]
+            if k == 3:
+                break
+        results["val parity, gpu vs torchvision (levels)"] = {"max": round(worst, 2),
+                                                              "mean": round(sum(means) / len(means), 4)}
+        print(f"val parity, gpu vs torchvision: max {worst:.2f} levels, mean {sum(means) / len(means):.4f}",
+              flush=True)
+    guarded("val parity", run)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.gpu_probe", description=__doc__.splitlines()[0])
+    parser.parse_args(argv)
+    start = time.perf_counter()
+    root = make_image_folder(CACHE, N_TRAIN, N_VAL)
+    train, val = os.path.join(root, "train"), os.path.join(root, "val")
+    print(f"gpu_probe: {torch.cuda.get_device_name(0) if torch.cuda.is_available() else 'no GPU'}, "
+          f"{THREADS} threads, {N_TRAIN} train images", flush=True)
+    val_parity(val)
+    dali_rows(train)
+    cifar_rows()
+    torchvision_rows(train)
+    out = os.environ.get("OUT")
+    if out:
+        with open(os.path.join(out, "probe-extra.json"), "w") as f:
+            json.dump(results, f, indent=1)
+    print(f"gpu_probe: {time.perf_counter() - start:.0f} s")
+
+
+if __name__ == "__main__":
+    main()

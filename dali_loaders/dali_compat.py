@@ -236,6 +236,16 @@ def graph_operators(serialized: bytes) -> List[Tuple[str, str, str, List[Tuple[s
     return operators
 
 
+def graph_outputs(serialized: bytes) -> List[Tuple[str, str]]:
+    """(name, device) of each output of a serialized pipeline (`PipelineDef` field 7)."""
+    outputs = []
+    for number, wire, _, value in _fields(serialized):
+        if number == 7 and wire == 2:
+            entry = {f: v for f, _, _, v in _fields(value)}
+            outputs.append((entry.get(1, b"").decode(), entry.get(2, b"cpu").decode()))
+    return outputs
+
+
 def _varint(value: int) -> bytes:
     out = bytearray()
     while True:

@@ -28,7 +28,8 @@ def graph(source, feed, per_batch: int, recipe: transforms.Plan, layout: str, va
     or the images alone with `host_labels` (the loader reads the labels itself: see
     dali_loader; the source must have host_labels).
     (`per_batch`, not batch_size: pipeline_def takes that name for itself.) `variant`: one
-    graph for all three (options.DEVICES); they differ only in the devices named.
+    graph for all (options.DEVICES, and "cpu-steps": see graph_variant); they differ only in the
+    devices named.
 
     The source interface: `source.read(feed, batch_size, device)` returns (Images, labels) of
     batch after batch of `feed`'s samples, each run's batch `feed.batch(info.iteration,
@@ -36,7 +37,7 @@ def graph(source, feed, per_batch: int, recipe: transforms.Plan, layout: str, va
     restored checkpoint sets the iteration, so the graph is defined once (pipeline.py). A plain
     array of indices is a fixed order."""
     feed = EpochOrder.of(feed)
-    device = "cpu" if variant == "cpu" else "gpu"
+    device = "cpu" if variant in transforms.CPU_STEPS else "gpu"   # where the steps run
     read_on = "cpu" if recipe.python else device   # Python steps need the pixels on the CPU
     images, labels = source.read(feed, per_batch, read_on, labels=False) if host_labels else \
         source.read(feed, per_batch, read_on)
@@ -49,7 +50,7 @@ def graph(source, feed, per_batch: int, recipe: transforms.Plan, layout: str, va
         transforms.run_in_python(recipe.python, images)
     else:
         images.materialize()
-    if device == "gpu":
+    if variant != "cpu":   # the batch is handed over on the GPU
         images.data = images.data.gpu()
         labels = None if labels is None else labels.gpu()
     return images.data if labels is None else (images.data, labels)
@@ -118,6 +119,7 @@ def assemble(dataset, *, batch_size, shuffle, sampler, batch_sampler, num_worker
     recipe = way.recipe
     if recipe.python:
         transforms.warn_slow(recipe)
+    variant = graph_variant(variant, source, recipe)
     parts.host_labels = host_labels = getattr(source, "host_labels", None)
     # the pipeline's batch size: a batch_sampler's own, else its first epoch's largest batch
     limit = batch_size if batch_sampler is None else getattr(batch_sampler, "batch_size", None)
@@ -136,6 +138,26 @@ def assemble(dataset, *, batch_size, shuffle, sampler, batch_sampler, num_worker
     parts.finish = (lambda images: finish(images).pin_memory()) if pin else finish
     parts.explain = failure_explainer(source, limit or 1)
     return parts
+
+# Pixels already decoded (CIFAR, MNIST, SVHN, STL-10: ArraySource) get their steps on the CPU
+# under device="gpu" too: see graph_variant.
+DECODED_ON_CPU = True
+
+
+def graph_variant(variant: str, source, recipe: transforms.Plan) -> str:
+    """The graph a loader builds for its device: device="gpu" decodes on the GPU and runs the
+    steps there, except where the CPU was measured faster (an H200 with 16 cores; docs/gpu.md):
+    - a recipe with steps the fused CPU operator runs (the AutoAugment family, ColorJitter,
+      RandomApply), built here: on the GPU those are per-sample branches of hundreds of small
+      operators (torchvision's ResNet-50 recipe 2,611 images/s on the GPU, 4,425 on the CPU);
+    - a source of pixels (DECODED_ON_CPU): no decode to take over, and small images.
+    Then "cpu-steps": decode and steps on the CPU, the batch handed over on the GPU."""
+    if variant != "gpu" or recipe.python:
+        return variant
+    if transforms.fused_on_cpu(recipe) or (DECODED_ON_CPU and getattr(source, "decoded", False)):
+        return "cpu-steps"
+    return variant
+
 
 def output_layout(memory_format) -> str:
     if memory_format in (None, torch.contiguous_format):

@@ -10,6 +10,8 @@ from .array_batches import BatchSteps
 class ArraySource:
     """Images in memory, (N, H, W, C) uint8 (C is 1 or 3), and labels (N,) int64."""
 
+    decoded = True   # pixels already: nothing for a GPU decoder to do
+
     def __init__(self, images: np.ndarray, labels: np.ndarray, name: str):
         if images.ndim == 3:
             images = images[..., None]

@@ -25,6 +25,9 @@ May provide:
   label_table                     loader.outputs.LabelTable: labels that are not one integer
   name_failure(batch_size)        a hook naming the sample behind a failed batch
                                   (failure, remaining indices) -> Exception or None
+  decoded                         True when read() hands DALI pixels, not encoded files: no
+                                  decode for a GPU to take over (the loader may then keep the
+                                  steps on the CPU: loader/build.py's graph_variant)
 """
 from typing import Protocol, runtime_checkable
 

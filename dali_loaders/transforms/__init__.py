@@ -8,6 +8,7 @@ auto_augment); importing this package registers them all.
 """
 from . import affine, auto_augment, color, containers, conversion, cutout, geometry  # noqa: F401  registers
 from ._core import (
+                    CPU_STEPS,
                     TRANSLATORS,
                     Images,
                     Plan,
@@ -16,6 +17,7 @@ from ._core import (
                     check,
                     describe,
                     flatten,
+                    fused_on_cpu,
                     needs_conditionals,
                     plan,
                     register,
@@ -25,7 +27,7 @@ from ._core import (
 from .dali_function import DaliFunction
 from .python_fallback import as_tensor, call_step, call_steps, run_in_python, warn_slow
 
-__all__ = ["DaliFunction", "TRANSLATORS", "Images", "Plan", "Untranslatable", "apply", "as_tensor", "call_step",
+__all__ = ["CPU_STEPS", "DaliFunction", "TRANSLATORS", "Images", "Plan", "Untranslatable", "apply", "as_tensor", "call_step",
            "call_steps", "check",
-           "describe", "flatten", "needs_conditionals", "plan", "register", "run_in_python", "supported_names",
+           "describe", "flatten", "fused_on_cpu", "needs_conditionals", "plan", "register", "run_in_python", "supported_names",
            "untranslatable_reason", "warn_slow"]

@@ -474,18 +474,37 @@ CROP_ATTEMPTS = 10  # torchvision's tries before it falls back to a centre crop
 
 
 def needs_conditionals(recipe: Plan, variant: str = "gpu") -> bool:
-    """Whether the graph has per-sample `if`s: DALI then needs enable_conditionals. In the
-    "cpu" variant, the steps DaliLoadersAugment runs have none (see fused.py); the plugin is
-    only built when the recipe has such a step."""
+    """Whether the graph has per-sample `if`s: DALI then needs enable_conditionals. Where the
+    steps run on the CPU, the steps DaliLoadersAugment runs have none (see fused.py); the
+    plugin is only built when the recipe has such a step."""
     from ..ops import augment as op
 
     # the translated steps run where the pixels are read: the CPU for Python steps
-    device = "cpu" if recipe.python or variant == "cpu" else "gpu"
-    branching = [(step, TRANSLATORS[type(step)]) for step in recipe.translated]
-    branching = [(step, t) for step, t in branching if getattr(t, "branches", lambda s: False)(step)]
-    fusing = [getattr(t, "augments", False) and getattr(t, "fuses", lambda s: True)(step) for step, t in branching]
+    device = "cpu" if recipe.python or variant in CPU_STEPS else "gpu"
+    branching = _branching(recipe)
+    fusing = [_fuses(step, t) for step, t in branching]
     fused = any(fusing) and op.usable(device)
     return bool(branching) and not (fused and all(fusing))
+
+
+CPU_STEPS = ("cpu", "cpu-steps")   # the variants whose translated steps run on the CPU (loader/build.py)
+
+
+def fused_on_cpu(recipe: Plan) -> bool:
+    """Whether a per-sample branching step of the recipe (the AutoAugment family, ColorJitter's
+    order, RandomApply, ...) is one the fused CPU operator runs, and that operator is built here."""
+    from ..ops import augment as op
+
+    return any(_fuses(step, t) for step, t in _branching(recipe)) and op.usable("cpu")
+
+
+def _branching(recipe: Plan):
+    steps = [(step, TRANSLATORS[type(step)]) for step in recipe.translated]
+    return [(step, t) for step, t in steps if getattr(t, "branches", lambda s: False)(step)]
+
+
+def _fuses(step, translator) -> bool:
+    return getattr(translator, "augments", False) and getattr(translator, "fuses", lambda s: True)(step)
 
 
 def branches(translator):

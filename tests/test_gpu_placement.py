@@ -1,0 +1,63 @@
+"""Where device="gpu" runs a recipe's steps (loader/build.py's graph_variant): on the GPU after
+the GPU decode, but on the CPU (the batch handed over on the GPU) for recipes the fused CPU
+operator runs and for sources of pixels, where the CPU was measured faster."""
+import numpy as np
+import pytest
+from image_data import write_image_folder
+
+from dali_loaders import dali_compat, recipes, transforms
+from dali_loaders.loader.build import graph_variant, serialized_gpu_graph
+from dali_loaders.ops import plugin
+from dali_loaders.sources.arrays import ArraySource
+from dali_loaders.sources.image_files import ImageFiles
+
+
+@pytest.fixture(scope="module")
+def images(tmp_path_factory):
+    folder = str(tmp_path_factory.mktemp("images"))
+    write_image_folder(folder, {"a": 2, "b": 2})
+    return ImageFiles(folder)
+
+
+@pytest.fixture(scope="module")
+def arrays():
+    pixels = np.random.default_rng(0).integers(0, 256, (8, 32, 32, 3), dtype=np.uint8)
+    return ArraySource(pixels, np.arange(8) % 3, "cifar10")
+
+
+def variant_of(source, transform, variant="gpu", python_fallback=False):
+    return graph_variant(variant, source, transforms.plan(transform, python_fallback))
+
+
+def test_plain_recipes_over_files_run_on_the_gpu(images):
+    assert variant_of(images, recipes.imagenet(True)) == "gpu"
+    assert variant_of(images, recipes.imagenet(False)) == "gpu"
+
+
+def test_recipes_the_fused_operator_runs_keep_their_steps_on_the_cpu(images):
+    assert plugin.augment_available()
+    assert variant_of(images, recipes.resnet50_reference(True)) == "cpu-steps"
+    assert variant_of(images, recipes.resnet50_reference(False)) == "gpu"          # val: no augmentation
+    assert variant_of(images, recipes.resnet50_reference(True), "cpu-decode") == "cpu-decode"   # asked for
+    assert variant_of(images, recipes.resnet50_reference(True), "cpu") == "cpu"
+
+
+def test_without_the_fused_operator_they_run_on_the_gpu(images, monkeypatch):
+    monkeypatch.setenv(plugin.DISABLE_AUGMENT_ENV, "1")
+    assert variant_of(images, recipes.resnet50_reference(True)) == "gpu"
+
+
+def test_sources_of_pixels_keep_their_steps_on_the_cpu(arrays):
+    assert variant_of(arrays, recipes.cifar(True)) == "cpu-steps"
+    assert variant_of(arrays, recipes.cifar(True), "cpu-decode") == "cpu-decode"
+
+
+def test_the_cpu_steps_graph_runs_every_step_on_the_cpu_and_hands_the_batch_over_on_the_gpu(images, arrays):
+    for source, transform in ((images, recipes.resnet50_reference(True)), (arrays, recipes.cifar(True))):
+        graph = serialized_gpu_graph(source, transform, variant="cpu-steps")
+        operators = dali_compat.graph_operators(graph)
+        assert [kind for kind, _, device, _ in operators if device != "cpu"] == []
+        assert [device for _, device in dali_compat.graph_outputs(graph)] == ["gpu", "gpu"]
+        assert "decoders__ImageRandomCrop" in {kind for kind, *_ in operators} or source is arrays
+    gpu = dali_compat.graph_outputs(serialized_gpu_graph(images, recipes.imagenet(True), variant="gpu"))
+    assert [device for _, device in gpu] == ["gpu", "gpu"]

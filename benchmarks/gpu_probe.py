@@ -80,9 +80,9 @@ def guarded(name, run):
 def dali_rows(train_folder):
     from torchvision.datasets import ImageFolder
 
-    for recipe in ("resnet50", "timm-ra", "default"):
+    for recipe in ("resnet50", "timm-ra", "tv176"):
         make = RECIPES["imagenet"][recipe].make
-        for device in ("gpu", "cpu-decode") + (("cpu",) if recipe != "default" else ()):
+        for device in ("gpu", "cpu-decode"):
             def run(recipe=recipe, device=device, make=make):
                 with Builds() as built:
                     loader = DaliLoader(ImageFolder(train_folder, transform=make(True)), batch_size=BATCH,
@@ -100,7 +100,7 @@ def torchvision_rows(train_folder):
     def load(path):
         return decode_jpeg(read_file(path), mode=ImageReadMode.RGB)
 
-    for recipe in ("resnet50", "timm-ra", "default"):
+    for recipe in ("resnet50", "timm-ra", "tv176"):
         spec = RECIPES["imagenet"][recipe]
         make = spec.tensor_make or spec.make
 
@@ -120,16 +120,53 @@ def torchvision_rows(train_folder):
         guarded(f"torchvision tensors {recipe} train", run)
 
 
-def cifar_rows():
-    root = write_cifar(os.path.join(CACHE, "cifar"), n_train=int(os.environ.get("N_CIFAR", "50000")), n_test=1000)
-    for device in ("gpu", "cpu"):
-        def run(device=device):
-            with Builds() as built:
-                loader = get_cifar_iter_dali("train", root, 256, THREADS, device=device, seed=1)
-                rates = epochs_of(loader)
+def read_rows(train_folder):
+    """The default recipe over files read with and without memory maps (fn.io.file.read)."""
+    from torchvision.datasets import ImageFolder
+
+    from dali_loaders.sources import files
+
+    for name, settings in (("mapped", {}), ("read()", {"dont_use_mmap": True})):
+        def run(name=name, settings=settings):
+            saved, files.FILE_READ = files.FILE_READ, settings
+            try:
+                loader = DaliLoader(ImageFolder(train_folder, transform=recipes.imagenet(True)), batch_size=BATCH,
+                                    shuffle=True, num_workers=THREADS, device="gpu", seed=1)
+                report(f"ours default train, gpu, files {name}", epochs_of(loader, 4))
                 loader.close()
-            report(f"ours CIFAR-10 train, {device}", rates, builds=built.count)
-        guarded(f"ours CIFAR-10 train, {device}", run)
+            finally:
+                files.FILE_READ = saved
+        guarded(f"ours default train, gpu, files {name}", run)
+
+
+def cifar_rows():
+    """CIFAR-10 on the CPU, and under device="gpu" with its steps on the CPU (as placed) and on
+    the GPU (forced), the batches on the GPU in all three."""
+    from dali_loaders.loader import build
+
+    root = write_cifar(os.path.join(CACHE, "cifar"), n_train=int(os.environ.get("N_CIFAR", "50000")), n_test=1000)
+    for device, on_cpu in (("cpu", True), ("gpu", True), ("gpu", False)):
+        name = f"ours CIFAR-10 train, {device}" + ("" if device == "cpu" else
+                                                   ", steps on the " + ("CPU" if on_cpu else "GPU"))
+
+        def run(device=device, on_cpu=on_cpu, name=name):
+            saved, build.DECODED_ON_CPU = build.DECODED_ON_CPU, on_cpu
+            try:
+                with Builds() as built:
+                    loader = get_cifar_iter_dali("train", root, 256, THREADS, device=device, seed=1)
+                    rates = []
+                    for _ in range(EPOCHS):
+                        start, count = time.perf_counter(), 0
+                        for images, _ in loader:
+                            images = images.cuda(non_blocking=True)   # where training wants them
+                            count += images.shape[0]
+                        torch.cuda.synchronize()
+                        rates.append(count / (time.perf_counter() - start))
+                    loader.close()
+            finally:
+                build.DECODED_ON_CPU = saved
+            report(name, rates, builds=built.count)
+        guarded(name, run)
 
 
 def val_parity(val_folder):
@@ -166,6 +203,7 @@ def main(argv=None):
     print(f"gpu_probe: {torch.cuda.get_device_name(0) if torch.cuda.is_available() else 'no GPU'}, "
           f"{THREADS} threads, {N_TRAIN} train images", flush=True)
     val_parity(val)
+    read_rows(train)
     dali_rows(train)
     cifar_rows()
     torchvision_rows(train)

@@ -2,6 +2,7 @@
 fallbacks on a DALI newer than those checked (the same batches), and no AutoGraph file left
 in the temp folder after a graph with conditionals is built and run."""
 import os
+import re
 import tempfile
 import warnings
 
@@ -115,3 +116,34 @@ def test_no_autograph_file_is_left_after_a_graph_with_conditionals(tmp_path):
         assert set(took_if) == {True, False}
         assert np.array_equal(np.where(took_if, values - 100, values + 100), np.arange(6))
     assert all(np.array_equal(a, b) for a, b in zip(runs[0], runs[1]))
+
+
+def test_an_epochs_start_state_rekeys_every_random_generator_and_nothing_else():
+    from nvidia.dali import fn, pipeline_def
+
+    @pipeline_def(batch_size=2, num_threads=1, device_id=None, seed=5, enable_checkpointing=True,
+                  prefetch_queue_depth=1)   # no run in flight after run(): restore() wants an idle pipeline
+    def pipe():
+        data = fn.external_source(source=lambda info: [np.zeros(3, np.uint8)] * 2, batch_info=True)
+        return data, fn.random.uniform(range=[0, 1]), fn.random.coin_flip()
+
+    p = pipe()
+    p.build()
+    start = dali_compat.checkpoint_with(p, "")
+    first, again, other = (dali_compat.reseeded(start, s) for s in (11, 11, 12))
+    assert first == again and first != other                 # a pure function of the seed
+    drawn = []
+    for state in (first, other):
+        dali_compat.restore(p, state)
+        drawn.append([np.array(p.run()[1].as_tensor()) for _ in range(2)])
+    dali_compat.restore(p, first)
+    assert np.array_equal(np.array(p.run()[1].as_tensor()), drawn[0][0])   # restoring replays the stream
+    assert not np.array_equal(drawn[0][0], drawn[1][0])
+    states = re.findall(rb"Philox_([0-9A-F]{16})_([0-9A-F]{16}):([0-9A-F]{16})_([0-9]+)", first)
+    assert len({key for key, *_ in states}) == 2                                  # a stream per operator
+    assert {state[1:] for state in states} == {(b"0" * 16, b"0" * 16, b"0")}      # each at its start
+    p.run()
+    moved = dali_compat.checkpoint_with(p, "")
+    assert dali_compat.reseeded(moved, 11) != moved and dali_compat.reseeded(moved, 11)   # counters reset
+    unknown = start.replace(b"Philox_", b"Mersen_")           # a state of another kind: not rewritten
+    assert dali_compat.reseeded(unknown, 11) is None

@@ -68,7 +68,12 @@ class FileSource:
             return encoded_images(encoded, device), labels
         names, labels = fn.external_source(source=_NameFeeder(self, order, batch_size), num_outputs=2, batch=True,
                                            batch_info=True, dtype=[types.UINT8, types.INT64])
-        return encoded_images(fn.io.file.read(names), device), labels
+        return encoded_images(fn.io.file.read(names, **FILE_READ), device), labels
+
+
+# fn.io.file.read's settings: DALI's default maps each file into memory (and unmaps it), one
+# mapping per image.
+FILE_READ: dict = {}
 
 
 class _NameFeeder:

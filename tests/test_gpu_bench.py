@@ -59,3 +59,22 @@ def test_past_the_time_budget_the_rest_is_listed_as_skipped(tmp_path):
     rows = json.loads((out / "gpu-bench.json").read_text())["rows"]
     assert rows and all(row["skipped"] == "the time budget ran out" for row in rows)
     assert (out / "gpu-bench.md").read_text().count("skipped: the time budget ran out") == len(rows)
+
+
+def test_on_a_gpu_the_ceiling_and_nvidias_example_come_first_and_every_variant_follows():
+    """What a GPU machine runs, by default (the default and resnet50 recipes): the quick and
+    telling rows first, should the time budget run out."""
+    from dali_loaders.bench import contenders, gpu_run
+
+    found = gpu_run.contenders(True)
+    assert [(c.kind, c.device) for c in found] == [
+        ("ceiling", "gpu"), ("nvidia", "gpu"), ("dali", "gpu"), ("tensor", None), ("torchvision", None),
+        ("dali", "cpu-decode"), ("dali", "cpu")]
+    assert all(c.kind in contenders.KINDS for c in found)
+    images = {(split, recipe) for split in ("train", "val") for recipe in ("default", "resnet50")}
+    by_kind = {(c.kind, c.device): c.workloads for c in found}
+    assert set(by_kind["ceiling", "gpu"]) == set(by_kind["nvidia", "gpu"]) == {
+        ("imagenet", split, "default") for split in ("train", "val")}
+    assert {(s, r) for d, s, r in by_kind["dali", "gpu"] if d == "imagenet"} == images
+    assert ("cifar10", "train", "default") in by_kind["dali", "gpu"]
+    assert [c.kind for c in gpu_run.contenders(True, recipes=[])] == ["dali", "torchvision", "dali"]   # CIFAR only

@@ -170,8 +170,8 @@ def test_the_tests_collect_and_skip_where_no_optional_extra_is_installed(tmp_pat
     collected = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
                                 "tests"], cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
     assert collected.returncode == 0 and "error" not in collected.stdout.lower(), collected.stdout[-3000:]
-    skipped = subprocess.run([sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider",
-                              "--basetemp", str(tmp_path / "run"), "tests/test_s3.py::test_a_missing_bucket_or_prefix_is_named",
+    skipped = subprocess.run([sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", "--basetemp",
+                              str(tmp_path / "run"), "tests/test_s3.py::test_a_missing_bucket_or_prefix_is_named",
                               "tests/test_s3_reads.py::test_the_signature_is_botocores"],
                              cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
     assert skipped.returncode == 0 and "pip install dali_loaders[s3]" in skipped.stdout, skipped.stdout[-3000:]

@@ -4,9 +4,10 @@ On an ImageNet-style folder it makes itself (photo-like JPEGs, 300 to 500 px on 
 side), for the recipes default and resnet50 (timm-ra when asked for), train and val, it
 times: the decode ceiling (DALI reading the same files and decoding them "mixed" as NVIDIA's
 example does, train only a random crop's window, each image resized to 224 x 224, nothing
-else; without a GPU the CPU decode alone: DALI's CPU resize is no ceiling); NVIDIA's DALI example pipeline (the default recipe,
-hand-written; bench/nvidia.py); the DALI loader with device="gpu" (mixed decode),
-"cpu-decode" and "cpu"; torchvision's tensor backend at its best num_workers of 4, 8 and 16.
+else; without a GPU the CPU decode alone: DALI's CPU resize is no ceiling); NVIDIA's DALI
+example pipeline (the default recipe, hand-written; bench/nvidia.py); the DALI loader with
+device="gpu" (mixed decode), "cpu-decode" and "cpu"; torchvision's tensor backend at its best
+num_workers of 4, 8 and 16.
 Then a full CIFAR-10 train epoch (50,000 images, batch 256): the DALI loader on the GPU and
 on the CPU against its torchvision twin at its best num_workers.
 

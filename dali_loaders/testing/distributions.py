@@ -7,9 +7,10 @@ distribution with that of torchvision's or timm's own class applied to the same 
 Python: the two-sample Kolmogorov-Smirnov distance D once each value may move by the check's
 `tolerance` (the per-pixel differences docs/augmentations.md states, such as DALI's equalize
 formula or its warps' interpolation, move a near-constant statistic a little, and an exact KS
-test would flag that as another distribution), bound by D's critical value at ALPHA. Each check names a parameter set away from its default; a translation that ignored it
-would draw from the default's distribution, which the check tells apart (tests/
-test_check_gpu.py runs every check with the parameter at its default and sees it fail).
+test would flag that as another distribution), bound by D's critical value at ALPHA. Each
+check names a parameter set away from its default; a translation that ignored it would draw
+from the default's distribution, which the check tells apart (tests/test_check_gpu.py runs
+every check with the parameter at its default and sees it fail).
 """
 import math
 import os

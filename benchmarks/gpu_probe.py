@@ -126,12 +126,13 @@ def read_rows(train_folder):
 
     from dali_loaders.sources import files
 
-    for name, settings in (("mapped", {}), ("read()", {"dont_use_mmap": True})):
-        def run(name=name, settings=settings):
+    for name, settings, depth in (("mapped", {}, 2), ("read()", {"dont_use_mmap": True}, 2),
+                                  ("mapped, prefetch 4", {}, 4)):
+        def run(name=name, settings=settings, depth=depth):
             saved, files.FILE_READ = files.FILE_READ, settings
             try:
                 loader = DaliLoader(ImageFolder(train_folder, transform=recipes.imagenet(True)), batch_size=BATCH,
-                                    shuffle=True, num_workers=THREADS, device="gpu", seed=1)
+                                    shuffle=True, num_workers=THREADS, device="gpu", seed=1, prefetch_factor=depth)
                 report(f"ours default train, gpu, files {name}", epochs_of(loader, 4))
                 loader.close()
             finally:

@@ -14,6 +14,12 @@ from dali_loaders.testing.object_store import (  # noqa: F401  (the tests import
 )
 
 
+def needs_boto3() -> None:
+    """Skips the test where boto3 (the s3 extra's: the server's client, the library's listings)
+    is not installed."""
+    pytest.importorskip("boto3", reason="boto3 comes with the s3 extra: pip install dali_loaders[s3]")
+
+
 class ProxiedServer(WeedServer):
     """A WeedServer with a LoopbackProxy in front of its S3 port (`proxy`, from start_proxy())."""
 
@@ -31,6 +37,7 @@ def s3_server(tmp_path_factory):
     can be slowed), the AWS environment pointing at the proxy. One endpoint for the session:
     DALI's S3 client keeps the endpoint it first read for the life of the process. A test
     that stops the server starts it again (same data, same ports)."""
+    needs_boto3()
     server = ProxiedServer(str(tmp_path_factory.mktemp("seaweedfs")))
     server.start()
     server.start_proxy()

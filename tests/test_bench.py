@@ -1,6 +1,7 @@
 """`python -m dali_loaders bench --tiny` runs end to end and writes its JSON and chart.
 
 Speed is not tested here (no timing thresholds): the benchmark itself reports it."""
+import argparse
 import json
 import os
 import re
@@ -172,8 +173,6 @@ def test_help_describes_the_options():
 
 
 def test_a_recipe_whose_library_is_missing_is_skipped_with_a_hint(monkeypatch, capsys):
-    import argparse
-
     from dali_loaders.bench import catalog, run
 
     lacking = catalog.BenchRecipe(lambda train: None, needs=("no_such_library_here",))
@@ -182,6 +181,24 @@ def test_a_recipe_whose_library_is_missing_is_skipped_with_a_hint(monkeypatch, c
     chosen = run.chosen_recipes(args, "imagenet")
     assert "lacking" not in chosen and "default" in chosen
     assert capsys.readouterr().err.strip().splitlines() == ["lacking skipped: pip install no_such_library_here"]
+
+
+def test_when_every_recipe_asked_for_is_skipped_the_run_says_so(monkeypatch, tmp_path, capsys):
+    """`bench --only imagenet --recipe R` where R's library is missing: its hint, then that
+    nothing was timed because of it (not that no data was found); no data is made."""
+    from dali_loaders.bench import catalog, run
+
+    lacking = catalog.BenchRecipe(lambda train: None, needs=("no_such_library_here",))
+    monkeypatch.setitem(catalog.RECIPES, "imagenet", dict(catalog.RECIPES["imagenet"], lacking=lacking))
+    parser = argparse.ArgumentParser()
+    run.add_arguments(parser)
+    args = parser.parse_args(["--tiny", "--only", "imagenet", "--recipe", "default", "--cache-dir", str(tmp_path)])
+    args.recipe = ["lacking"]   # argparse's choices were fixed before the patch
+    assert run.main(args) == 1
+    assert capsys.readouterr().err.strip().splitlines() == [
+        "lacking skipped: pip install no_such_library_here",
+        "nothing to time: every recipe asked for was skipped (see above)"]
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_without_matplotlib_the_chart_alone_is_missing(monkeypatch, tmp_path, capsys):

@@ -1,14 +1,19 @@
 """`python -m dali_loaders check-gpu`: says so and exits 0 without a GPU; its table, its
 failures (labels, shapes, batch counts, a graph that raises) and its exit code, tried CPU
-against CPU; every translated transform in it."""
+against CPU; every translated transform in it; bounds in levels of 0..255 whatever the output's
+scale; the random transforms' checks by distribution, which pass on graphs built as a GPU's
+are (DALI's own operators) and fail when their parameter is left at its default."""
 import subprocess
 import sys
+import tempfile
 
+import numpy as np
 import pytest
 import torch
 
 from dali_loaders import get_cifar_iter_dali, transforms
-from dali_loaders.testing import check_gpu
+from dali_loaders.ops import plugin
+from dali_loaders.testing import check_gpu, distributions
 from dali_loaders.testing.synthetic import write_cifar
 
 
@@ -22,7 +27,8 @@ def test_without_a_gpu_it_says_so_and_exits_0():
 
 def test_every_translated_transform_is_checked():
     used = set()
-    for _, transform, _ in check_gpu.transform_cases():
+    cases = [transform for _, transform, _ in check_gpu.transform_cases()]
+    for transform in cases + [check.transform for check in distributions.distribution_checks()]:
         for step in transforms.flatten(transform):
             used |= {type(step).__name__} | {type(inner).__name__ for inner in getattr(step, "transforms", [])}
     assert set(transforms.supported_names()) <= used
@@ -66,3 +72,76 @@ def test_the_real_checks_run_cpu_against_cpu(tmp_path, capsys):
     assert len(picked) == 4
     assert check_gpu.run("cpu", picked) == 0
     assert "4 of 4 checks passed" in capsys.readouterr().out
+
+
+class Batches:
+    """A fake loader: the same (images, labels) batches each epoch."""
+
+    def __init__(self, *batches):
+        self.batches = batches
+
+    def __iter__(self):
+        return iter(self.batches)
+
+
+def test_bounds_are_in_levels_whatever_the_output_scale():
+    """A difference of 7 levels reads 7 on uint8, 0..1 and normalized outputs alike; rows and
+    columns left out (Resize nearest's ties) are not compared, and only those."""
+    labels = torch.zeros(2, dtype=torch.int64)
+    std = [0.229, 0.224, 0.225]
+    base = torch.zeros(2, 3, 6, 5)
+    moved = base.clone()
+    moved[:, 1, 2, 3] = 7
+    cases = {"uint8": (base.to(torch.uint8), moved.to(torch.uint8), None),
+             "0..1": (base, moved / 255, None),
+             "normalized": (base, moved / (255 * torch.tensor(std).view(1, 3, 1, 1)), std)}
+    for name, (a, b, scale) in cases.items():
+        def make(variant, a=a, b=b):
+            return Batches((a if variant == "cpu" else b, labels))
+        check = check_gpu.Check(name, make, 7, std=scale)
+        found = check_gpu.compare(check, "gpu")
+        assert found["worst"] == pytest.approx(7, abs=1e-3), name
+        assert check_gpu.compare(check_gpu.Check(name, make, 7, std=scale, left_out=([2], [])), "gpu")["worst"] == 0
+        assert check_gpu.compare(check_gpu.Check(name, make, 7, std=scale, left_out=([1], [2])), "gpu")["worst"] > 6
+    checks = {c.name: c for c in check_gpu.build_checks(tempfile.mkdtemp()) if isinstance(c, check_gpu.Check)}
+    normalized = [name for name in checks if name.startswith(("loader:", "decode:")) or "Normalize" in name]
+    assert len(normalized) == 7 and all(checks[name].std is not None for name in normalized)
+    assert checks["transform: Resize nearest (h, w)"].left_out == ([], [27, 38])   # PIL: 72 -> 44 px rounds 2 down
+
+
+def test_every_check_states_its_bound(tmp_path, capsys):
+    """One pixel check and one random check, run CPU against CPU: each row shows its bound
+    (levels, or D's critical value) and what it found; the random one its parameter."""
+    checks = check_gpu.build_checks(str(tmp_path))
+    picked = [c for c in checks if c.name in ("transform: Pad + flips p=1", "random: timm RandomErasing const p=1",
+                                              "random: RandomErasing p=1, value 0.5")]
+    assert len(picked) == 3 - (distributions._timm_checks() == [])
+    assert check_gpu.run("cpu", picked) == 0
+    out = capsys.readouterr().out
+    assert "<= 1 level " in out and "D <= 0.161" in out and "set: scale=(0.1, 0.2) (default (0.02, 0.33))" in out
+
+
+@pytest.mark.slow
+def test_the_random_checks_pass_as_a_gpu_graph_is_built_and_fail_with_their_parameter_ignored(tmp_path,
+                                                                                               monkeypatch):
+    """Each random check on the CPU with DALI's own operators (the plugins off, as a GPU graph
+    has them): within its bound; with the transform's parameter at its default instead (what a
+    translation that ignored it would give), past it."""
+    monkeypatch.setenv(plugin.DISABLE_ENV, "1")
+    folder = distributions.write_gradient_images(str(tmp_path))
+    checks = distributions.distribution_checks()
+    assert len(checks) == 4 + len(distributions._timm_checks())
+    for check in checks:
+        faithful = distributions.compare_distribution(check, "cpu", folder)
+        assert faithful["distance"] <= faithful["bound"], (check.name, faithful)
+        ignored = distributions.compare_distribution(check, "cpu", folder, transform=check.ignored)
+        assert ignored["distance"] > ignored["bound"], (check.name, check.parameter, ignored)
+
+
+def test_the_distance_allows_the_tolerance_and_no_more():
+    rng = np.random.default_rng(0)
+    a = rng.normal(10, 3, 400)
+    assert distributions.ks_distance(a, a + 1.5) > 0.15   # a shift the plain statistic sees
+    assert distributions.ks_distance(a, a + 1.5, tolerance=2) == 0
+    assert distributions.ks_distance(a, a + 3, tolerance=2) > 0.1
+    assert distributions.ks_bound(384, 384) == pytest.approx(0.1606, abs=1e-3)

@@ -135,3 +135,43 @@ print(type(loader).__name__, sum(len(labels) for _, labels in loader))
     done = subprocess.run([str(python), "-m", "dali_loaders", "bench", "--help"], cwd=tmp_path, env=env,
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0 and "--tiny" in done.stdout, done.stderr[-2000:]
+
+
+# the extras' packages as imported (boto3 brings botocore); scipy, the test extra's too, stays
+EXTRA_IMPORTS = {"pytorch-lightning": ["pytorch_lightning"], "accelerate": ["accelerate"], "timm": ["timm"],
+                 "matplotlib": ["matplotlib"], "boto3": ["boto3", "botocore"]}
+BLOCKER = """
+import sys
+
+
+class Missing:
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in {blocked!r}:
+            raise ModuleNotFoundError(f"No module named {{name!r}}", name=name)
+
+
+sys.meta_path.insert(0, Missing())
+"""
+
+
+def test_the_tests_collect_and_skip_where_no_optional_extra_is_installed(tmp_path):
+    """A machine with none of the optional extras (a GPU machine with torch and DALI alone):
+    every test file still imports, so `pytest -m gpu tests` runs there; the s3 tests skip."""
+    tomllib = pytest.importorskip("tomllib")   # Python 3.11+
+
+    with open(os.path.join(REPO, "pyproject.toml"), "rb") as f:
+        extras = tomllib.load(f)["project"]["optional-dependencies"]
+    test_needs = {Requirement(r).name for r in extras["test"]}
+    optional = {Requirement(r).name for name, reqs in extras.items() if not name.startswith("cuda") and name != "test"
+                for r in reqs} - test_needs
+    assert optional == set(EXTRA_IMPORTS)
+    (tmp_path / "sitecustomize.py").write_text(BLOCKER.format(blocked=sorted(sum(EXTRA_IMPORTS.values(), []))))
+    env = dict(os.environ, PYTHONPATH=str(tmp_path))
+    collected = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
+                                "tests"], cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+    assert collected.returncode == 0 and "error" not in collected.stdout.lower(), collected.stdout[-3000:]
+    skipped = subprocess.run([sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", "--basetemp",
+                              str(tmp_path / "run"), "tests/test_s3.py::test_a_missing_bucket_or_prefix_is_named",
+                              "tests/test_s3_reads.py::test_the_signature_is_botocores"],
+                             cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+    assert skipped.returncode == 0 and "pip install dali_loaders[s3]" in skipped.stdout, skipped.stdout[-3000:]

@@ -143,6 +143,56 @@ def test_nearest_equals_pil_at_its_ties(built, photos):
             assert np.array_equal(got, pil(image, (rh, rw), "nearest")[top:top + ch, left:left + cw]), (rh, rw)
 
 
+# (width, height) of images whose NEAREST resize to NEAREST_OUT meets exact ties that PIL breaks
+# up and ties its running sum rounds down, in both directions
+NEAREST_IN = [(14, 8), (72, 56), (8, 45), (2, 60), (107, 15), (46, 22), (44, 29)]
+NEAREST_OUT = (30, 23)   # (height, width)
+
+
+def test_pils_nearest_rounding_is_described_exactly():
+    """pil_nearest_rounds_down(in, out): where PIL's NEAREST reads the pixel below an exact
+    tie, against PIL itself on every size pair up to 160 x 160."""
+    from dali_loaders.transforms.geometry import pil_nearest_rounds_down
+
+    for size_in in range(1, 161):
+        row = np.arange(size_in, dtype=np.uint8)[None]
+        for size_out in range(1, 161):
+            read = np.asarray(Image.fromarray(row).resize((size_out, 1), Image.NEAREST))[0]
+            ties_up = (2 * np.arange(size_out) + 1) * size_in // (2 * size_out)   # floor((x + 0.5) in / out)
+            assert list(np.nonzero(read != ties_up)[0]) == pil_nearest_rounds_down(size_in, size_out)
+            assert all(read[x] == ties_up[x] - 1 for x in pil_nearest_rounds_down(size_in, size_out))
+
+
+def test_nearest_without_the_plugin_reads_pils_pixels(tmp_path, monkeypatch):
+    """A GPU graph's NEAREST on a PIL twin (DALI's fn.resize, here on the CPU with the plugins
+    turned off): PIL's pixel everywhere, exact ties broken up; it differs only on the rows and
+    columns where PIL's running sum rounds a tie down (one pixel below). Pixels name their own
+    (column, row), so a pixel read from elsewhere shows."""
+    from dali_loaders.transforms.geometry import pil_nearest_rounds_down
+
+    monkeypatch.setenv(plugin.DISABLE_ENV, "1")
+    folder = tmp_path / "images" / "one"
+    folder.mkdir(parents=True)
+    for k, (width, height) in enumerate(NEAREST_IN):
+        columns, rows = np.meshgrid(np.arange(width), np.arange(height))
+        Image.fromarray(np.stack([columns, rows, np.full_like(rows, k)], -1).astype(np.uint8)).save(
+            folder / f"{k}.png")
+    transform = v2.Compose([v2.Resize(NEAREST_OUT, interpolation=v2.InterpolationMode.NEAREST), v2.PILToTensor()])
+    served = val_images(str(tmp_path / "images"), transform)
+    (out_h, out_w), ties_up, rounded = NEAREST_OUT, 0, 0
+    for k, (width, height) in enumerate(NEAREST_IN):
+        got = served[k].permute(1, 2, 0).numpy().astype(int)
+        expected = np.asarray(Image.open(folder / f"{k}.png").resize((out_w, out_h), Image.NEAREST)).astype(int)
+        down_rows, down_columns = pil_nearest_rounds_down(height, out_h), pil_nearest_rounds_down(width, out_w)
+        expected[down_rows, :, 1] += 1   # there the tie is broken up: the next row, the next column
+        expected[:, down_columns, 0] += 1
+        assert np.array_equal(got, expected), (width, height)
+        rounded += len(down_rows) + len(down_columns)
+        ties_up += sum((2 * x + 1) * size_in % (2 * size_out) == 0
+                       for size_in, size_out in ((height, out_h), (width, out_w)) for x in range(size_out))
+    assert rounded > 0 and ties_up > rounded   # both kinds of tie were met
+
+
 # -- in the loaders --------------------------------------------------------------------------
 
 

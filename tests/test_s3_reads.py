@@ -5,12 +5,9 @@ import socket
 import threading
 import time
 
-import botocore.auth
 import numpy as np
 import pytest
-from botocore.awsrequest import AWSRequest
-from botocore.credentials import Credentials
-from s3_server import SECRET_KEY, Environment, WeedServer, aws_environment, identities_file
+from s3_server import SECRET_KEY, Environment, WeedServer, aws_environment, identities_file, needs_boto3
 
 from dali_loaders.sources import http_get, storage, url_reads
 from dali_loaders.sources.signing import GetSigner
@@ -21,22 +18,31 @@ KEYS = ["plain.jpg", "with space.jpg", "plus+equals=and&.jpg", "ünïcødé/ñ.j
 WHEN = datetime.datetime(2026, 11, 26, 10, 30, 5, tzinfo=datetime.timezone.utc)
 
 
+def needs_botocore(module: str):
+    """botocore.<module>; the test skips where botocore (the s3 extra's) is not installed, so
+    that the file's other tests still run there."""
+    return pytest.importorskip(f"botocore.{module}", reason="botocore comes with the s3 extra: "
+                                                            "pip install dali_loaders[s3]")
+
+
 @pytest.mark.parametrize("token", [None, "a-session/token+="])
 @pytest.mark.parametrize("key", KEYS)
 def test_the_signature_is_botocores(key, token, monkeypatch):
     """The same Authorization header as botocore's S3 signer for the same request and time."""
+    auth, AWSRequest = needs_botocore("auth"), needs_botocore("awsrequest").AWSRequest
+    Credentials = needs_botocore("credentials").Credentials
     credentials = Credentials("AKIDEXAMPLE", "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY", token)
     path, headers = GetSigner("http://127.0.0.1:9000/bucket", "eu-west-3", credentials).sign(key, now=WHEN)
-    monkeypatch.setattr(botocore.auth, "get_current_datetime", lambda remove_tzinfo=True: WHEN.replace(tzinfo=None))
+    monkeypatch.setattr(auth, "get_current_datetime", lambda remove_tzinfo=True: WHEN.replace(tzinfo=None))
     reference = AWSRequest("GET", "http://127.0.0.1:9000" + path)
-    botocore.auth.S3SigV4Auth(credentials, "s3", "eu-west-3").add_auth(reference)
+    auth.S3SigV4Auth(credentials, "s3", "eu-west-3").add_auth(reference)
     assert headers["authorization"] == reference.headers["Authorization"]
     assert headers["x-amz-date"] == reference.headers["X-Amz-Date"]
     assert headers.get("x-amz-security-token") == reference.headers.get("X-Amz-Security-Token")
 
 
 def test_a_new_day_or_secret_gets_a_new_signing_key():
-    credentials = Credentials("AKID", "first-secret")
+    credentials = needs_botocore("credentials").Credentials("AKID", "first-secret")
     signer = GetSigner("https://store.example/bucket/", "us-east-1", credentials)
     today = signer.sign("k", now=WHEN)[1]["authorization"]
     tomorrow = signer.sign("k", now=WHEN + datetime.timedelta(days=1))[1]["authorization"]
@@ -50,6 +56,7 @@ def test_a_new_day_or_secret_gets_a_new_signing_key():
 @pytest.fixture(scope="module")
 def guarded(tmp_path_factory):
     """A server that checks every signature (only the test keys get in), holding KEYS."""
+    needs_boto3()
     where = str(tmp_path_factory.mktemp("signed"))
     server = WeedServer(where, ["-s3.config=" + identities_file(where)])
     server.start()
@@ -242,6 +249,7 @@ def test_the_storage_bench_counts_one_get_an_image_and_leaves_the_cpus_as_they_w
     """bench --storage s3 --tiny (its own process: DALI keeps the S3 endpoint it first reads):
     five rows of the same images; the server's own counts say one GET an image through the
     library and more through DALI's reader (a size, then the bytes)."""
+    needs_boto3()   # the library's credentials and signed reads are boto3's
     import json
     import subprocess
     import sys
@@ -269,6 +277,7 @@ def test_the_storage_bench_counts_one_get_an_image_and_leaves_the_cpus_as_they_w
 def test_a_bucket_in_another_region_is_signed_again_for_it_once():
     """AWS refuses a signature for the wrong region, naming the bucket's (x-amz-bucket-region):
     the GET is signed again for it, and the bucket's later GETs start with it."""
+    needs_boto3()   # the library's credentials and signed reads are boto3's
     regions = []
 
     def reply(conn):
@@ -306,6 +315,7 @@ def certificate(tmp_path_factory):
 
 
 def test_an_https_store_is_read_with_its_ca_bundle_and_refused_without(certificate):
+    needs_boto3()   # the library's credentials and signed reads are boto3's
     import ssl
 
     cert, key = certificate
@@ -328,6 +338,7 @@ def test_an_https_store_is_read_with_its_ca_bundle_and_refused_without(certifica
 
 
 def test_no_credentials_anywhere_is_said_with_what_to_set(monkeypatch, tmp_path):
+    needs_boto3()   # the library's credentials and signed reads are boto3's
     for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
         monkeypatch.delenv(name, raising=False)
     with Environment({**{k: v for k, v in aws_environment("http://127.0.0.1:9").items() if "KEY" not in k},
@@ -339,6 +350,7 @@ def test_no_credentials_anywhere_is_said_with_what_to_set(monkeypatch, tmp_path)
 def test_a_range_is_asked_for_and_read_whatever_the_server_does_with_it():
     """A header read: `Range: bytes=0-9` sent (unsigned, beside the signed headers); a 206
     answer read, a server that ignores Range cut to the range, a range past the end empty."""
+    needs_boto3()   # the library's credentials and signed reads are boto3's
     body = bytes(range(100))
     asked = []
 

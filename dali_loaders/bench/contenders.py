@@ -1,8 +1,8 @@
 """What a benchmark worker can time: the DALI loader, its torchvision twin (PIL), the
 torchvision tensor backend (decode_image + transforms.v2 on uint8 tensors; for datasets in
 memory, v2 on whole uint8 batches), the baseline DALI loader of CIFAR-10 (the original,
-bench/arrays.py), NVIDIA's example pipeline (bench/nvidia.py) and the limit. Every loader
-runs the workload's recipe (bench/catalog.py).
+bench/arrays.py), NVIDIA's example pipeline (bench/nvidia.py), the limit and the GPU bench's
+decode ceiling. Every loader runs the workload's recipe (bench/catalog.py).
 
 Each maker returns an iterable of (images, labels) batches, one pass per `iter()`.
 Imports stay inside the makers so that a worker loads only what its loader needs
@@ -12,14 +12,14 @@ import os
 
 from .catalog import batch_options, options_for, tensor_transform_for, transform_for
 
-KINDS = ("dali", "torchvision", "tensor", "baseline", "nvidia", "limit")
+KINDS = ("dali", "torchvision", "tensor", "baseline", "nvidia", "limit", "ceiling")
 # Swept over num_workers 0 .. threads; on datasets in memory the tensor contender has no
 # workers, and the number swept is its torch threads instead (0 and 1: one thread).
 WORKER_KINDS = ("torchvision", "tensor")
 ARRAY_DATASETS = ("cifar10", "mnist")
 
 
-OPTIONAL = ("tensor", "baseline", "nvidia")
+OPTIONAL = ("tensor", "baseline", "nvidia", "ceiling")   # "ceiling": the GPU bench's only
 
 
 def kinds(dataset: str):
@@ -53,7 +53,7 @@ def make_loader(spec: dict, workers: int):
               ("cifar10", "baseline"): _cifar_baseline, ("mnist", "tensor"): _array_batched,
               ("imagenet", "dali"): _imagenet_dali, ("imagenet", "nvidia"): _nvidia_example,
               ("imagenet", "torchvision"): _imagenet_torch, ("imagenet", "tensor"): _imagenet_tensor,
-              ("imagenet", "limit"): _decode_only,
+              ("imagenet", "limit"): _decode_only, ("imagenet", "ceiling"): _decode_ceiling,
               ("mnist", "dali"): _standard_dali, ("mnist", "torchvision"): _standard_torch,
               ("mnist", "limit"): _array_limit, ("flowers102", "dali"): _standard_dali,
               ("flowers102", "torchvision"): _standard_torch, ("flowers102", "limit"): _flowers_decode_only}
@@ -182,21 +182,50 @@ def _array_limit(spec, workers):
     return Bandwidth(_array_source(spec), spec["batch_size"])
 
 
+class PipelineRuns:
+    """A built DALI pipeline run exactly as many times as each pass takes outputs, the
+    pipeline kept from pass to pass. Between passes no run is in flight (unless
+    `across_passes`): `run()` and DALI's iterators keep prefetch_queue_depth runs going, which
+    would go on decoding in the background into the next contender's timed pass (and start
+    this one's next pass with batches already made). With `across_passes` the queue stays full
+    over a pass's end, as a user's epochs run back to back (for a contender timed alone). Each
+    output is valid until the next is asked for."""
+
+    def __init__(self, pipeline, across_passes: bool = False):
+        depth = pipeline.prefetch_queue_depth
+        self.pipeline, self.across_passes = pipeline, across_passes
+        self.depth = max(depth.values()) if isinstance(depth, dict) else depth
+        self.ahead, self.started = 0, False   # runs scheduled and not yet taken
+        self.held = False                     # an output taken and not yet released
+
+    def _schedule(self) -> None:
+        self.pipeline.schedule_run()   # the first call queues `depth` runs, the later ones one
+        self.ahead += 1 if self.started else self.depth
+        self.started = True
+
+    def _release(self) -> None:
+        if self.held:
+            self.pipeline.release_outputs()
+            self.held = False
+
+    def take(self, runs: int):
+        """The next `runs` outputs (a pass left early leaves its runs in flight to the next)."""
+        for k in range(runs):
+            self._release()
+            while self.ahead < (self.depth if self.across_passes else min(self.depth, runs - k)):
+                self._schedule()
+            outputs = self.pipeline.share_outputs()
+            self.ahead, self.held = self.ahead - 1, True
+            yield outputs
+        self._release()
+        while self.across_passes and self.ahead < self.depth:
+            self._schedule()
+
+
 def exact_runs(pipeline, runs: int):
     """The outputs of `runs` runs of a built, unused DALI pipeline, and no more (but at
-    least prefetch_queue_depth run): `run()` keeps that many runs in flight, which would
-    go on decoding in the background into the next contender's timed pass (and start the
-    next pass of this one with batches already made). Each output is valid until the
-    next is asked for."""
-    depth = pipeline.prefetch_queue_depth
-    queued = max(depth.values()) if isinstance(depth, dict) else depth
-    pipeline.schedule_run()  # the first call queues `depth` runs
-    for _ in range(runs):
-        yield pipeline.share_outputs()
-        pipeline.release_outputs()
-        if queued < runs:
-            pipeline.schedule_run()
-            queued += 1
+    least prefetch_queue_depth run): see PipelineRuns."""
+    return PipelineRuns(pipeline).take(runs)
 
 
 def decode_only(encoded):
@@ -207,35 +236,55 @@ def decode_only(encoded):
 
 
 class DecodeOnly:
-    """The decode floor of an image set: DALI reading and decoding the same files on the CPU
+    """The decode floor of an image set: DALI reading and decoding the same files
     (readers.file + decoders.image), with the loader's threads and batch, and nothing else.
-    Like the loader, it builds a pipeline per pass and runs exactly the pass's batches.
-    The files: a class-per-folder split (spec's data/split), or the list `files`."""
+    The files: a class-per-folder split (spec's data/split), or the list `files`.
+    Built once, at the first pass; each pass runs exactly a split's batches (PipelineRuns).
+    `ceiling`: the GPU bench's decode ceiling instead, the least a loader of these files does:
+    the train split read shuffled and decoded as its loaders decode it, only a random crop's
+    window (NVIDIA's example's decoders.image_random_crop), val decoded whole; on a GPU the
+    decode "mixed" and every image resized to CROP x CROP (dense batches, a cheap step there);
+    the runs kept going from pass to pass, as a user's epochs run (the GPU bench times each
+    contender alone)."""
 
-    def __init__(self, spec, files=None):
-        from nvidia.dali import fn, pipeline_def
+    def __init__(self, spec, files=None, ceiling: bool = False):
+        from nvidia.dali import fn, pipeline_def, types
+
+        from .nvidia import CROP
 
         root = os.path.join(spec["data"], spec["split"])
         count = len(files) if files is not None else sum(len(f) for _, _, f in os.walk(root))
         self.batches = -(-count // spec["batch_size"])
         where = dict(files=files, labels=[0] * len(files)) if files is not None else dict(file_root=root)
+        gpu = ceiling and uses_gpu(spec.get("device"))
+        train = ceiling and spec["split"] == "train"
 
-        @pipeline_def(batch_size=spec["batch_size"], num_threads=spec["threads"], device_id=None)
+        @pipeline_def(batch_size=spec["batch_size"], num_threads=spec["threads"], device_id=0 if gpu else None)
         def decode():
-            encoded, labels = fn.readers.file(**where, random_shuffle=False, name="Reader")
-            return decode_only(encoded), labels
+            encoded, labels = fn.readers.file(**where, random_shuffle=train, name="Reader")
+            if not ceiling:
+                return decode_only(encoded), labels
+            decoder = fn.decoders.image_random_crop if train else fn.decoders.image
+            images = decoder(encoded, device="mixed" if gpu else "cpu", output_type=types.RGB)
+            return (fn.resize(images, resize_x=CROP, resize_y=CROP) if gpu else images), labels
 
-        self.make_pipeline = decode
+        self.make_pipeline, self.ceiling, self.runs = decode, ceiling, None
 
     def __iter__(self):
-        pipeline = self.make_pipeline()
-        pipeline.build()
-        for images, labels in exact_runs(pipeline, self.batches):
+        if self.runs is None:
+            pipeline = self.make_pipeline()
+            pipeline.build()
+            self.runs = PipelineRuns(pipeline, across_passes=self.ceiling)
+        for images, labels in self.runs.take(self.batches):
             yield images, labels.as_array()
 
 
 def _decode_only(spec, workers):
     return DecodeOnly(spec)
+
+
+def _decode_ceiling(spec, workers):
+    return DecodeOnly(spec, ceiling=True)
 
 
 def _flowers_decode_only(spec, workers):

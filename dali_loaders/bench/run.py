@@ -139,9 +139,12 @@ def chosen_recipes(args, dataset: str) -> dict:
 
 
 def workloads(args, mode: dict):
-    found = []
+    """The workloads to time; None when every dataset's recipes asked for were skipped (their
+    libraries are missing), so that there is nothing to time but the data is not to blame."""
+    found, skipped_all = [], True
     for dataset in args.only or DATASETS:
         recipes = chosen_recipes(args, dataset)
+        skipped_all = skipped_all and not recipes
         root = _data_root(args, dataset, mode) if recipes else None
         if not root:
             continue
@@ -149,7 +152,7 @@ def workloads(args, mode: dict):
         for name, recipe in recipes.items():
             for split in recipe.splits:
                 found.append(Workload(dataset, split, root, batch, args.threads, name))
-    return found
+    return None if skipped_all else found
 
 
 def _plan(args, mode: dict, workload: Workload) -> Schedule:
@@ -220,7 +223,11 @@ def draw_chart(results: list, path: str, title: str) -> bool:
 def main(args) -> int:
     started = time.perf_counter()
     mode = MODES[args.mode]
-    todo = [(w, _plan(args, mode, w)) for w in workloads(args, mode)]
+    chosen = workloads(args, mode)
+    if chosen is None:
+        print("nothing to time: every recipe asked for was skipped (see above)", file=sys.stderr)
+        return 1
+    todo = [(w, _plan(args, mode, w)) for w in chosen]
     if not todo:
         print("nothing to time: no data found", file=sys.stderr)
         return 1

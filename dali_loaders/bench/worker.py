@@ -9,6 +9,10 @@ peak RSS. It says {"ready": true} once its imports are done. Commands:
                                           first_batch_s, from construction to the first batch
   {"cmd": "run", "max_batches": m|null,   timed passes, as many as fit in min_seconds (at
    "min_seconds": s}                      least one); replies images, seconds, passes
+  {"cmd": "epochs", "epochs": n,          (re)make the loader as "build" does, then iterate n
+   "workers": w, "spec": {...}}           whole epochs: replies first_batch_s and epochs, a list
+                                          of {images, seconds}, the first epoch's seconds from
+                                          construction (a user's first epoch)
   {"cmd": "epoch_start",                  one more pass, each batch timed: replies its first
    "max_batches": m|null}                 batch's seconds (an epoch after the first: the
                                           cost of starting an epoch) and the median of the rest
@@ -92,6 +96,28 @@ def _batch_times(loader, max_batches):
     return times
 
 
+def _epochs(spec, workers, epochs: int) -> dict:
+    """A loader made and iterated `epochs` whole epochs, each batch until it is delivered."""
+    from .contenders import make_loader
+
+    start = time.perf_counter()
+    loader, first_batch, found = make_loader(spec, workers), None, []
+    for _ in range(epochs):
+        images = 0
+        for batch, labels in loader:
+            DELIVERY.take(batch)
+            images += len(labels)
+            MEMORY.sample()
+            if first_batch is None:
+                DELIVERY.wait()
+                first_batch = time.perf_counter() - start
+        DELIVERY.wait()
+        now = time.perf_counter()
+        found.append({"images": images, "seconds": now - start})
+        start = now
+    return {"first_batch_s": first_batch, "epochs": found}
+
+
 def _first_batch(spec, workers):
     from .contenders import make_loader
 
@@ -158,13 +184,16 @@ def serve(spec: dict, commands, reply) -> None:
     loader = None
     for line in commands:
         command = json.loads(line)
-        if command["cmd"] == "build":
+        if command["cmd"] in ("build", "epochs"):
             loader = None
             gc.collect()  # the previous loader's DataLoader workers exit before the next start
             spec = command.get("spec") or spec
             MEMORY.start(spec)
             DELIVERY.start(spec)
             built = dict(spec, threads=command.get("threads") or spec["threads"])
+            if command["cmd"] == "epochs":
+                reply(_epochs(built, command.get("workers", 0), command["epochs"]))
+                continue
             loader, seconds = _first_batch(built, command.get("workers", 0))
             reply({"first_batch_s": seconds})
         elif command["cmd"] == "run":

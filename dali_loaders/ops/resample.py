@@ -7,7 +7,7 @@ bit. It serves CPU graphs for antialiased BILINEAR and BICUBIC, which is what to
 runs on a PIL image, and on a tensor with antialias=True, and NEAREST when the twin holds a
 PIL image (`pil_image=True`): fn.resize picks another pixel than PIL at exact ties (up to
 ~1/2 of the pixels at some scales). NEAREST on a tensor (torch's grid, see
-transforms.tensor_nearest_shift), antialias=False and every GPU graph keep the stock
+transforms.geometry.nearest_shift), antialias=False and every GPU graph keep the stock
 operator, so a GPU graph never needs the plugin.
 """
 from typing import Any, Optional, Tuple

@@ -1,6 +1,6 @@
 """Resize, crops, padding and flips."""
 import numbers
-from typing import Tuple
+from typing import List, Tuple
 
 import numpy as np
 
@@ -75,7 +75,7 @@ def resize(step, images: Images) -> None:
     images.flush_mirror()
     short = _short_side(step.size)
     if short is not None and step.max_size is None and images.size_vector() is not None \
-            and not _nearest_on_tensor(step, images):
+            and not _is_nearest(step):
         from nvidia.dali import fn, types
 
         resized = _resized_vector(images.size_vector(), short)
@@ -85,7 +85,7 @@ def resize(step, images: Images) -> None:
         images.with_size_vector(resized)
         return
     height, width = resized_shape(step.size, step.max_size, images.height, images.width)
-    shift = tensor_nearest_shift(step, images, height, width)
+    shift = nearest_shift(step, images, height, width)
     roi = {} if shift is None else dict(roi_start=stack(*shift), roi_end=stack(images.height + shift[0],
                                                                                images.width + shift[1]))
     images.data = resample.resize(images.data, size=stack(height, width), interp_type=interp_type(step),
@@ -94,23 +94,52 @@ def resize(step, images: Images) -> None:
     images.height, images.width = height, width
 
 
-def tensor_nearest_shift(step, images: Images, height, width):
-    """torch's "nearest" reads source pixel floor(x * in / out), PIL's (and DALI's)
-    floor((x + 0.5) * in / out): for a tensor twin the window moves by half an output
-    pixel, in source pixels, (y, x). None when no move is needed. Exact ties (x * in / out
-    whole) are nudged up by a quarter of the 1 / out spacing of its fractions, so float32
-    rounding cannot pick the pixel below. The resize then stays on fn.resize: the plugin's
-    NEAREST is PIL's."""
-    if not _nearest_on_tensor(step, images):
-        return None
-    return tuple(_ratio(size_in, size_out) * -0.5 + _ratio(0.25, size_out)
-                 for size_in, size_out in ((images.height, height), (images.width, width)))
+def nearest_shift(step, images: Images, height, width):
+    """The ROI's move, in source pixels (y, x), that makes fn.resize's NEAREST the twin's;
+    None when no move is needed (the plugin, PIL-exact, resizes).
 
-
-def _nearest_on_tensor(step, images: Images) -> bool:
+    A tensor twin: torch's "nearest" reads source pixel floor(x * in / out), PIL's (and
+    DALI's) floor((x + 0.5) * in / out): the window moves by half an output pixel. Exact
+    ties (x * in / out whole) are nudged up by a quarter of the 1 / out spacing of its
+    fractions, so float32 rounding cannot pick the pixel below.
+    A PIL twin where the plugin does not resize (GPU graphs): PIL reads pixel
+    floor((x + 0.5) * in / out), and fn.resize's float32 arithmetic breaks exact ties either
+    way; the same quarter-spacing nudge (below the 1 / (2 out) spacing of the fractions, so
+    no other pixel changes) breaks every tie up, to the pixel whose left edge the centre
+    falls on, as PIL's arithmetic does unless the rounding of its running double sum lands
+    just below the tie (see pil_nearest_rounds_down)."""
     from nvidia.dali import types
 
-    return images.kind == "tensor" and interp_type(step) == types.INTERP_NN
+    from ..ops import resample
+
+    if interp_type(step) != types.INTERP_NN:
+        return None
+    if images.kind == "tensor":
+        return tuple(_ratio(size_in, size_out) * -0.5 + _ratio(0.25, size_out)
+                     for size_in, size_out in ((images.height, height), (images.width, width)))
+    if resample.uses_plugin(types.INTERP_NN, True, images.device, pil_image=True):
+        return None
+    return _ratio(0.25, height), _ratio(0.25, width)
+
+
+def pil_nearest_rounds_down(size_in: int, size_out: int) -> List[int]:
+    """The output indices at which PIL's NEAREST reads the pixel below an exact tie: it adds
+    in / out to a running double sum `size_out` times, whose rounding lands below some ties
+    ((x + 0.5) * in / out whole) and not others. No rule of the sizes alone predicts them, so
+    the stock fn.resize (tie up) differs from PIL there: a row or column each."""
+    step, where, found = size_in / size_out, size_in / size_out * 0.5, []
+    for x in range(size_out):
+        if (2 * x + 1) * size_in % (2 * size_out) == 0 and int(where) < (2 * x + 1) * size_in // (2 * size_out):
+            found.append(x)
+        where += step
+    return found
+
+
+def _is_nearest(step) -> bool:
+    """NEAREST: its window moves (nearest_shift), so the vector arithmetic leaves it alone."""
+    from nvidia.dali import types
+
+    return interp_type(step) == types.INTERP_NN
 
 
 @translates("CenterCrop")
@@ -153,13 +182,13 @@ def resize_center_crop(resize_step, crop_step, images: Images) -> None:
         images.data = resample.resize_centre_crop(images.data, short, (crop_h, crop_w), interp)
         images.height, images.width = crop_h, crop_w
         return
-    if short is not None and images.size_vector() is not None and not _nearest_on_tensor(resize_step, images):
+    if short is not None and images.size_vector() is not None and not _is_nearest(resize_step):
         _resize_centre_crop_window(resize_step, images, short, crop_h, crop_w)
         return
     height, width = resized_shape(size, None, images.height, images.width)
     top, left = centre_offset(height - crop_h), centre_offset(width - crop_w)
     scale_y, scale_x = _ratio(images.height, height), _ratio(images.width, width)
-    shift_y, shift_x = tensor_nearest_shift(resize_step, images, height, width) or (0, 0)
+    shift_y, shift_x = nearest_shift(resize_step, images, height, width) or (0, 0)
     images.data = resample.resize(images.data, size=[float(crop_h), float(crop_w)],
                                   roi_start=stack(top * scale_y + shift_y, left * scale_x + shift_x),
                                   roi_end=stack((top + crop_h) * scale_y + shift_y, (left + crop_w) * scale_x + shift_x),

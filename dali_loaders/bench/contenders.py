@@ -11,6 +11,7 @@ Imports stay inside the makers so that a worker loads only what its loader needs
 import os
 
 from .catalog import batch_options, options_for, tensor_transform_for, transform_for
+from .runs import exact_runs
 
 KINDS = ("dali", "torchvision", "tensor", "baseline", "nvidia", "limit")
 # Swept over num_workers 0 .. threads; on datasets in memory the tensor contender has no
@@ -180,23 +181,6 @@ def _array_limit(spec, workers):
     from .arrays import Bandwidth
 
     return Bandwidth(_array_source(spec), spec["batch_size"])
-
-
-def exact_runs(pipeline, runs: int):
-    """The outputs of `runs` runs of a built, unused DALI pipeline, and no more (but at
-    least prefetch_queue_depth run): `run()` keeps that many runs in flight, which would
-    go on decoding in the background into the next contender's timed pass (and start the
-    next pass of this one with batches already made). Each output is valid until the
-    next is asked for."""
-    depth = pipeline.prefetch_queue_depth
-    queued = max(depth.values()) if isinstance(depth, dict) else depth
-    pipeline.schedule_run()  # the first call queues `depth` runs
-    for _ in range(runs):
-        yield pipeline.share_outputs()
-        pipeline.release_outputs()
-        if queued < runs:
-            pipeline.schedule_run()
-            queued += 1
 
 
 def decode_only(encoded):

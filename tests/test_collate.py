@@ -104,6 +104,18 @@ def test_batch_transform_runs_on_what_collate_fn_returns(cifar_root):
         assert torch.equal(x, u.flip(0)[:2]) and torch.equal(y, v.flip(0)[:2] + 100)
 
 
+def test_collate_fn_runs_on_one_torch_thread_as_in_dataloaders_workers(cifar_root):
+    dataset = cifar(cifar_root, train=False)
+
+    def threads(samples):
+        return torch.get_num_threads(), len(samples)
+
+    before = torch.get_num_threads()
+    theirs = {threads for threads, _ in DataLoader(dataset, 8, num_workers=1, collate_fn=threads)}
+    ours = {threads for threads, _ in DaliLoader(dataset, 8, num_workers=2, collate_fn=threads)}
+    assert ours == theirs == {1} and torch.get_num_threads() == before
+
+
 # -- torchvision's classification reference: --mixup-alpha 0.2 --cutmix-alpha 1.0 -----------------
 
 

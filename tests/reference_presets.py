@@ -92,37 +92,37 @@ class ClassificationPresetEval:
 # -- references/classification/transforms.py: the batch mixing train.py's collate_fn applies ----------
 
 
-class RandomMixUp(torch.nn.Module):
-    """The v1 reference's MixUp on a batch (images, int64 labels): labels one-hot; with
-    probability p, lambda ~ Beta(alpha, alpha) from torch's global generator, and every image
-    and label blended with the one before it (the batch rolled by one)."""
+class _ReferenceMixing(torch.nn.Module):
+    """What the v1 reference's RandomMixUp and RandomCutMix share: on a float (B, C, H, W)
+    batch and int64 (B,) labels, the labels one-hot; with probability p (torch's global
+    generator), lambda ~ Beta(alpha, alpha) and `mix`, else the batch as it was."""
 
     def __init__(self, num_classes: int, p: float = 0.5, alpha: float = 1.0):
         super().__init__()
         self.num_classes, self.p, self.alpha = num_classes, p, alpha
 
     def forward(self, batch, target):
-        batch, target = _one_hot_copy(batch, target, self.num_classes)
+        if batch.ndim != 4 or target.ndim != 1 or not batch.is_floating_point() or target.dtype != torch.int64:
+            raise ValueError("the reference's mixing takes a float (B, C, H, W) batch and int64 (B,) labels")
+        batch, target = batch.clone(), torch.nn.functional.one_hot(target, self.num_classes).to(batch.dtype)
         if torch.rand(1).item() >= self.p:
             return batch, target
-        lam = _beta(self.alpha)
+        return self.mix(batch, target, float(torch._sample_dirichlet(torch.tensor([self.alpha, self.alpha]))[0]))
+
+
+class RandomMixUp(_ReferenceMixing):
+    """Every image and label blended with the one before it (the batch rolled by one)."""
+
+    def mix(self, batch, target, lam: float):
         return batch * lam + batch.roll(1, 0) * (1.0 - lam), target * lam + target.roll(1, 0) * (1.0 - lam)
 
 
-class RandomCutMix(torch.nn.Module):
-    """The v1 reference's CutMix: with probability p, a box around a uniform centre, its half
-    sides sqrt(1 - lambda) / 2 of the image's, clipped, filled from the image before; lambda
-    then the unboxed fraction, the labels blended with it."""
+class RandomCutMix(_ReferenceMixing):
+    """A box around a uniform centre, its half sides sqrt(1 - lambda) / 2 of the image's,
+    clipped, filled from the image before; lambda then the unboxed fraction, the labels
+    blended with it."""
 
-    def __init__(self, num_classes: int, p: float = 0.5, alpha: float = 1.0):
-        super().__init__()
-        self.num_classes, self.p, self.alpha = num_classes, p, alpha
-
-    def forward(self, batch, target):
-        batch, target = _one_hot_copy(batch, target, self.num_classes)
-        if torch.rand(1).item() >= self.p:
-            return batch, target
-        lam = _beta(self.alpha)
+    def mix(self, batch, target, lam: float):
         height, width = batch.shape[-2:]
         centre_x, centre_y = int(torch.randint(width, (1,))), int(torch.randint(height, (1,)))
         half = 0.5 * math.sqrt(1.0 - lam)
@@ -131,16 +131,6 @@ class RandomCutMix(torch.nn.Module):
         batch[..., y1:y2, x1:x2] = batch.roll(1, 0)[..., y1:y2, x1:x2]
         lam = 1.0 - (x2 - x1) * (y2 - y1) / (width * height)
         return batch, target * lam + target.roll(1, 0) * (1.0 - lam)
-
-
-def _one_hot_copy(batch, target, num_classes: int):
-    if batch.ndim != 4 or target.ndim != 1 or not batch.is_floating_point() or target.dtype != torch.int64:
-        raise ValueError("the reference's mixing takes a float (B, C, H, W) batch and int64 (B,) labels")
-    return batch.clone(), torch.nn.functional.one_hot(target, num_classes).to(batch.dtype)
-
-
-def _beta(alpha: float) -> float:
-    return float(torch._sample_dirichlet(torch.tensor([alpha, alpha]))[0])
 
 
 def get_mixup_cutmix(*, mixup_alpha: float, cutmix_alpha: float, num_classes: int, use_v2: bool):

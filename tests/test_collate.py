@@ -10,9 +10,9 @@ import pytest
 import torch
 import torchvision.datasets as tvd
 from cifar_data import index_images, write_cifar
-from image_data import write_image_folder, write_solid_folder
+from image_data import write_image_folder
 from reference_presets import ClassificationPresetTrain, get_mixup_cutmix
-from test_labels import ALPHABET, TO_FLOAT, ids_of, words_dir  # noqa: F401  words_dir: a fixture
+from test_labels import ALPHABET, TO_FLOAT, ids_of, solid_dir, words_dir  # noqa: F401  (fixtures)
 from torch.utils.data import DataLoader, default_collate
 from torchvision import transforms as v1
 from torchvision.transforms import v2
@@ -70,9 +70,10 @@ def same_batches(a, b) -> bool:
 def test_collate_fn_gets_the_datasets_items_as_dataloader_hands_them(cifar_root, use_v2):
     dataset = cifar(cifar_root, use_v2, train=False)
     theirs = [item for batch in DataLoader(dataset, 8, collate_fn=list) for item in batch]
-    dali = DaliLoader(dataset, 8, collate_fn=list)
-    assert dali.route == "dali"
-    for loader in (dali, TorchLoader(dataset, 8, collate_fn=list)):
+    dali, twin = DaliLoader(dataset, 8, collate_fn=list), TorchLoader(dataset, 8, collate_fn=list)
+    assert dali.route == "dali" and dali.collate_fn is list
+    rebuilt = TorchLoader(dataset, 8, collate_fn=twin.collate_fn)   # as frameworks rebuild a loader
+    for loader in (dali, twin, rebuilt):
         ours = [item for batch in loader for item in batch]
         assert len(ours) == len(theirs) == 21
         for (image, label), (want, want_label) in zip(ours, theirs):
@@ -262,19 +263,12 @@ def test_sequence_labels_reach_collate_fn_as_label_and_length(words_dir, make, t
         assert len(restacked) == 3 and all(torch.equal(a, b) for a, b in zip(restacked, batch))
 
 
-@pytest.fixture(scope="module")
-def solid_dir(tmp_path_factory):
-    root = str(tmp_path_factory.mktemp("solid"))
-    write_solid_folder(root, {"cat": 5, "dog": 4, "eel": 4})
-    return root
-
-
 def tens(label: int) -> list:
     return [10 * label, label]
 
 
 @pytest.mark.parametrize("loader", ["dali factory", "torch factory", "dali over ImageFolder"])
-def test_target_transform_is_applied_to_each_item_as_imagefolder_applies_it(solid_dir, loader):
+def test_target_transform_is_applied_to_each_item_as_imagefolder_applies_it(solid_dir, loader):  # noqa: F811
     reference = tvd.ImageFolder(solid_dir, target_transform=tens)
     if loader == "dali over ImageFolder":
         made = DaliLoader(tvd.ImageFolder(solid_dir, transform=TO_FLOAT, target_transform=tens), 4, shuffle=True,

@@ -38,6 +38,8 @@ COLLATE_STREAM = 0x636F6C   # keeps collate_fn's draws apart from batch_transfor
 def user_collate(collate_fn, output: str) -> Optional[Callable]:
     """The collate_fn a loader must call, None for none or default_collate; refused with
     output="dict", whose batches are DALI's iterators' and not a collate_fn's."""
+    if isinstance(collate_fn, TwinCollate):   # a TorchLoader's own, handed back (frameworks rebuild loaders so)
+        collate_fn = collate_fn.collate_fn
     if collate_fn is None or collate_fn is default_collate:
         return None
     if not callable(collate_fn):

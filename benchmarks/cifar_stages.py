@@ -19,7 +19,7 @@ import numpy as np
 
 from dali_loaders import recipes
 from dali_loaders.bench import data
-from dali_loaders.bench.contenders import exact_runs
+from dali_loaders.bench.runs import exact_runs
 from dali_loaders.bench.run import cores
 
 BATCH = 256

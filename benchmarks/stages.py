@@ -21,7 +21,8 @@ import numpy as np
 
 from dali_loaders import recipes
 from dali_loaders.bench import data
-from dali_loaders.bench.contenders import decode_only, exact_runs
+from dali_loaders.bench.contenders import decode_only
+from dali_loaders.bench.runs import exact_runs
 from dali_loaders.bench.run import cores
 
 CROP = recipes.IMAGENET_CROP

@@ -21,9 +21,6 @@ ALLOWED = {
 }
 TOP = {"integrations", "bench", "cli", "demo", "testing", "lightning", "timm", "__init__", "__main__"}  # may import anything
 MAX_LINES = 550
-# module cycles known and being fixed elsewhere, each as the sorted modules of its cycle;
-# a cycle fixed must leave this list (test_known_cycles_still_exist)
-KNOWN_CYCLES = {("bench/arrays", "bench/contenders")}
 
 
 def modules(root=ROOT):
@@ -170,14 +167,8 @@ def test_graph_sees_function_level_and_package_imports(tmp_path):
 
 
 def test_no_import_cycles():
-    found = [cycle for cycle in cycles(import_graph())
-             if tuple(sorted("/".join(m) for m in set(cycle))) not in KNOWN_CYCLES]
+    found = cycles(import_graph())
     assert not found, "import cycles:\n" + "\n".join(" -> ".join("/".join(m) for m in c) for c in found)
-
-
-def test_known_cycles_still_exist():
-    present = {tuple(sorted("/".join(m) for m in set(cycle))) for cycle in cycles(import_graph())}
-    assert KNOWN_CYCLES <= present, f"fixed, so remove from KNOWN_CYCLES: {sorted(KNOWN_CYCLES - present)}"
 
 
 def test_packages_import_only_the_layers_below_them():

@@ -253,3 +253,27 @@ def test_reference_recipes_run_in_every_contender(recipe, train_size, mixed, kin
         images, labels = next(iter(contenders.make_loader(spec, 0)))
         assert images.shape == (4, 3, size, size) and images.dtype == torch.float32
         assert labels.shape == ((4, 2) if split == "train" and mixed else (4,))
+
+
+@pytest.mark.parametrize("dataset", ["imagenet", "cifar10"])
+def test_mixing_workloads_time_the_collate_fn_spelling_beside_batch_transform(dataset, tmp_path):
+    """Train workloads whose recipe mixes batches get the "collate" contender: the DALI loader
+    with the same mixing as collate_fn=lambda batch: mixing(*default_collate(batch)), as
+    torchvision's reference writes it; other workloads do not."""
+    import torch
+
+    from dali_loaders.bench import contenders, data
+    from dali_loaders.bench.session import Workload
+
+    root = data.make_image_folder(str(tmp_path), 8, 4, classes=2) if dataset == "imagenet" else \
+        data.make_cifar(str(tmp_path), 64, 16)
+    assert "collate" in Workload(dataset, "train", root, 4, 1, "mixing").kinds
+    assert "collate" not in Workload(dataset, "train", root, 4, 1).kinds
+    assert "collate" not in Workload("imagenet", "val", root, 4, 1, "resnet50").kinds
+    spec = dict(Workload(dataset, "train", root, 4, 1, "mixing").spec, kind="collate")
+    loader = contenders.make_loader(spec, 0)
+    mixed = contenders.make_loader(dict(spec, kind="dali"), 0)   # batch_transform=mixing
+    assert loader.collate_fn is not None and mixed.collate_fn is None and loader.route == mixed.route == "dali"
+    for images, labels in (next(iter(loader)), next(iter(mixed))):
+        assert labels.shape == (4, 2 if dataset == "imagenet" else 10) and labels.dtype == torch.float32
+        assert torch.allclose(labels.sum(1), torch.ones(4))

@@ -171,8 +171,10 @@ def test_dataloader_rules_for_its_arguments():
         make(None, 4, num_workers=-1)
     with pytest.raises(ValueError, match="worker_init_fn"):
         make(None, 4, worker_init_fn=lambda worker: None)
-    with pytest.raises(ValueError, match="collate_fn.*batch_transform"):
-        make(None, 4, collate_fn=lambda samples: samples)
+    with pytest.raises(ValueError, match="collate_fn.*output='dict'.*pass one of them"):
+        make(None, 4, collate_fn=lambda samples: samples, output="dict")
+    with pytest.raises(TypeError, match="collate_fn must be callable"):
+        make(None, 4, collate_fn="default")
     with pytest.raises(ValueError, match="even_batches"):
         make(None, 4, sampler=range(N), even_batches=True)
     # the DataLoader keywords that need no worker processes are taken

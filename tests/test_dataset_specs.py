@@ -114,8 +114,9 @@ def test_dataloader_keywords_keep_their_meaning_in_the_factories():
                            persistent_workers=False)
         assert isinstance(loader, DaliLoader if backend == "dali" else TorchLoader)
         assert served(loader).tolist() == backwards
-    with pytest.raises(ValueError, match="collate_fn.*batch_transform"):
-        open_fake(spec, "dali", "train", collate_fn=lambda samples: samples)
+    for backend in ("dali", "torch"):   # collate_fn gets the samples of each batch, as DataLoader gives them
+        items = [item for batch in open_fake(spec, backend, "test", collate_fn=list) for item in batch]
+        assert [label for _, label in items] == served(open_fake(spec, backend, "test")).tolist() == list(range(24))
     with pytest.raises(TypeError, match="no_such_keyword"):
         open_fake(spec, "dali", "train", no_such_keyword=1)
     with pytest.raises(ValueError, match="mutually exclusive with shuffle"):

@@ -16,6 +16,8 @@ from typing import Optional
 
 import numpy as np
 
+from .runs import exact_runs
+
 PAD = 4   # CIFAR's RandomCrop(32, padding=4)
 
 
@@ -100,7 +102,6 @@ class CifarBaseline:
     def __iter__(self):
         import torch
 
-        from .contenders import exact_runs
 
         order = next(self.orders)
         self.passes += 1

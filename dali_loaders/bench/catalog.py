@@ -115,6 +115,9 @@ RECIPES = {
         "default": BenchRecipe(lambda train: recipes.imagenet(train)),
         "tv176": BenchRecipe(_torchvision_176, about="RandomResizedCrop(176, bicubic), flip, ColorJitter(0.4, 0.4, "
                                                       "0.4) / Resize(232), CenterCrop(224)"),
+        "mixing": BenchRecipe(lambda train: recipes.imagenet(train), splits=("train",),
+                              mixing=recipes.resnet50_mixing,
+                              about="the default recipe, then the reference's MixUp(0.2)/CutMix(1.0) on each batch"),
         "resnet50": BenchRecipe(recipes.resnet50_reference, mixing=recipes.resnet50_mixing,
                                 about="torchvision's ResNet-50 reference: RandomResizedCrop(176), flip, "
                                       "TrivialAugmentWide, RandomErasing(0.1), MixUp(0.2)/CutMix(1.0) / "
@@ -161,15 +164,25 @@ def options_for(spec: dict) -> dict:
     return dict(bench_recipe(spec["dataset"], spec.get("recipe", "default")).options)
 
 
+def mixes(dataset: str, recipe: str, split: str) -> bool:
+    """Whether the workload's batches are mixed (its recipe's mixing, on train batches)."""
+    return bench_recipe(dataset, recipe).mixing is not None and split == "train"
+
+
 def batch_options(spec: dict) -> dict:
     """batch_transform= for every contender of a train workload whose recipe mixes batches
-    (CIFAR-10: 10 classes; the image folder: one class per folder of its train/)."""
+    (CIFAR-10: 10 classes; the image folder: one class per folder of its train/); for the
+    "collate" contender the same mixing as torchvision's reference passes it, collate_fn=."""
     import os
 
-    mixing = bench_recipe(spec["dataset"], spec.get("recipe", "default")).mixing
-    if mixing is None or spec["split"] != "train":
+    if not mixes(spec["dataset"], spec.get("recipe", "default"), spec["split"]):
         return {}
-    if spec["dataset"] == "cifar10":
-        return {"batch_transform": mixing(10)}
-    classes = sum(entry.is_dir() for entry in os.scandir(os.path.join(spec["data"], "train")))
-    return {"batch_transform": mixing(classes)}
+    make = bench_recipe(spec["dataset"], spec.get("recipe", "default")).mixing
+    classes = 10 if spec["dataset"] == "cifar10" else \
+        sum(entry.is_dir() for entry in os.scandir(os.path.join(spec["data"], "train")))
+    mixing = make(classes)
+    if spec.get("kind") == "collate":
+        from torch.utils.data import default_collate
+
+        return {"collate_fn": lambda batch: mixing(*default_collate(batch))}
+    return {"batch_transform": mixing}

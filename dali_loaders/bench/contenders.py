@@ -1,8 +1,9 @@
-"""What a benchmark worker can time: the DALI loader, its torchvision twin (PIL), the
-torchvision tensor backend (decode_image + transforms.v2 on uint8 tensors; for datasets in
-memory, v2 on whole uint8 batches), the baseline DALI loader of CIFAR-10 (the original,
-bench/arrays.py), NVIDIA's example pipeline (bench/nvidia.py), the limit and the GPU bench's
-decode ceiling. Every loader runs the workload's recipe (bench/catalog.py).
+"""What a benchmark worker can time: the DALI loader (and where the recipe mixes batches, the
+same loader mixing them in a collate_fn, as torchvision's reference writes it: "collate"), its
+torchvision twin (PIL), the torchvision tensor backend (decode_image + transforms.v2 on uint8
+tensors; for datasets in memory, v2 on whole uint8 batches), the baseline DALI loader of
+CIFAR-10 (the original, bench/arrays.py), NVIDIA's example pipeline (bench/nvidia.py), the limit
+and the GPU bench's decode ceiling. Every loader runs the workload's recipe (bench/catalog.py).
 
 Each maker returns an iterable of (images, labels) batches, one pass per `iter()`.
 Imports stay inside the makers so that a worker loads only what its loader needs
@@ -11,22 +12,24 @@ Imports stay inside the makers so that a worker loads only what its loader needs
 import os
 
 from .catalog import batch_options, options_for, tensor_transform_for, transform_for
+from .runs import PipelineRuns
 
-KINDS = ("dali", "torchvision", "tensor", "baseline", "nvidia", "limit", "ceiling")
+KINDS = ("dali", "collate", "torchvision", "tensor", "baseline", "nvidia", "limit", "ceiling")
 # Swept over num_workers 0 .. threads; on datasets in memory the tensor contender has no
 # workers, and the number swept is its torch threads instead (0 and 1: one thread).
 WORKER_KINDS = ("torchvision", "tensor")
 ARRAY_DATASETS = ("cifar10", "mnist")
 
 
-OPTIONAL = ("tensor", "baseline", "nvidia", "ceiling")   # "ceiling": the GPU bench's only
+OPTIONAL = ("collate", "tensor", "baseline", "nvidia", "ceiling")   # "ceiling": the GPU bench's only
 
 
 def kinds(dataset: str):
     """The contenders of a dataset: the tensor backend on the image folder and the datasets
     in memory, NVIDIA's example pipeline on the image folder, the baseline DALI loader on
-    CIFAR-10."""
-    found = {"imagenet": ("tensor", "nvidia"), "cifar10": ("tensor", "baseline"), "mnist": ("tensor",)}.get(dataset, ())
+    CIFAR-10; on both, the DALI loader mixing batches in a collate_fn (recipes that mix)."""
+    found = {"imagenet": ("collate", "tensor", "nvidia"), "cifar10": ("collate", "tensor", "baseline"),
+             "mnist": ("tensor",)}.get(dataset, ())
     return tuple(k for k in KINDS if k not in OPTIONAL or k in found)
 
 
@@ -40,7 +43,7 @@ def preload(spec: dict) -> None:
         import timm.data  # noqa: F401  timm's transforms, for every contender
     if spec["kind"] in ("torchvision", "tensor"):
         import torchvision.transforms.v2  # noqa: F401
-    elif spec["kind"] in ("dali", "nvidia") or spec["dataset"] in ("imagenet", "flowers102"):
+    elif spec["kind"] in ("dali", "collate", "nvidia") or spec["dataset"] in ("imagenet", "flowers102"):
         import nvidia.dali.fn  # noqa: F401
         import nvidia.dali.plugin.pytorch  # noqa: F401
 
@@ -48,10 +51,12 @@ def preload(spec: dict) -> None:
 def make_loader(spec: dict, workers: int):
     """The loader `spec` names; `workers`: the DataLoaders' num_workers (the torch threads of the
     tensor contender on datasets in memory)."""
-    makers = {("cifar10", "dali"): _cifar_dali, ("cifar10", "torchvision"): _cifar_torch,
+    makers = {("cifar10", "dali"): _cifar_dali, ("cifar10", "collate"): _cifar_dali,
+              ("cifar10", "torchvision"): _cifar_torch,
               ("cifar10", "limit"): _array_limit, ("cifar10", "tensor"): _array_batched,
               ("cifar10", "baseline"): _cifar_baseline, ("mnist", "tensor"): _array_batched,
-              ("imagenet", "dali"): _imagenet_dali, ("imagenet", "nvidia"): _nvidia_example,
+              ("imagenet", "dali"): _imagenet_dali, ("imagenet", "collate"): _imagenet_dali,
+              ("imagenet", "nvidia"): _nvidia_example,
               ("imagenet", "torchvision"): _imagenet_torch, ("imagenet", "tensor"): _imagenet_tensor,
               ("imagenet", "limit"): _decode_only, ("imagenet", "ceiling"): _decode_ceiling,
               ("mnist", "dali"): _standard_dali, ("mnist", "torchvision"): _standard_torch,
@@ -180,52 +185,6 @@ def _array_limit(spec, workers):
     from .arrays import Bandwidth
 
     return Bandwidth(_array_source(spec), spec["batch_size"])
-
-
-class PipelineRuns:
-    """A built DALI pipeline run exactly as many times as each pass takes outputs, the
-    pipeline kept from pass to pass. Between passes no run is in flight (unless
-    `across_passes`): `run()` and DALI's iterators keep prefetch_queue_depth runs going, which
-    would go on decoding in the background into the next contender's timed pass (and start
-    this one's next pass with batches already made). With `across_passes` the queue stays full
-    over a pass's end, as a user's epochs run back to back (for a contender timed alone). Each
-    output is valid until the next is asked for."""
-
-    def __init__(self, pipeline, across_passes: bool = False):
-        depth = pipeline.prefetch_queue_depth
-        self.pipeline, self.across_passes = pipeline, across_passes
-        self.depth = max(depth.values()) if isinstance(depth, dict) else depth
-        self.ahead, self.started = 0, False   # runs scheduled and not yet taken
-        self.held = False                     # an output taken and not yet released
-
-    def _schedule(self) -> None:
-        self.pipeline.schedule_run()   # the first call queues `depth` runs, the later ones one
-        self.ahead += 1 if self.started else self.depth
-        self.started = True
-
-    def _release(self) -> None:
-        if self.held:
-            self.pipeline.release_outputs()
-            self.held = False
-
-    def take(self, runs: int):
-        """The next `runs` outputs (a pass left early leaves its runs in flight to the next)."""
-        for k in range(runs):
-            self._release()
-            while self.ahead < (self.depth if self.across_passes else min(self.depth, runs - k)):
-                self._schedule()
-            outputs = self.pipeline.share_outputs()
-            self.ahead, self.held = self.ahead - 1, True
-            yield outputs
-        self._release()
-        while self.across_passes and self.ahead < self.depth:
-            self._schedule()
-
-
-def exact_runs(pipeline, runs: int):
-    """The outputs of `runs` runs of a built, unused DALI pipeline, and no more (but at
-    least prefetch_queue_depth run): see PipelineRuns."""
-    return PipelineRuns(pipeline).take(runs)
 
 
 def decode_only(encoded):

@@ -14,7 +14,7 @@ import tempfile
 from dataclasses import dataclass
 from typing import List, Optional
 
-from .catalog import bench_recipe
+from .catalog import bench_recipe, mixes
 from .contenders import WORKER_KINDS, kinds
 from .worker import REPLY
 
@@ -49,6 +49,8 @@ class Workload:
             found = tuple(k for k in found if k != "baseline")
         if self.recipe != "default":   # NVIDIA's example pipeline is the default recipe, hand-written
             found = tuple(k for k in found if k != "nvidia")
+        if not mixes(self.dataset, self.recipe, self.split):   # collate_fn= against batch_transform=
+            found = tuple(k for k in found if k != "collate")
         return found
 
     @property
@@ -67,7 +69,7 @@ class Schedule:
 
 # (result field, contender): DALI's speed over the contender's, round by round
 RATIOS = (("vs_torchvision", "torchvision"), ("vs_tensor", "tensor"), ("vs_baseline", "baseline"),
-          ("vs_nvidia", "nvidia"), ("of_limit", "limit"))
+          ("vs_nvidia", "nvidia"), ("vs_collate", "collate"), ("of_limit", "limit"))
 
 
 class WorkerFailed(RuntimeError):
@@ -311,7 +313,7 @@ def summarize(workload: Workload, speeds: dict, first_batch: dict, memory: dict,
     loaders = {kind: {"images_per_s": _median(speeds[kind]), "runs_images_per_s": speeds[kind],
                       "first_batch_s": first_batch[kind], **starts[kind], **memory[kind]} for kind in workload.kinds}
     loaders["dali"]["num_threads"] = dali_threads
-    for kind in ("baseline", "nvidia"):
+    for kind in ("baseline", "nvidia", "collate"):
         if kind in loaders:
             loaders[kind]["num_threads"] = dali_threads
     loaders["dali"]["sweep_images_per_s"] = {str(t): speed for t, speed in thread_sweep.items()}

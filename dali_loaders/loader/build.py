@@ -11,6 +11,7 @@ from .. import transforms
 from ..dali_compat import autograph_files_removed
 from ..transforms.mixing import batch_mixer
 from ._dali import build_dali_pipeline, pick_device_id
+from .collate import DaliCollate, SampleLabels, user_collate
 from .dataloader_args import check_dataloader_args, check_dali_path_args, order_of
 from .explain import failure_explainer
 from .options import check_options, resolve_device
@@ -68,6 +69,7 @@ class Parts:
     batch_sampler: Any
     shape: Optional[Callable] = None
     batch_transform: Optional[Callable] = None
+    collate: Optional[DaliCollate] = None   # a user's collate_fn on the DALI path
     pipeline: Optional[LivePipeline] = None
     feed: Optional[EpochOrder] = None
     finish: Callable = None
@@ -86,6 +88,7 @@ def assemble(dataset, *, batch_size, shuffle, sampler, batch_sampler, num_worker
     shuffle = check_dataloader_args(batch_size, shuffle, sampler, batch_sampler, drop_last, num_workers, timeout,
                                     prefetch_factor)
     options = check_options(device, dali_cpu, output, target_transform)
+    collate = user_collate(collate_fn, options.output)
     if seed is None and generator is not None:
         seed = generator.initial_seed() % (1 << 31)
     layout = output_layout(memory_format)
@@ -102,7 +105,8 @@ def assemble(dataset, *, batch_size, shuffle, sampler, batch_sampler, num_worker
                          "target_transform or sequence labels")
     parts = Parts(dataset=dataset, route=way.name, source=source, order=order, sampler=public_sampler,
                   batch_sampler=public_batches, batch_transform=batch_mixer(batch_transform, order),
-                  shape=BatchShape.needed(label_table, way.target_transform, options.output == "dict"))
+                  shape=None if collate is not None else   # its items carry the labels as the shape would
+                  BatchShape.needed(label_table, way.target_transform, options.output == "dict"))
     variant = resolve_device(options.device, device_id)
     gpu = None if variant == "cpu" else pick_device_id(device_id, order.local_rank)
     if source is None:
@@ -114,7 +118,7 @@ def assemble(dataset, *, batch_size, shuffle, sampler, batch_sampler, num_worker
         target = None if gpu is None else torch.device("cuda", gpu)
         parts.place = lambda batch: placed(batch, target, pin_memory and torch.cuda.is_available())
         return parts
-    check_dali_path_args(collate_fn, worker_init_fn)
+    check_dali_path_args(worker_init_fn)
     parts.feed = feed = EpochOrder()
     recipe = way.recipe
     if recipe.python:
@@ -135,7 +139,9 @@ def assemble(dataset, *, batch_size, shuffle, sampler, batch_sampler, num_worker
     parts.pipeline = LivePipeline(build_pipeline)
     finish = batch_finisher(layout, recipe.output_dtype)
     pin = pin_memory and variant == "cpu" and torch.cuda.is_available()
-    parts.finish = (lambda images: finish(images).pin_memory()) if pin else finish
+    if collate is not None:   # collate_fn's batch is pinned, not the images it is made from
+        parts.collate = DaliCollate(collate, order, SampleLabels(label_table, way.target_transform), pin)
+    parts.finish = (lambda images: finish(images).pin_memory()) if pin and collate is None else finish
     parts.explain = failure_explainer(source, limit or 1)
     return parts
 

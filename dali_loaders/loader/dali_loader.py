@@ -36,8 +36,8 @@ class DaliLoader:
     DataLoader's arguments keep their meaning: `num_workers` is the number of DALI threads
     (0 runs one, as DataLoader runs in the main process), or of worker processes on the
     Python path; `sampler` / `batch_sampler` / `shuffle` / `drop_last` choose the samples;
-    `collate_fn` builds Python-path batches (on the DALI path, change whole batches with
-    `batch_transform`); `pin_memory` pins CPU batches; `generator` seeds the loader when
+    `collate_fn` makes each batch from its samples (on the DALI path, from views of the batch
+    DALI made: see collate.py); `pin_memory` pins CPU batches; `generator` seeds the loader when
     `seed` is not given; `prefetch_factor` is how many batches DALI prepares ahead.
     `worker_init_fn`, `timeout` and `multiprocessing_context` apply to worker processes: the
     Python path's. This library's own, after them:
@@ -163,9 +163,11 @@ class DaliLoader:
             images = self._parts.finish(out["images"][:len(indices)])
             labels = self._labels(out, indices)
             self.padded = self._order.padding_mask(int(plan.bounds[k]), len(indices), unpadded)
+            batch = (images, labels) if self._parts.collate is None else \
+                self._parts.collate(images, labels, live.epoch, k)
             if self._parts.batch_transform is not None:
-                images, labels = self._parts.batch_transform(images, labels, live.epoch, k)
-            yield images, labels
+                batch = self._parts.batch_transform(*batch, live.epoch, k)
+            yield batch
         self._end(live)
         live.dali_iter = None
         pipeline.ended_epoch()

@@ -2,7 +2,7 @@
 rules, and turned into the loader's order (orders.py)."""
 from typing import Callable
 
-from torch.utils.data import BatchSampler, default_collate
+from torch.utils.data import BatchSampler
 
 from ..distributed import epoch_sampler
 from .checks import check_count
@@ -31,11 +31,8 @@ def check_dataloader_args(batch_size, shuffle, sampler, batch_sampler, drop_last
     return bool(shuffle)
 
 
-def check_dali_path_args(collate_fn, worker_init_fn) -> None:
+def check_dali_path_args(worker_init_fn) -> None:
     """The DataLoader arguments that mean nothing where DALI makes the batches, refused with what to use."""
-    if collate_fn is not None and collate_fn is not default_collate:
-        raise ValueError("collate_fn builds a batch from samples, and DALI builds this loader's batches: to change "
-                         "whole batches pass batch_transform=, a callable (images, labels) -> (images, labels)")
     if worker_init_fn is not None:
         raise ValueError("worker_init_fn runs in DataLoader's worker processes, and this loader has none (DALI "
                          "runs threads): its randomness is seeded by seed=; drop worker_init_fn")

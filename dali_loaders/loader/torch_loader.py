@@ -10,6 +10,7 @@ from ..sources.torch_dataset import SourceDataset
 from ..sources.torchvision import adapt
 from ..transforms.mixing import batch_mixer
 from .build import output_layout
+from .collate import SampleLabels, TwinCollate, user_collate
 from .dataloader_args import check_dataloader_args, order_of
 from .options import check_options, resolve_device
 from .orders import LibraryOrder
@@ -37,6 +38,7 @@ class TorchLoader(DataLoader):
         shuffle = check_dataloader_args(batch_size, shuffle, sampler, batch_sampler, drop_last, num_workers,
                                         timeout, prefetch_factor)
         options = check_options(device, dali_cpu, output, target_transform)
+        collate = user_collate(collate_fn, options.output)
         if options.device is not None:
             resolve_device(options.device, None)   # the same error as the DALI loader's
         layout = output_layout(memory_format)
@@ -49,7 +51,9 @@ class TorchLoader(DataLoader):
         if batch_transform is not None and (label_table is not None or target_transform is not None):
             raise ValueError("batch_transform (MixUp, CutMix) mixes one-integer labels; it cannot be combined "
                              "with target_transform or sequence labels")
-        if collate_fn is None and layout == "HWC":
+        if collate is not None:   # the DALI loader's items; counted, whatever the batch it makes
+            collate_fn = TwinCollate(collate, SampleLabels(label_table, target_transform))
+        elif collate_fn is None and layout == "HWC":
             collate_fn = _collate_channels_last
         user_batches = batch_sampler if not isinstance(order, LibraryOrder) else None
         batching = dict(batch_sampler=batch_sampler) if user_batches is not None or batch_size is None else \
@@ -62,7 +66,9 @@ class TorchLoader(DataLoader):
         self._order = order
         self._counted = counted
         self._mixer = batch_mixer(batch_transform, order)
-        self._shape = BatchShape.needed(label_table, target_transform, options.output == "dict")
+        self._counts = collate is not None   # batches come as (samples, batch): see TwinCollate
+        self._shape = None if collate is not None else \
+            BatchShape.needed(label_table, target_transform, options.output == "dict")
 
     def set_epoch(self, epoch: int) -> None:
         self._order.set_epoch(epoch)
@@ -80,14 +86,17 @@ class TorchLoader(DataLoader):
             if k == 0:   # the library's sampler starts its epoch when the first batch is drawn
                 unpadded = self._order.unpadded_len()
                 epoch = self._order.sampler.epoch if epoch is None else epoch
-            if not isinstance(batch, (tuple, list)) or len(batch) < 2:   # a dataset's own batch shape
+            if self._counts:
+                count, batch = batch
+            elif not isinstance(batch, (tuple, list)) or len(batch) < 2:   # a dataset's own batch shape
                 yield batch
                 continue
-            images, labels = batch[0], batch[1]
-            self.padded = self._order.padding_mask(start, len(labels), unpadded)
-            start += len(labels)
+            else:
+                count = len(batch[1])
+            self.padded = self._order.padding_mask(start, count, unpadded)
+            start += count
             if self._mixer is not None:
-                batch = self._mixer(images, labels, epoch, k)
+                batch = self._mixer(batch[0], batch[1], epoch, k)
             yield batch if self._shape is None else self._shape(*batch)
 
     # DALIGenericIterator's manners, as DaliLoader's

@@ -2,7 +2,7 @@
 
 A source holds one split of a dataset, N samples, and says how DALI reads them. The loaders
 need nothing else of it; the library's sources (ArraySource, FileSource and ImageFiles,
-WebDatasetSource, LabelledFiles) and a user's own all keep this contract.
+WebDatasetSource, LabelledFiles, HuggingFaceSource) and a user's own all keep this contract.
 
 Must provide:
   __len__()                       the number of samples
@@ -25,6 +25,8 @@ May provide:
   label_table                     loader.outputs.LabelTable: labels that are not one integer
   name_failure(batch_size)        a hook naming the sample behind a failed batch
                                   (failure, remaining indices) -> Exception or None
+  subset(indices)                 the samples at those indices, a source of their own
+                                  (how torch's Subset of the dataset is read)
 """
 from typing import Protocol, runtime_checkable
 

@@ -1,7 +1,8 @@
 """What a benchmark worker can time: the DALI loader, its torchvision twin (PIL), the
 torchvision tensor backend (decode_image + transforms.v2 on uint8 tensors; for datasets in
 memory, v2 on whole uint8 batches), the baseline DALI loader of CIFAR-10 (the original,
-bench/arrays.py), NVIDIA's example pipeline (bench/nvidia.py) and the limit. Every loader
+bench/arrays.py), NVIDIA's example pipeline (bench/nvidia.py), the DALI loader over
+ImageFolder of the same files (the hf workload: bench/hf.py) and the limit. Every loader
 runs the workload's recipe (bench/catalog.py).
 
 Each maker returns an iterable of (images, labels) batches, one pass per `iter()`.
@@ -12,21 +13,22 @@ import os
 
 from .catalog import batch_options, options_for, tensor_transform_for, transform_for
 
-KINDS = ("dali", "torchvision", "tensor", "baseline", "nvidia", "limit")
+KINDS = ("dali", "torchvision", "tensor", "baseline", "nvidia", "folder", "limit")
 # Swept over num_workers 0 .. threads; on datasets in memory the tensor contender has no
 # workers, and the number swept is its torch threads instead (0 and 1: one thread).
 WORKER_KINDS = ("torchvision", "tensor")
 ARRAY_DATASETS = ("cifar10", "mnist")
 
 
-OPTIONAL = ("tensor", "baseline", "nvidia")
+OPTIONAL = ("tensor", "baseline", "nvidia", "folder")
 
 
 def kinds(dataset: str):
     """The contenders of a dataset: the tensor backend on the image folder and the datasets
     in memory, NVIDIA's example pipeline on the image folder, the baseline DALI loader on
-    CIFAR-10."""
-    found = {"imagenet": ("tensor", "nvidia"), "cifar10": ("tensor", "baseline"), "mnist": ("tensor",)}.get(dataset, ())
+    CIFAR-10, the DALI loader over ImageFolder of the same files on the Hugging Face dataset."""
+    found = {"imagenet": ("tensor", "nvidia"), "cifar10": ("tensor", "baseline"), "mnist": ("tensor",),
+             "hf": ("folder",)}.get(dataset, ())
     return tuple(k for k in KINDS if k not in OPTIONAL or k in found)
 
 
@@ -38,9 +40,11 @@ def preload(spec: dict) -> None:
 
     if spec.get("recipe", "").startswith("timm"):
         import timm.data  # noqa: F401  timm's transforms, for every contender
+    if spec["dataset"] == "hf" and spec["kind"] in ("dali", "torchvision"):
+        import datasets  # noqa: F401
     if spec["kind"] in ("torchvision", "tensor"):
         import torchvision.transforms.v2  # noqa: F401
-    elif spec["kind"] in ("dali", "nvidia") or spec["dataset"] in ("imagenet", "flowers102"):
+    elif spec["kind"] in ("dali", "nvidia", "folder") or spec["dataset"] in ("imagenet", "flowers102", "hf"):
         import nvidia.dali.fn  # noqa: F401
         import nvidia.dali.plugin.pytorch  # noqa: F401
 
@@ -48,6 +52,8 @@ def preload(spec: dict) -> None:
 def make_loader(spec: dict, workers: int):
     """The loader `spec` names; `workers`: the DataLoaders' num_workers (the torch threads of the
     tensor contender on datasets in memory)."""
+    from . import hf
+
     makers = {("cifar10", "dali"): _cifar_dali, ("cifar10", "torchvision"): _cifar_torch,
               ("cifar10", "limit"): _array_limit, ("cifar10", "tensor"): _array_batched,
               ("cifar10", "baseline"): _cifar_baseline, ("mnist", "tensor"): _array_batched,
@@ -56,7 +62,9 @@ def make_loader(spec: dict, workers: int):
               ("imagenet", "limit"): _decode_only,
               ("mnist", "dali"): _standard_dali, ("mnist", "torchvision"): _standard_torch,
               ("mnist", "limit"): _array_limit, ("flowers102", "dali"): _standard_dali,
-              ("flowers102", "torchvision"): _standard_torch, ("flowers102", "limit"): _flowers_decode_only}
+              ("flowers102", "torchvision"): _standard_torch, ("flowers102", "limit"): _flowers_decode_only,
+              ("hf", "dali"): hf.hf_dali, ("hf", "torchvision"): hf.HFDataLoader, ("hf", "folder"): hf.hf_folder,
+              ("hf", "limit"): _hf_decode_only}
     return makers[spec["dataset"], spec["kind"]](spec, workers)
 
 
@@ -236,6 +244,11 @@ class DecodeOnly:
 
 def _decode_only(spec, workers):
     return DecodeOnly(spec)
+
+
+def _hf_decode_only(spec, workers):
+    """The image folder the Hugging Face dataset was made of (bench/hf.py)."""
+    return DecodeOnly(dict(spec, data=os.path.join(spec["data"], "images")))
 
 
 def _flowers_decode_only(spec, workers):

@@ -195,10 +195,9 @@ def test_ranks_share_train_equally_and_read_val_exactly_once(hub):
 
 @pytest.mark.parametrize("shuffle", [True, False])
 def test_resume_mid_epoch_gives_the_rest_of_that_epoch(hub, shuffle):
-    ds = loaded(hub, "imagenet", "disk")
-
-    def make():
-        return DaliLoader(ds, batch_size=4, shuffle=shuffle, seed=11, transform=FLAT_TRAIN if shuffle else VAL)
+    def make():   # each loader over the dataset loaded afresh, as a resumed run loads it
+        return DaliLoader(loaded(hub, "imagenet", "disk"), batch_size=4, shuffle=shuffle, seed=11,
+                          transform=FLAT_TRAIN if shuffle else VAL)
 
     loader = make()
     loader.set_epoch(1)

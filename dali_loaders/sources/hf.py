@@ -170,10 +170,12 @@ class ArrowImages:
         """(length, head, middle, tail) of each row's bytes, 8 bytes each as an int64, without
         a Python step per row; a path row's is its file's (size, mtime_ns, 0, 0)."""
         out = np.zeros((len(rows), STAMP_WIDTH), dtype=np.int64)
-        start, end = self.start[rows], self.end[rows]
+        start, end, chunk = self.start[rows], self.end[rows], self.chunk[rows]
         out[:, 0] = end - start
-        for number in np.unique(self.chunk[rows]).tolist():
-            mine = np.flatnonzero((self.chunk[rows] == number) & (start >= 0))
+        by_chunk = np.argsort(chunk, kind="stable")   # one pass per chunk over its own rows only
+        numbers, firsts = np.unique(chunk[by_chunk], return_index=True)
+        for number, group in zip(numbers.tolist(), np.split(by_chunk, firsts[1:])):
+            mine = group[start[group] >= 0]
             length = end[mine] - start[mine]
             for column, at in ((1, np.zeros_like(length)), (2, length // 2), (3, length - STAMP_BYTES)):
                 out[mine, column] = _words(self.buffers[number], start[mine] + np.maximum(at, 0), end[mine])

@@ -285,6 +285,8 @@ def test_a_dataset_with_its_own_transform_takes_the_python_path_and_says_how_to_
             with pytest.raises(ValueError, match="transform of its own and transform= was passed too"):
                 make(dataset, batch_size=8, transform=VAL)
     assert DaliLoader(own.with_format(None), batch_size=8, transform=VAL).route == "dali"   # the note's advice
+    with pytest.raises(ValueError, match="own transform.*ds.with_format\\(None\\)"):
+        hf.HuggingFaceSource(own)   # wrapped by hand, its transform would be dropped unsaid
 
 
 # -- 6. columns, and what is refused -------------------------------------------------------
@@ -321,6 +323,8 @@ def test_streaming_datasets_and_dataset_dicts_are_refused_with_the_reason(hub):
             make(ds.to_iterable_dataset(), batch_size=4, transform=VAL)
         with pytest.raises(TypeError, match=r"DatasetDict holds splits \(train\).*ds\['train'\]"):
             make(datasets.DatasetDict({"train": ds}), batch_size=4, transform=VAL)
+    with pytest.raises(TypeError, match="streaming"):
+        hf.HuggingFaceSource(ds.to_iterable_dataset())
 
 
 # -- 7. bytes from strangers ---------------------------------------------------------------

@@ -21,13 +21,13 @@ from .data import DONE
 def make_hf(cache_dir: str, image_root: str, splits=("train", "val")) -> str:
     """The saved datasets of an image folder (root/<split>/<class>/*), made once: the hub's
     ImageNet-1k schema, `image` (bytes and file name) and `label` (a ClassLabel of the folders)."""
-    import hashlib
+    import zlib
 
     import datasets
     from torchvision.datasets import ImageFolder
 
-    digest = hashlib.sha1(os.path.abspath(image_root).encode()).hexdigest()[:8]
-    root = os.path.join(cache_dir, f"hf-{os.path.basename(os.path.normpath(image_root))}-{digest}")
+    number = zlib.crc32(os.path.abspath(image_root).encode())   # in decimal: no hex that reads as a commit
+    root = os.path.join(cache_dir, f"hf-{os.path.basename(os.path.normpath(image_root))}-{number}")
     if os.path.isfile(os.path.join(root, DONE)):
         return root
     os.makedirs(root, exist_ok=True)

@@ -44,24 +44,41 @@ def reading(dataset) -> Optional[Tuple[Optional["HuggingFaceSource"], Optional[C
         return None
     import datasets
 
+    refuse_unreadable(dataset)
+    if type(dataset) is not datasets.Dataset:   # a subclass may change __getitem__: not ours to read
+        return None
+    own = own_transform(dataset)
+    if own is not None:
+        return None, own, OWN_TRANSFORM
+    try:
+        return HuggingFaceSource(dataset), None, ""
+    except NotReadable as why:
+        return None, None, f"datasets.Dataset: {why}"
+
+
+OWN_TRANSFORM = ("the Dataset's own transform (set_transform / with_transform) runs in Python on each batch of "
+                 "rows; for DALI to read its images, pass ds.with_format(None) and the recipe as transform=")
+
+
+def refuse_unreadable(dataset) -> None:
+    """A TypeError saying why, for the `datasets` objects no loader reads by index."""
+    import datasets
+
     if isinstance(dataset, (datasets.IterableDataset, datasets.IterableDatasetDict)):
         raise TypeError("a streaming datasets.IterableDataset has no length and no random access, which "
                         "shuffling, sharding across ranks and resuming need: load it without streaming=True "
                         "(its files are memory-mapped, not read into memory)")
     if isinstance(dataset, datasets.DatasetDict):
-        raise TypeError(f"a DatasetDict holds splits ({', '.join(dataset)}): pass one, e.g. ds[{next(iter(dataset))!r}]")
-    if type(dataset) is not datasets.Dataset:   # a subclass may change __getitem__: not ours to read
-        return None
+        raise TypeError(f"a DatasetDict holds splits ({', '.join(dataset)}): pass one, "
+                        f"e.g. ds[{next(iter(dataset))!r}]")
+    if not isinstance(dataset, datasets.Dataset):
+        raise TypeError(f"HuggingFaceSource reads a datasets.Dataset, not a {type(dataset).__name__}")
+
+
+def own_transform(dataset) -> Optional[Callable]:
+    """The transform a Dataset's set_transform / with_transform gave it, or None."""
     formatting = dataset.format
-    if formatting.get("type") == "custom":
-        own = formatting.get("format_kwargs", {}).get("transform")
-        return None, own, ("its own transform (set_transform / with_transform) runs in Python on each batch of "
-                           "rows; pass the recipe as transform= to the dataset without it (ds.with_format(None)) "
-                           "for DALI to read the images")
-    try:
-        return HuggingFaceSource(dataset), None, ""
-    except NotReadable as why:
-        return None, None, f"datasets.Dataset: {why}"
+    return formatting.get("format_kwargs", {}).get("transform") if formatting.get("type") == "custom" else None
 
 
 # -- the columns ------------------------------------------------------------------------
@@ -206,6 +223,9 @@ class HuggingFaceSource:
     column; -1 where it has none), in its rows' order, read by DALI (see the module)."""
 
     def __init__(self, dataset, image_column: Optional[str] = None, label_column: Optional[str] = None):
+        refuse_unreadable(dataset)
+        if own_transform(dataset) is not None:   # it would be left out unsaid
+            raise ValueError(f"HuggingFaceSource: {OWN_TRANSFORM}")
         features = dataset.features
         self.dataset = dataset
         self.image_column = image_column_of(features, image_column)
@@ -282,10 +302,13 @@ class HuggingFaceSource:
         from PIL import Image
 
         encoded = self.encoded(i)
+        if not isinstance(encoded, bytes):   # a path row's file
+            with open(encoded, "rb") as f:
+                encoded = f.read()
         try:
             if self.max_image_pixels != PIL_RULE:   # a limit the user chose, applied
                 return open_unchecked(encoded).convert("RGB")
-            return Image.open(io.BytesIO(encoded) if isinstance(encoded, bytes) else encoded).convert("RGB")
+            return Image.open(io.BytesIO(encoded)).convert("RGB")
         except Exception as e:  # PIL raises OSError, SyntaxError, ValueError, ... for bad data
             raise ImageDecodeError(f"cannot decode image {self.describe(i)!r} ({type(e).__name__}: {e}); remove "
                                    f"or replace the row", path=self.describe(i)) from e
@@ -298,7 +321,7 @@ class HuggingFaceSource:
         encoded bytes fed by external_source (labels=False: the labels left to host_labels)."""
         from nvidia.dali import fn, types
 
-        names = len(self) and all(int(row) in self._images.paths for row in self.table_rows)
+        names = len(self) > 0 and bool(np.all(self._images.start[self.table_rows] < 0))
         feeder = _RowFeeder(self.batch_names if names else self.batch_bytes, self.labels, order, batch_size, labels)
         outputs = fn.external_source(source=feeder, num_outputs=1 + labels, batch=True, batch_info=True,
                                      dtype=[types.UINT8, types.INT64][:1 + labels])

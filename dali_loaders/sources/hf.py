@@ -323,8 +323,11 @@ class HuggingFaceSource:
 
         names = len(self) > 0 and bool(np.all(self._images.start[self.table_rows] < 0))
         feeder = _RowFeeder(self.batch_names if names else self.batch_bytes, self.labels, order, batch_size, labels)
+        # Views of the Arrow buffers (which this source keeps alive) are handed to DALI as they
+        # are, not copied in this thread; fresh arrays (a path row's file, the labels) are copied.
         outputs = fn.external_source(source=feeder, num_outputs=1 + labels, batch=True, batch_info=True,
-                                     dtype=[types.UINT8, types.INT64][:1 + labels])
+                                     dtype=[types.UINT8, types.INT64][:1 + labels],
+                                     no_copy=not labels and not self._images.paths)
         encoded = fn.io.file.read(outputs[0]) if names else outputs[0]   # only paths: DALI reads the files
         return encoded_images(encoded, device), outputs[1] if labels else None
 

@@ -105,10 +105,10 @@ def _take(source, indices):
     if picked.min() < -total or picked.max() >= total:
         raise _CannotRead(f"its indices reach past the dataset's {total} samples")
     picked %= total
-    tag = f"[{len(picked)} of {total}, {zlib.crc32(picked.tobytes()):08x}]"
-    classes = getattr(source, "classes", None)
     if hasattr(source, "subset"):   # a source that cuts itself (sources/hf.py)
         return source.subset(picked)
+    tag = f"[{len(picked)} of {total}, {zlib.crc32(picked.tobytes()):08x}]"
+    classes = getattr(source, "classes", None)
     if isinstance(source, FileSource):
         return FileSource([source.files[i] for i in picked], source.labels[picked], source.name + tag, classes)
     if isinstance(source, ArraySource):

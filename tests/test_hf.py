@@ -228,6 +228,14 @@ def test_select_shuffle_and_subsets_are_read_in_the_datasets_own_order(hub):
     assert loader.route == "dali" and one_pass("imagenet", loader)[0].tolist() == [4, 1, 22]
 
 
+def test_a_format_without_a_transform_changes_nothing_read(hub):
+    """set_format("torch") / ("numpy") changes what ds[i] hands over, not the rows: the DALI path."""
+    for kind in ("torch", "numpy"):
+        loader = DaliLoader(loaded(hub, "imagenet").with_format(kind), batch_size=8, transform=VAL)
+        ids, labels = one_pass("imagenet", loader)
+        assert loader.route == "dali" and ids.tolist() == list(range(30)) and labels.tolist() == [i % 3 for i in ids]
+
+
 def solid_colour_of(image):
     return np.asarray(image.convert("RGB"), dtype=np.float64).reshape(-1, 3).mean(axis=0)
 

@@ -16,16 +16,17 @@ LOADER_FIELDS = ("images_per_s", "runs_images_per_s", "first_batch_s", "next_epo
 THREE = ("dali", "torchvision", "limit")
 FOUR = ("dali", "torchvision", "tensor", "limit")
 IMAGES = ("dali", "torchvision", "tensor", "nvidia", "limit")
+HF = ("dali", "torchvision", "folder", "limit")   # DataLoader(ds.with_transform); ImageFolder of the same files on DALI
 WORKLOADS = {"cifar10/train": ("dali", "torchvision", "tensor", "baseline", "limit"), "cifar10/val": FOUR,
              "imagenet/train": IMAGES, "imagenet/val": IMAGES, "mnist/train": FOUR, "mnist/val": FOUR,
-             "flowers102/train": THREE, "flowers102/val": THREE}
+             "flowers102/train": THREE, "flowers102/val": THREE, "hf/train": HF, "hf/val": HF}
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # a commit hash: 7 to 40 hex digits with letters and digits both
 HASH = re.compile(r"\b(?=[0-9a-f]*[a-f])(?=[0-9a-f]*[0-9])[0-9a-f]{7,40}\b")
 # the other recipes (tv176, resnet50, tvref-ta, timm-ra, albumentations) run in the full bench; their
 # loaders are tested below and elsewhere
 RECIPES = ("default",)
-RUN_TIMEOUT = 900  # seconds: a hang must fail the test; eight workloads' workers start on 2 cores
+RUN_TIMEOUT = 900  # seconds: a hang must fail the test; ten workloads' workers start on 2 cores
 
 
 @pytest.fixture(scope="module")
@@ -71,7 +72,7 @@ def test_ratios_are_medians_of_side_by_side_runs(tiny_run):
     for result in report["results"]:
         dali = result["loaders"]["dali"]["runs_images_per_s"]
         for field, kind in (("vs_torchvision", "torchvision"), ("vs_tensor", "tensor"), ("vs_baseline", "baseline"),
-                            ("vs_nvidia", "nvidia"), ("of_limit", "limit")):
+                            ("vs_nvidia", "nvidia"), ("vs_folder", "folder"), ("of_limit", "limit")):
             if kind not in result["loaders"]:
                 assert field not in result
                 continue
@@ -89,6 +90,8 @@ def test_new_workloads_time_the_standard_factories_against_their_twins(tiny_run)
     assert "limit: memory bandwidth, uint8 read + float32 written" in stdout and "limit: DALI decode only" in stdout
     assert "torch v2 on whole batches" in stdout and "baseline DALI loader (CIFAR, original" in stdout
     assert "NVIDIA's DALI example" in stdout
+    assert "DataLoader(ds.with_transform)" in stdout and "DALI loader, ImageFolder (same files" in stdout
+    assert by_name["hf/train"]["images"] == by_name["imagenet/train"]["images"]   # the same JPEGs
 
 
 @pytest.mark.slow
@@ -123,10 +126,11 @@ def test_the_targets_of_a_full_run(tiny_run):
 
     results, _, _ = tiny_run
     checked = bench_report.check_targets(results["results"])
-    assert {t["workload"] for t in checked} == {"cifar10/train", "imagenet/train", "imagenet/val"}
+    assert {t["workload"] for t in checked} == {"cifar10/train", "imagenet/train", "imagenet/val", "hf/train"}
     assert {"ImageNet-style train vs torchvision tensors", "ImageNet-style val vs torchvision tensors",
-            "CIFAR-10 train vs the baseline DALI loader", "CIFAR-10 train vs torch on whole batches"} <= \
-        {t["target"] for t in checked}
+            "CIFAR-10 train vs the baseline DALI loader", "CIFAR-10 train vs torch on whole batches",
+            "HF dataset train vs DataLoader(ds.with_transform)",
+            "HF dataset train vs its files through ImageFolder on DALI"} <= {t["target"] for t in checked}
     by_name = {r["workload"]: r for r in results["results"]}
     for target in checked:
         value = by_name[target["workload"]].get("vs_baseline") if "baseline" in target["target"] else None
@@ -277,3 +281,23 @@ def test_mixing_workloads_time_the_collate_fn_spelling_beside_batch_transform(da
     for images, labels in (next(iter(loader)), next(iter(mixed))):
         assert labels.shape == (4, 2 if dataset == "imagenet" else 10) and labels.dtype == torch.float32
         assert torch.allclose(labels.sum(1), torch.ones(4))
+
+
+def test_the_hf_contenders_read_the_same_images(tmp_path):
+    """The hf workload's DALI loader, DataLoader(ds.with_transform) and the DALI loader over
+    ImageFolder serve the same val batches (the same work timed); the limit decodes every file."""
+    import torch
+
+    from dali_loaders.bench import contenders, data, hf
+
+    pytest.importorskip("datasets")
+    root = hf.make_hf(str(tmp_path), data.make_image_folder(str(tmp_path), 8, 8, classes=2))
+    spec = {"dataset": "hf", "recipe": "default", "split": "val", "data": root, "batch_size": 4, "threads": 1}
+    batches = {kind: next(iter(contenders.make_loader(dict(spec, kind=kind), 1 if kind == "torchvision" else 0)))
+               for kind in ("dali", "torchvision", "folder")}
+    images, labels = batches["dali"]
+    assert images.shape == (4, 3, 224, 224) and labels.tolist() == [0, 0, 0, 0]
+    for kind in ("torchvision", "folder"):
+        assert torch.equal(batches[kind][1], labels)
+        assert (batches[kind][0] - images).abs().max().item() < 0.02   # one level of 255, normalized
+    assert sum(len(y) for _, y in contenders.make_loader(dict(spec, kind="limit"), 0)) == 8

@@ -11,6 +11,7 @@ How a block is run:
 - torchvision's md5 checks are skipped: the fixtures have the real formats, not the real bytes.
 """
 import glob
+import importlib.util
 import os
 import re
 import warnings
@@ -43,6 +44,7 @@ def runnable(page):
 def data(tmp_path_factory):
     """Example path -> a small dataset in that format."""
     from cifar_data import write_cifar
+    from hf_data import imagenet_parquet
     from image_data import write_image_folder
 
     root = tmp_path_factory.mktemp("docs_data")
@@ -57,7 +59,9 @@ def data(tmp_path_factory):
     write_image_folder(os.path.join(imagenet, "val"), {"n01": 2, "n02": 2})
     cifar = str(root / "cifar")
     write_cifar(cifar, "cifar10", n_train=40, n_test=20)
-    return {"/data/imagenet": imagenet, "/data/cifar": cifar,
+    hub_imagenet = str(root / "hf" / "imagenet")   # the hub's parquet layout (tests/hf_data.py)
+    imagenet_parquet(hub_imagenet)
+    return {"/data/imagenet": imagenet, "/data/cifar": cifar, "/data/hf/imagenet": hub_imagenet,
             "/data/flowers/train": folder("flowers", {"a": 2, "b": 3}),
             "/data/train": folder("train", {"a": 3, "b": 3})}
 
@@ -76,6 +80,10 @@ def test_every_python_block_runs(page, data, tmp_path, monkeypatch):
     # the fixtures are in the real formats but are not the real files: skip torchvision's md5 checks
     monkeypatch.setattr(tvd.CIFAR10, "_check_integrity", lambda self: True)
     monkeypatch.setattr(tvd.cifar, "check_integrity", lambda *args, **kwargs: True)
+    if importlib.util.find_spec("datasets") is not None:   # load_dataset's cache: this test's folder
+        import datasets
+
+        monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", str(tmp_path / "hf-cache"))
     scope = {"__name__": "__docs__"}
     for number, code in enumerate(runnable(page), 1):
         with warnings.catch_warnings():

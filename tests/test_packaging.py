@@ -68,6 +68,8 @@ def test_one_dali_per_cuda_extra_and_none_without_wheels(wheel):
             assert {"torch", "torchvision"} <= installed(requirements, extra, platform)
     assert "pytorch-lightning" in installed(requirements, "lightning", LINUX_X86)
     assert "pytorch-lightning" not in installed(requirements, None, LINUX_X86)
+    assert "datasets" in installed(requirements, "hf", LINUX_X86)
+    assert "datasets" not in installed(requirements, None, LINUX_X86)
 
 
 def test_cuda_extras_bring_dali_2_3_or_newer_and_the_cuda_headers(wheel):

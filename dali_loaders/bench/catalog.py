@@ -143,6 +143,7 @@ RECIPES = {
     },
     "mnist": {"default": BenchRecipe(lambda train: None)},          # None: the factory's own recipe
     "flowers102": {"default": BenchRecipe(lambda train: None, needs=("scipy",))},   # its .mat files
+    "hf": {"default": BenchRecipe(lambda train: recipes.imagenet(train), needs=("datasets",))},
 }
 
 

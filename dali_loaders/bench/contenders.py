@@ -2,8 +2,9 @@
 same loader mixing them in a collate_fn, as torchvision's reference writes it: "collate"), its
 torchvision twin (PIL), the torchvision tensor backend (decode_image + transforms.v2 on uint8
 tensors; for datasets in memory, v2 on whole uint8 batches), the baseline DALI loader of
-CIFAR-10 (the original, bench/arrays.py), NVIDIA's example pipeline (bench/nvidia.py), the limit
-and the GPU bench's decode ceiling. Every loader runs the workload's recipe (bench/catalog.py).
+CIFAR-10 (the original, bench/arrays.py), NVIDIA's example pipeline (bench/nvidia.py), the DALI
+loader over ImageFolder of the same files (the hf workload: bench/hf.py), the limit and the GPU
+bench's decode ceiling. Every loader runs the workload's recipe (bench/catalog.py).
 
 Each maker returns an iterable of (images, labels) batches, one pass per `iter()`.
 Imports stay inside the makers so that a worker loads only what its loader needs
@@ -14,22 +15,23 @@ import os
 from .catalog import batch_options, options_for, tensor_transform_for, transform_for
 from .runs import PipelineRuns
 
-KINDS = ("dali", "collate", "torchvision", "tensor", "baseline", "nvidia", "limit", "ceiling")
+KINDS = ("dali", "collate", "torchvision", "tensor", "baseline", "nvidia", "folder", "limit", "ceiling")
 # Swept over num_workers 0 .. threads; on datasets in memory the tensor contender has no
 # workers, and the number swept is its torch threads instead (0 and 1: one thread).
 WORKER_KINDS = ("torchvision", "tensor")
 ARRAY_DATASETS = ("cifar10", "mnist")
 
 
-OPTIONAL = ("collate", "tensor", "baseline", "nvidia", "ceiling")   # "ceiling": the GPU bench's only
+OPTIONAL = ("collate", "tensor", "baseline", "nvidia", "folder", "ceiling")   # "ceiling": the GPU bench's only
 
 
 def kinds(dataset: str):
     """The contenders of a dataset: the tensor backend on the image folder and the datasets
     in memory, NVIDIA's example pipeline on the image folder, the baseline DALI loader on
-    CIFAR-10; on both, the DALI loader mixing batches in a collate_fn (recipes that mix)."""
+    CIFAR-10; on both, the DALI loader mixing batches in a collate_fn (recipes that mix); the DALI
+    loader over ImageFolder of the same files on the Hugging Face dataset."""
     found = {"imagenet": ("collate", "tensor", "nvidia"), "cifar10": ("collate", "tensor", "baseline"),
-             "mnist": ("tensor",)}.get(dataset, ())
+             "mnist": ("tensor",), "hf": ("folder",)}.get(dataset, ())
     return tuple(k for k in KINDS if k not in OPTIONAL or k in found)
 
 
@@ -41,9 +43,11 @@ def preload(spec: dict) -> None:
 
     if spec.get("recipe", "").startswith("timm"):
         import timm.data  # noqa: F401  timm's transforms, for every contender
+    if spec["dataset"] == "hf" and spec["kind"] in ("dali", "torchvision"):
+        import datasets  # noqa: F401
     if spec["kind"] in ("torchvision", "tensor"):
         import torchvision.transforms.v2  # noqa: F401
-    elif spec["kind"] in ("dali", "collate", "nvidia") or spec["dataset"] in ("imagenet", "flowers102"):
+    elif spec["kind"] in ("dali", "collate", "nvidia", "folder") or spec["dataset"] in ("imagenet", "flowers102", "hf"):
         import nvidia.dali.fn  # noqa: F401
         import nvidia.dali.plugin.pytorch  # noqa: F401
 
@@ -51,6 +55,8 @@ def preload(spec: dict) -> None:
 def make_loader(spec: dict, workers: int):
     """The loader `spec` names; `workers`: the DataLoaders' num_workers (the torch threads of the
     tensor contender on datasets in memory)."""
+    from . import hf
+
     makers = {("cifar10", "dali"): _cifar_dali, ("cifar10", "collate"): _cifar_dali,
               ("cifar10", "torchvision"): _cifar_torch,
               ("cifar10", "limit"): _array_limit, ("cifar10", "tensor"): _array_batched,
@@ -61,7 +67,9 @@ def make_loader(spec: dict, workers: int):
               ("imagenet", "limit"): _decode_only, ("imagenet", "ceiling"): _decode_ceiling,
               ("mnist", "dali"): _standard_dali, ("mnist", "torchvision"): _standard_torch,
               ("mnist", "limit"): _array_limit, ("flowers102", "dali"): _standard_dali,
-              ("flowers102", "torchvision"): _standard_torch, ("flowers102", "limit"): _flowers_decode_only}
+              ("flowers102", "torchvision"): _standard_torch, ("flowers102", "limit"): _flowers_decode_only,
+              ("hf", "dali"): hf.hf_dali, ("hf", "torchvision"): hf.HFDataLoader, ("hf", "folder"): hf.hf_folder,
+              ("hf", "limit"): _hf_decode_only}
     return makers[spec["dataset"], spec["kind"]](spec, workers)
 
 
@@ -244,6 +252,9 @@ def _decode_only(spec, workers):
 
 def _decode_ceiling(spec, workers):
     return DecodeOnly(spec, ceiling=True)
+def _hf_decode_only(spec, workers):
+    """The image folder the Hugging Face dataset was made of (bench/hf.py)."""
+    return DecodeOnly(dict(spec, data=os.path.join(spec["data"], "images")))
 
 
 def _flowers_decode_only(spec, workers):

@@ -6,7 +6,8 @@ from typing import List
 from .contenders import ARRAY_DATASETS
 
 LIMIT_MEANING = {"cifar10": "memory bandwidth, uint8 read + float32 written", "imagenet": "DALI decode only",
-                 "mnist": "memory bandwidth, uint8 read + float32 written", "flowers102": "DALI decode only"}
+                 "mnist": "memory bandwidth, uint8 read + float32 written", "flowers102": "DALI decode only",
+                 "hf": "DALI decode only"}
 
 # (what, workload, field, at least / at most, bound, format): the targets for this machine,
 # set against the strongest CPU peer, torchvision's tensor backend. Checked on the full and
@@ -25,6 +26,10 @@ TARGETS = [
     # writes it) against the same mixing as batch_transform=: what the collate_fn spelling costs
     ("ImageNet-style train, MixUp/CutMix: batch_transform over collate_fn", "imagenet/train [mixing]",
      "vs_collate", "<=", 1.10, "{:.2f}x"),
+    # a Hugging Face dataset of the image folder's JPEGs: against DataLoader(ds.with_transform(...)) at its
+    # best num_workers, and against the same files through ImageFolder on the DALI path
+    ("HF dataset train vs DataLoader(ds.with_transform)", "hf/train", "vs_torchvision", ">=", 2.0, "{:.2f}x"),
+    ("HF dataset train vs its files through ImageFolder on DALI", "hf/train", "vs_folder", ">=", 0.90, "{:.0%}"),
 ]
 
 
@@ -55,6 +60,11 @@ def _loader_label(result: dict, kind: str, sep: str = " ") -> str:
         return f"baseline DALI loader{sep}(CIFAR, original, {_threads(loader.get('num_threads', 1))})"
     if kind == "nvidia":
         return f"NVIDIA's DALI example{sep}({_threads(loader.get('num_threads', 1))})"
+    if kind == "folder":
+        return f"DALI loader, ImageFolder{sep}(same files, {_threads(loader.get('num_threads', 1))})"
+    if kind == "torchvision" and result["dataset"] == "hf":
+        workers = loader["num_workers"]
+        return f"DataLoader(ds.with_transform){sep}({workers} worker{'' if workers == 1 else 's'})"
     if kind in ("torchvision", "tensor"):
         workers = loader["num_workers"]
         name = "torchvision" if kind == "torchvision" else "torchvision tensors"
@@ -89,7 +99,8 @@ def _row(result: dict, kind: str) -> List[str]:
     return [f"{result['workload']} ({result['batch_size']})", _loader_label(result, kind),
             f"{loader['images_per_s']:,.0f}", _ratio(result, "vs_torchvision", kind, "torchvision"),
             _ratio(result, "vs_tensor", kind, "tensor"), _ratio(result, "vs_nvidia", kind, "nvidia"),
-            _ratio(result, "vs_baseline", kind, "baseline"), _ratio(result, "vs_collate", kind, "collate"), of_limit,
+            _ratio(result, "vs_baseline", kind, "baseline"), _ratio(result, "vs_collate", kind, "collate"),
+            _ratio(result, "vs_folder", kind, "folder"), of_limit,
             f"{loader['first_batch_s']:.2f}", _epoch_start(loader), _rss(loader)]
 
 
@@ -102,11 +113,11 @@ def _epoch_start(loader: dict) -> str:
 
 
 HEADER = ["workload (batch)", "loader", "images/s", "vs torchvision (PIL)", "vs torchvision tensors",
-          "vs NVIDIA's example", "vs baseline DALI", "vs collate_fn", "of limit", "first batch (s)",
-          "next epoch: first / steady batch (s)", "peak RSS (MB)"]
-ORDER = ("dali", "collate", "torchvision", "tensor", "nvidia", "baseline", "limit")
+          "vs NVIDIA's example", "vs baseline DALI", "vs collate_fn", "vs ImageFolder on DALI", "of limit",
+          "first batch (s)", "next epoch: first / steady batch (s)", "peak RSS (MB)"]
+ORDER = ("dali", "collate", "torchvision", "tensor", "nvidia", "baseline", "folder", "limit")
 COLORS = {"dali": "#76b900", "collate": "#a6d854", "torchvision": "#ee4c2c", "tensor": "#f4a582", "nvidia": "#2a7f62",
-          "baseline": "#4c72b0", "limit": "#9e9e9e"}
+          "baseline": "#4c72b0", "folder": "#8172b3", "limit": "#9e9e9e"}
 
 
 def markdown_table(results: List[dict]) -> str:
@@ -125,9 +136,10 @@ def targets_text(checked: List[dict]) -> str:
 
 def _ratio_note(result: dict) -> str:
     """DALI's ratios, written under a panel."""
-    ratios = [f"{result['vs_torchvision']:.1f}x PIL twin"]
+    twin = "DataLoader(ds.with_transform)" if result["dataset"] == "hf" else "PIL twin"
+    ratios = [f"{result['vs_torchvision']:.1f}x {twin}"]
     for field, name in (("vs_tensor", "tensors"), ("vs_nvidia", "NVIDIA's example"), ("vs_baseline", "baseline"),
-                        ("vs_collate", "mixing in collate_fn")):
+                        ("vs_collate", "mixing in collate_fn"), ("vs_folder", "ImageFolder on DALI")):
         if field in result:
             ratios.append(f"{result[field]:.2f}x {name}")
     ratios.append(f"{100 * result['of_limit']:.0f}% of limit")

@@ -1,9 +1,11 @@
 """`python -m dali_loaders bench`: the DALI loaders against torchvision and the machine's limit.
 
-For CIFAR-10, an ImageNet-style folder, MNIST and a Flowers-102-style set, train and val, it
-times the loaders side by side, each in its own process: the DALI loader; its torchvision
-twin at its best num_workers (0 .. the core count); torchvision's tensor backend; on the
-image folder, NVIDIA's DALI example pipeline written by hand; and the limit: for CIFAR and
+For CIFAR-10, an ImageNet-style folder, MNIST, a Flowers-102-style set and a Hugging Face
+dataset of the folder's JPEGs, train and val, it times the loaders side by side, each in its
+own process: the DALI loader; its torchvision twin at its best num_workers (0 .. the core
+count; on the Hugging Face dataset, DataLoader(ds.with_transform(...))); torchvision's tensor
+backend; on the image folder, NVIDIA's DALI example pipeline written by hand; on the Hugging
+Face dataset, the DALI loader over ImageFolder of the same files; and the limit: for CIFAR and
 MNIST, gathering the batch and converting it to float NCHW in one vectorized pass; for
 images, DALI decoding the same files and nothing else. It prints images/s, DALI's speed-up
 over each, its fraction of the limit, time to first batch and peak RSS, then writes a JSON
@@ -37,11 +39,12 @@ MODES = {
                  cifar_batch=256, image_batch=16, flowers_short_sides=(96, 128),
                  plan=Schedule(rounds=1, sweep_batches=1, max_batches=None, sweep=False)),
 }
-SWEEP_IMAGES = {"cifar10": 12800, "imagenet": 384, "mnist": 12800, "flowers102": 384}  # per num_workers pass
-DATASETS = ("cifar10", "imagenet", "mnist", "flowers102")
+SWEEP_IMAGES = {"cifar10": 12800, "imagenet": 384, "mnist": 12800, "flowers102": 384, "hf": 384}  # per pass
+DATASETS = ("cifar10", "imagenet", "mnist", "flowers102", "hf")
 # Where --data-dir DIR holds each dataset, and the file that says it is there.
 DATA_DIR_LAYOUT = {"cifar10": ("", "cifar-10-batches-py"), "imagenet": ("imagenet", "train"),
-                   "mnist": ("", os.path.join("MNIST", "raw")), "flowers102": ("", "flowers-102")}
+                   "mnist": ("", os.path.join("MNIST", "raw")), "flowers102": ("", "flowers-102"),
+                   "hf": ("hf", "train")}
 REAL_PASS_IMAGES = 12800
 
 
@@ -67,7 +70,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.set_defaults(mode="full")
     parser.add_argument("--data-dir", metavar="DIR",
                         help="real data instead of made-up: DIR/cifar-10-batches-py/, DIR/MNIST/raw/, "
-                             "DIR/flowers-102/ (torchvision's layouts) and DIR/imagenet/{train,val}/<class>/; "
+                             "DIR/flowers-102/ (torchvision's layouts), DIR/imagenet/{train,val}/<class>/ and "
+                             "DIR/hf/{train,val}/<class>/ (made into a Hugging Face dataset in --cache-dir); "
                              "a missing one is skipped")
     parser.add_argument("--cifar-dir", metavar="DIR", help="the CIFAR-10 root alone (overrides --data-dir)")
     parser.add_argument("--imagenet-dir", metavar="DIR",
@@ -107,6 +111,10 @@ def _real_root(args, dataset: str):
 
 def _data_root(args, dataset: str, mode: dict):
     root = _real_root(args, dataset)
+    if dataset == "hf" and root != "":   # a datasets.Dataset of an image folder's JPEGs
+        from .hf import make_hf
+
+        return make_hf(args.cache_dir, root or data.make_image_folder(args.cache_dir, *mode["jpegs"]))
     if root is None:
         if dataset == "cifar10":
             return data.make_cifar(args.cache_dir, *mode["cifar"])

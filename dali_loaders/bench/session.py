@@ -21,7 +21,7 @@ from .worker import REPLY
 
 @dataclass
 class Workload:
-    dataset: str          # "cifar10", "imagenet", "mnist" or "flowers102"
+    dataset: str          # "cifar10", "imagenet", "mnist", "flowers102" or "hf"
     split: str            # "train" or "val"
     data: str             # the dataset root the loaders read
     batch_size: int
@@ -69,7 +69,7 @@ class Schedule:
 
 # (result field, contender): DALI's speed over the contender's, round by round
 RATIOS = (("vs_torchvision", "torchvision"), ("vs_tensor", "tensor"), ("vs_baseline", "baseline"),
-          ("vs_nvidia", "nvidia"), ("vs_collate", "collate"), ("of_limit", "limit"))
+          ("vs_nvidia", "nvidia"), ("vs_collate", "collate"), ("vs_folder", "folder"), ("of_limit", "limit"))
 
 
 class WorkerFailed(RuntimeError):
@@ -313,7 +313,7 @@ def summarize(workload: Workload, speeds: dict, first_batch: dict, memory: dict,
     loaders = {kind: {"images_per_s": _median(speeds[kind]), "runs_images_per_s": speeds[kind],
                       "first_batch_s": first_batch[kind], **starts[kind], **memory[kind]} for kind in workload.kinds}
     loaders["dali"]["num_threads"] = dali_threads
-    for kind in ("baseline", "nvidia", "collate"):
+    for kind in ("baseline", "nvidia", "collate", "folder"):
         if kind in loaders:
             loaders[kind]["num_threads"] = dali_threads
     loaders["dali"]["sweep_images_per_s"] = {str(t): speed for t, speed in thread_sweep.items()}

@@ -100,6 +100,11 @@ class DaliLoader:
         """{path: why} of the files left out with on_error="skip" (iterating it gives the paths)."""
         return skipped_files(self._parts.source if self._parts.source is not None else self.dataset)
 
+    @property
+    def classes(self):
+        """The class names (a ClassLabel's, a torchvision dataset's `classes`), or None."""
+        return getattr(self._parts.source if self._parts.source is not None else self.dataset, "classes", None)
+
     def _plan(self, epoch: int) -> EpochPlan:
         if not self._order.saves_plan:
             return self._order.plan(epoch)

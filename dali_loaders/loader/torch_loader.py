@@ -78,6 +78,11 @@ class TorchLoader(DataLoader):
         """{path: why} of the files left out with on_error="skip", as DaliLoader's."""
         return skipped_files(self._counted)
 
+    @property
+    def classes(self):
+        """The class names, as DaliLoader's."""
+        return getattr(self._counted, "classes", None)
+
     def __iter__(self):
         warn_skipped(self._counted, self._order.next_epoch)
         start, unpadded = 0, None

@@ -2,7 +2,7 @@
 
 A source holds one split of a dataset, N samples, and says how DALI reads them. The loaders
 need nothing else of it; the library's sources (ArraySource, FileSource and ImageFiles,
-WebDatasetSource, LabelledFiles) and a user's own all keep this contract.
+WebDatasetSource, LabelledFiles, HuggingFaceSource) and a user's own all keep this contract.
 
 Must provide:
   __len__()                       the number of samples
@@ -28,6 +28,8 @@ May provide:
   decoded                         True when read() hands DALI pixels, not encoded files: no
                                   decode for a GPU to take over (the loader may then keep the
                                   steps on the CPU: loader/build.py's graph_variant)
+  subset(indices)                 the samples at those indices, a source of their own
+                                  (how torch's Subset of the dataset is read)
 """
 from typing import Protocol, runtime_checkable
 

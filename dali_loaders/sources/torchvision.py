@@ -10,7 +10,8 @@ ours to read (adapt gives None, and the loader calls its __getitem__). A known c
 cannot read as a source (a custom loader, a joint `transforms=`, segmentation targets, ...)
 gives an Adapted with no source and `why`, so the loader can say why it takes the Python path.
 torch's `Subset` (what `random_split` gives) of such a dataset, or of one of this library's
-array or file sources, is read as the samples at its indices.
+array or file sources, is read as the samples at its indices. Hugging Face's `datasets.Dataset`
+is read by sources/hf.py.
 
 The attributes read are the objects' own, read when adapt is called: a dataset whose
 `samples`, `data` or `targets` the user replaced or cut is read as it now stands. Private
@@ -52,6 +53,14 @@ def adapt(dataset) -> Optional[Adapted]:
     if type(dataset) is Subset:
         return _subset(dataset)
     package = type(dataset).__module__.split(".")[0]
+    if package == "datasets":   # Hugging Face's: its own reader (sources/hf.py)
+        from .hf import reading
+
+        found = reading(dataset)
+        if found is None:
+            return None
+        source, transform, why = found
+        return Adapted(source, transform, None, why, only_as_source=source is not None)
     if package not in ("torchvision", "timm"):
         return None
     reader = _registry(package).get(type(dataset))
@@ -96,6 +105,8 @@ def _take(source, indices):
     if picked.min() < -total or picked.max() >= total:
         raise _CannotRead(f"its indices reach past the dataset's {total} samples")
     picked %= total
+    if hasattr(source, "subset"):   # a source that cuts itself (sources/hf.py)
+        return source.subset(picked)
     tag = f"[{len(picked)} of {total}, {zlib.crc32(picked.tobytes()):08x}]"
     classes = getattr(source, "classes", None)
     if isinstance(source, FileSource):

@@ -80,7 +80,7 @@ def guarded(name, run):
 def dali_rows(train_folder):
     from torchvision.datasets import ImageFolder
 
-    for recipe in ("resnet50", "timm-ra", "tv176"):
+    for recipe in ("resnet50", "timm-ra"):
         make = RECIPES["imagenet"][recipe].make
         for device in ("gpu", "cpu-decode"):
             def run(recipe=recipe, device=device, make=make):
@@ -100,7 +100,7 @@ def torchvision_rows(train_folder):
     def load(path):
         return decode_jpeg(read_file(path), mode=ImageReadMode.RGB)
 
-    for recipe in ("resnet50", "timm-ra", "tv176"):
+    for recipe in ("resnet50", "timm-ra"):
         spec = RECIPES["imagenet"][recipe]
         make = spec.tensor_make or spec.make
 
@@ -126,8 +126,7 @@ def read_rows(train_folder):
 
     from dali_loaders.sources import files
 
-    for name, settings, depth in (("mapped", {}, 2), ("read()", {"dont_use_mmap": True}, 2),
-                                  ("mapped, prefetch 4", {}, 4)):
+    for name, settings, depth in (("mapped", {}, 2), ("read()", {"dont_use_mmap": True}, 2)):
         def run(name=name, settings=settings, depth=depth):
             saved, files.FILE_READ = files.FILE_READ, settings
             try:

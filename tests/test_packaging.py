@@ -141,7 +141,7 @@ print(type(loader).__name__, sum(len(labels) for _, labels in loader))
 
 # the extras' packages as imported (boto3 brings botocore); scipy, the test extra's too, stays
 EXTRA_IMPORTS = {"pytorch-lightning": ["pytorch_lightning"], "accelerate": ["accelerate"], "timm": ["timm"],
-                 "matplotlib": ["matplotlib"], "boto3": ["boto3", "botocore"]}
+                 "matplotlib": ["matplotlib"], "boto3": ["boto3", "botocore"], "datasets": ["datasets"]}
 BLOCKER = """
 import sys
 

@@ -5,8 +5,16 @@ image_data.py, dataset_data.py, photos.py, subprocess_env.py).
 Markers (registered in pyproject.toml): slow (over ~10 s on a 2-core machine), subprocess
 (starts Python processes), gpu (needs CUDA: skipped here where torch sees none).
 `make test-quick` runs -m "not slow and not subprocess"."""
-import pytest
-from subprocess_env import CACHE_ENV, PLUGIN_CACHE
+import os
+
+# torchvision's tensor warps build their sampling grid with a matrix product (MKL's sgemm),
+# whose AVX-512 kernels round some grid points another way than its AVX2 ones: on such a CPU
+# a warped pixel can move by a level. The pixel-exact tests compare with the AVX2 kernels on
+# every machine (set before torch is imported; subprocesses inherit it).
+os.environ.setdefault("MKL_ENABLE_INSTRUCTIONS", "AVX2")
+
+import pytest  # noqa: E402
+from subprocess_env import CACHE_ENV, PLUGIN_CACHE  # noqa: E402
 
 LAUNCHER_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")
 

@@ -10,8 +10,16 @@ import warnings
 import numpy as np
 import pytest
 import torch
-from hf_data import BEAN_NAMES, CIFAR10_NAMES, WNIDS, cifar10_parquet, coordinate_parquet, encoded, imagenet_parquet
-from hf_data import png_parquet
+from hf_data import (
+    BEAN_NAMES,
+    CIFAR10_NAMES,
+    WNIDS,
+    cifar10_parquet,
+    coordinate_parquet,
+    encoded,
+    imagenet_parquet,
+    png_parquet,
+)
 from image_data import image_id, solid_colour
 from PIL import Image
 from torchvision.transforms import v2

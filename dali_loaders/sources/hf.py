@@ -373,13 +373,6 @@ class HuggingFaceSource:
         digest = hashlib.sha1(self.table_rows[ordered].tobytes() + stamps[ordered].tobytes()).hexdigest()[:16]
         return os.path.join(cache_dir(), f"hf-{self.image_column}-{digest}.npz")
 
-    def undecodable_reason(self, i: int) -> Optional[str]:
-        try:
-            self.pil_image(i)
-        except ImageDecodeError as e:
-            return str(e.__cause__)
-        return None
-
     def name_failure(self, batch_size: int):
         """The loader's hook naming the row behind a failed batch (PIL decodes the suspects)."""
         return name_the_sample(self, batch_size)

@@ -332,13 +332,6 @@ class WebDatasetSource:
                     out[k] = np.frombuffer(f.read(size), dtype=np.uint8)
         return out
 
-    def undecodable_reason(self, i: int) -> Optional[str]:
-        try:
-            self.pil_image(i)
-        except ImageDecodeError as e:
-            return str(e.__cause__)
-        return None
-
 
 def _label_reader(shard: str, samples, label_key):
     """The shard opened for its label members: a file, or an object's label members fetched
@@ -406,16 +399,26 @@ class ShardOrderSampler(EpochSampler):
         return order[np.argsort(position[self.shard_of[order]], kind="stable")]
 
 
-def name_the_sample(source: WebDatasetSource, batch_size: int):
-    """DaliLoader's explain_failure hook: the sample behind a failed batch, by shard and name."""
+def pil_failure(source, i: int) -> Optional[str]:
+    """Why PIL cannot decode sample i of a source whose pil_image raises ImageDecodeError, or None."""
+    try:
+        source.pil_image(i)
+    except ImageDecodeError as e:
+        return str(e.__cause__)
+    return None
+
+
+def name_the_sample(source, batch_size: int):
+    """DaliLoader's explain_failure hook for a source of encoded samples (`describe(i)` names
+    one: a tar member, a dataset's row): the sample behind a failed batch, decoded by PIL."""
 
     def explain(failure: Exception, remaining: np.ndarray) -> Optional[Exception]:
         suspects = remaining[:SUSPECT_BATCHES * batch_size]
-        culprit = next((int(i) for i in suspects if source.undecodable_reason(int(i))), None)
+        culprit = next((int(i) for i in suspects if pil_failure(source, int(i))), None)
         if culprit is None:
             return None
         where = source.describe(culprit)
-        return ImageDecodeError(f"cannot decode image {where!r} ({source.undecodable_reason(culprit)}); remove "
+        return ImageDecodeError(f"cannot decode image {where!r} ({pil_failure(source, culprit)}); remove "
                                 f"or replace the sample. DALI said: {dali_reason(str(failure))}", path=where)
 
     return explain

@@ -1,6 +1,7 @@
 """collate_fn= where DALI makes the batches: the samples it gets (the dataset's items, as
 DataLoader hands them), torchvision's classification reference's MixUp/CutMix collate against
-DataLoader's, its draws reproduced by set_epoch and resume, and the same items in the twin."""
+DataLoader's, its draws reproduced by set_epoch and resume, and the same items in the twin.
+torchvision's md5 checks are patched out: the CIFAR files are written here."""
 import itertools
 import os
 import random
@@ -17,8 +18,14 @@ from torch.utils.data import DataLoader, default_collate
 from torchvision import transforms as v1
 from torchvision.transforms import v2
 
-from dali_loaders import DaliLoader, TorchLoader, get_files_iter_dali, get_files_iter_torch, get_imagefolder_iter_dali
-from dali_loaders import get_imagefolder_iter_torch
+from dali_loaders import (
+    DaliLoader,
+    TorchLoader,
+    get_files_iter_dali,
+    get_files_iter_torch,
+    get_imagefolder_iter_dali,
+    get_imagefolder_iter_torch,
+)
 from dali_loaders.loader.collate import COLLATE_STREAM
 from dali_loaders.seeds import derived_seed
 from dali_loaders.transforms.python_fallback import seeded_globals

@@ -17,13 +17,12 @@ import torch
 
 from dali_loaders import DaliLoader, get_cifar_iter_dali, recipes
 from dali_loaders.bench.catalog import RECIPES
-from dali_loaders.bench.data import make_image_folder
-from dali_loaders.testing.synthetic import write_cifar
+from dali_loaders.bench.data import default_cache_dir, make_cifar, make_image_folder
 
 THREADS = int(os.environ.get("THREADS", str(os.cpu_count())))
-N_TRAIN, N_VAL = int(os.environ.get("N_TRAIN", "6000")), int(os.environ.get("N_VAL", "1000"))
+N_TRAIN, N_VAL = int(os.environ.get("N_TRAIN", "6000")), int(os.environ.get("N_VAL", "1500"))
 EPOCHS, BATCH = 3, 128
-CACHE = os.environ.get("PROBE_CACHE", "/tmp/probe-data")
+CACHE = os.environ.get("PROBE_CACHE") or default_cache_dir()   # the GPU bench's data, where it ran
 results = {}
 
 
@@ -144,7 +143,7 @@ def cifar_rows():
     the GPU (forced), the batches on the GPU in all three."""
     from dali_loaders.loader import build
 
-    root = write_cifar(os.path.join(CACHE, "cifar"), n_train=int(os.environ.get("N_CIFAR", "50000")), n_test=1000)
+    root = make_cifar(CACHE, int(os.environ.get("N_CIFAR", "50000")), 1000)   # the GPU bench's, where it ran
     for device, on_cpu in (("cpu", True), ("gpu", True), ("gpu", False)):
         name = f"ours CIFAR-10 train, {device}" + ("" if device == "cpu" else
                                                    ", steps on the " + ("CPU" if on_cpu else "GPU"))

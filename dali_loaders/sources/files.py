@@ -71,9 +71,10 @@ class FileSource:
         return encoded_images(fn.io.file.read(names, **FILE_READ), device), labels
 
 
-# fn.io.file.read's settings: DALI's default maps each file into memory (and unmaps it), one
-# mapping per image.
-FILE_READ: dict = {}
+# fn.io.file.read's settings: plain reads. DALI's default maps each file into memory and
+# unmaps it, one mapping per image, which on an H200 machine (16 cores) held the default train
+# recipe to 15,116 images/s against 23,100 with plain reads (benchmarks/gpu_probe.py).
+FILE_READ: dict = {"dont_use_mmap": True}
 
 
 class _NameFeeder:

@@ -21,6 +21,7 @@ from hf_data import (
     png_parquet,
 )
 from image_data import image_id, solid_colour
+from resume_check import assert_resume_gives_the_rest
 from PIL import Image
 from torchvision.transforms import v2
 
@@ -207,19 +208,7 @@ def test_resume_mid_epoch_gives_the_rest_of_that_epoch(hub, shuffle):
         return DaliLoader(loaded(hub, "imagenet", "disk"), batch_size=4, shuffle=shuffle, seed=11,
                           transform=FLAT_TRAIN if shuffle else VAL)
 
-    loader = make()
-    loader.set_epoch(1)
-    batches = iter(loader)
-    for _ in range(3):
-        next(batches)
-    state = loader.state_dict()
-    rest = list(batches)
-    resumed = make()
-    resumed.load_state_dict(state)
-    again = list(resumed)
-    assert len(again) == len(rest) == len(loader) - 3
-    for (x, y), (u, v) in zip(again, rest, strict=True):
-        assert torch.equal(y, v) and torch.equal(x, u)
+    assert_resume_gives_the_rest(make)
 
 
 def test_select_shuffle_and_subsets_are_read_in_the_datasets_own_order(hub):

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 import torch
 from dataset_data import write_shards, write_tar
+from resume_check import assert_resume_gives_the_rest
 from subprocess_env import subprocess_env
 from wds_worker import recipe, sample_ids
 
@@ -166,20 +167,8 @@ def test_resume_mid_epoch_gives_the_rest_of_that_epoch(folder, train):
     def make():
         return get_webdataset_iter_dali(folder, 4, 1, train=train, seed=11)
 
-    loader = make()
-    loader.set_epoch(1)
-    batches = iter(loader)
-    for _ in range(3):
-        next(batches)
-    state = loader.state_dict()
-    rest = list(batches)
+    loader, resumed = assert_resume_gives_the_rest(make)
     following = list(loader)
-    resumed = make()
-    resumed.load_state_dict(state)
-    again = list(resumed)
-    assert len(again) == len(rest) == len(loader) - 3
-    for (x, y), (u, v) in zip(again, rest, strict=True):
-        assert torch.equal(y, v) and torch.equal(x, u)
     assert all(torch.equal(y, v) for (_, y), (_, v) in zip(resumed, following, strict=True))
 
 

@@ -1,4 +1,11 @@
-"""Where device="gpu" runs a recipe's steps (loader/build.py's graph_variant): on the GPU after
+"""The GPU graphs, read from their serialized form without a GPU.
+
+No GPU -> CPU edge in any of them: a CPU operator fed by GPU data stalls DALI's dynamic
+executor on a copy back to the host and is refused by its legacy one ("GPU->CPU transitions
+are not allowed"). Every translated transform and every recipe is serialized as its GPU graph,
+on both GPU variants, and each operator's inputs are read from the graph.
+
+Where device="gpu" runs a recipe's steps (loader/build.py's graph_variant): on the GPU after
 the GPU decode, but on the CPU (the batch handed over on the GPU) for recipes the fused CPU
 operator runs and for sources of pixels, where the CPU was measured faster."""
 import numpy as np
@@ -6,16 +13,27 @@ import pytest
 from image_data import write_image_folder
 
 from dali_loaders import dali_compat, recipes, transforms
+from dali_loaders.bench.catalog import RECIPES
 from dali_loaders.loader.build import graph_variant, serialized_gpu_graph
 from dali_loaders.ops import plugin
 from dali_loaders.sources.arrays import ArraySource
 from dali_loaders.sources.image_files import ImageFiles
+from dali_loaders.testing.check_gpu import transform_cases
+from dali_loaders.transforms import DaliFunction
+
+VARIANTS = ("gpu", "cpu-decode")
+
+
+def gpu_to_cpu_edges(graph: bytes):
+    """(CPU operator, its GPU input) of every such edge of a serialized graph."""
+    return [(kind, name) for kind, _, device, inputs in dali_compat.graph_operators(graph) if device == "cpu"
+            for name, input_device in inputs if input_device == "gpu"]
 
 
 @pytest.fixture(scope="module")
 def images(tmp_path_factory):
     folder = str(tmp_path_factory.mktemp("images"))
-    write_image_folder(folder, {"a": 2, "b": 2})
+    write_image_folder(folder, {"a": 3, "b": 3})
     return ImageFiles(folder)
 
 
@@ -23,6 +41,60 @@ def images(tmp_path_factory):
 def arrays():
     pixels = np.random.default_rng(0).integers(0, 256, (8, 32, 32, 3), dtype=np.uint8)
     return ArraySource(pixels, np.arange(8) % 3, "cifar10")
+
+
+def recipe_cases():
+    """(name, dataset kind, transform): the library's recipes and the bench's, train and val."""
+    cases = [(f"cifar {split}", "arrays", recipes.cifar(split == "train", cutout=8 if split == "train" else 0))
+             for split in ("train", "val")]
+    for dataset, kind in (("imagenet", "images"), ("cifar10", "arrays")):
+        for name, recipe in RECIPES[dataset].items():
+            if recipe.options.get("python_fallback"):   # Python steps: the whole graph runs on the CPU
+                continue
+            for split in recipe.splits:
+                try:
+                    transform = recipe.make(split == "train")
+                except ImportError:   # an optional package's recipe (timm, albumentations)
+                    continue
+                cases.append((f"{dataset} {name} {split}", kind, transform))
+    return cases
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_no_translated_transform_has_a_gpu_to_cpu_edge(images, variant):
+    found = {}
+    for name, transform, _ in transform_cases():
+        edges = gpu_to_cpu_edges(serialized_gpu_graph(images, transform, variant=variant))
+        if edges:
+            found[name] = edges
+    assert found == {}
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_no_recipe_has_a_gpu_to_cpu_edge(images, arrays, variant):
+    found, seen = {}, []
+    for name, kind, transform in recipe_cases():
+        source = images if kind == "images" else arrays
+        edges = gpu_to_cpu_edges(serialized_gpu_graph(source, transform, variant=variant))
+        seen.append(name)
+        if edges:
+            found[name] = edges
+    assert found == {}
+    assert {"imagenet default train", "imagenet default val", "imagenet resnet50 train"} <= set(seen)
+
+
+def test_the_check_finds_an_edge(images):
+    # a graph that asks for the GPU pixels' shape on the CPU: the check must see it
+    def resized_by_own_shape(pixels):
+        from nvidia.dali import fn, types
+
+        return fn.resize(pixels, size=fn.cast(pixels.shape()[0:2], dtype=types.FLOAT) * 0.5)
+
+    graph = serialized_gpu_graph(images, DaliFunction(resized_by_own_shape), variant="gpu")
+    assert [kind for kind, _ in gpu_to_cpu_edges(graph)] == ["_Shape"]
+
+
+# -- where device="gpu" runs the steps ------------------------------------------------------------
 
 
 def variant_of(source, transform, variant="gpu", python_fallback=False):

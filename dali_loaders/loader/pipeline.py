@@ -79,7 +79,7 @@ class LivePipeline:
 
     def start_epoch(self, seed: int, checkpoint: Optional[bytes], runs: int):
         """An iterator that runs the pipeline `runs` times from `checkpoint`, or from the
-        start state of a pipeline seeded with `seed`."""
+        epoch's start state: its random generators at the streams `seed` keys."""
         self._drain()
         if self.pipeline is not None and self._start is None:
             self.close()   # no state to go back to: a pipeline per epoch

@@ -145,8 +145,10 @@ def assemble(dataset, *, batch_size, shuffle, sampler, batch_sampler, num_worker
     parts.explain = failure_explainer(source, limit or 1)
     return parts
 
+
 # Pixels already decoded (CIFAR, MNIST, SVHN, STL-10: ArraySource) get their steps on the CPU
-# under device="gpu" too: see graph_variant.
+# under device="gpu" too (CIFAR-10 on an H200: 246k images/s so, 209k with GPU steps; its
+# CPU path 249k): see graph_variant.
 DECODED_ON_CPU = True
 
 
@@ -155,7 +157,8 @@ def graph_variant(variant: str, source, recipe: transforms.Plan) -> str:
     steps there, except where the CPU was measured faster (an H200 with 16 cores; docs/gpu.md):
     - a recipe with steps the fused CPU operator runs (the AutoAugment family, ColorJitter,
       RandomApply), built here: on the GPU those are per-sample branches of hundreds of small
-      operators (torchvision's ResNet-50 recipe 2,611 images/s on the GPU, 4,425 on the CPU);
+      operators (torchvision's ResNet-50 recipe 2,611 images/s with GPU steps, 5,372 with CPU
+      steps; timm's RandAugment recipe 884 and 3,349);
     - a source of pixels (DECODED_ON_CPU): no decode to take over, and small images.
     Then "cpu-steps": decode and steps on the CPU, the batch handed over on the GPU."""
     if variant != "gpu" or recipe.python:

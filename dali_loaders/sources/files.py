@@ -68,13 +68,21 @@ class FileSource:
             return encoded_images(encoded, device), labels
         names, labels = fn.external_source(source=_NameFeeder(self, order, batch_size), num_outputs=2, batch=True,
                                            batch_info=True, dtype=[types.UINT8, types.INT64])
-        return encoded_images(fn.io.file.read(names, **FILE_READ), device), labels
+        return encoded_images(read_files(names), device), labels
 
 
 # fn.io.file.read's settings: plain reads. DALI's default maps each file into memory and
 # unmaps it, one mapping per image, which on an H200 machine (16 cores) held the default train
 # recipe to 15,116 images/s against 23,100 with plain reads (benchmarks/gpu_probe.py).
 FILE_READ: dict = {"dont_use_mmap": True}
+
+
+def read_files(names):
+    """The files named by `names` (a DataNode of encoded paths), read by DALI: every source that
+    hands DALI file names reads them here."""
+    from nvidia.dali import fn
+
+    return fn.io.file.read(names, **FILE_READ)
 
 
 class _NameFeeder:

@@ -22,7 +22,7 @@ from typing import Callable, Dict, List, Optional, Tuple
 
 import numpy as np
 
-from .files import encoded_images
+from .files import encoded_images, read_files
 from .pil_images import PIL_RULE, ImageDecodeError, open_unchecked
 from .screen_cache import STAMP_WIDTH, cache_dir
 from .screening import HEADER_BYTES, screen_items
@@ -328,7 +328,7 @@ class HuggingFaceSource:
         outputs = fn.external_source(source=feeder, num_outputs=1 + labels, batch=True, batch_info=True,
                                      dtype=[types.UINT8, types.INT64][:1 + labels],
                                      no_copy=not labels and not self._images.paths)
-        encoded = fn.io.file.read(outputs[0]) if names else outputs[0]   # only paths: DALI reads the files
+        encoded = read_files(outputs[0]) if names else outputs[0]   # only paths: DALI reads the files
         return encoded_images(encoded, device), outputs[1] if labels else None
 
     def batch_bytes(self, indices: np.ndarray) -> List[np.ndarray]:

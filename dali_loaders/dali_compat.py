@@ -320,18 +320,21 @@ _EpochIterator = None  # defined on first use: DALI is imported only when a DALI
 _define_lock = threading.Lock()
 
 
-def epoch_iterator(pipeline, runs: int):
-    """A DALIGenericIterator that runs `pipeline` `runs` times and no more.
+def epoch_iterator(pipeline, runs: int, ahead: int = 0, in_flight: int = 0):
+    """A DALIGenericIterator that hands out `runs` batches and schedules no run past them but
+    `ahead` runs of the epoch that follows (at most the pipeline's prefetch depth); `in_flight`
+    of its own runs are in the pipeline already, handed over by the previous epoch's iterator
+    (`handover()`).
 
-    The stock iterator keeps prefetch_queue_depth runs in flight, past the end of the
-    epoch too: those are whole batches decoded for nothing (2 of a 20-batch epoch), and
-    the pipeline waits for them before it can be destroyed.
+    The stock iterator keeps prefetch_queue_depth runs in flight past the end of the epoch:
+    whole batches decoded for nothing (2 of a 20-batch epoch) unless they are the next
+    epoch's, and the pipeline waits for them before it can be put in another state.
     """
     global _EpochIterator
     with _define_lock:
         if _EpochIterator is None:
             _EpochIterator = _define_epoch_iterator()
-    return _EpochIterator(pipeline, runs)
+    return _EpochIterator(pipeline, runs, ahead, in_flight)
 
 
 def _define_epoch_iterator():
@@ -345,39 +348,46 @@ def _define_epoch_iterator():
         raise _missing("DALIGenericIterator")
 
     class EpochIterator(DALIGenericIterator):
-        def __init__(self, pipeline, runs: int):
-            self._runs_left = runs  # before the base __init__, which may schedule
+        def __init__(self, pipeline, runs: int, ahead: int, in_flight: int):
+            # before the base __init__, which may schedule
             depth = pipeline.prefetch_queue_depth
             self._depth = max(depth.values()) if isinstance(depth, dict) else depth
+            self._runs = runs                                  # the batches this iterator hands out
+            self._limit = runs + min(ahead, self._depth)       # the runs it may have scheduled in all
+            self._scheduled = in_flight                        # its runs scheduled (by it, or before it)
+            self._taken = 0                                    # outputs it took from the pipeline
+            self._overrun = False                              # a run scheduled past `_limit`
+            self.carried = in_flight > 0                       # it began with runs already in flight
             # A pipeline's first schedule_run puts `depth` runs in flight, later ones one.
             self._new_pipeline = getattr(pipeline, "_first_iter", True)
-            self._in_flight = 0     # runs scheduled whose outputs nobody has taken yet
             # a graph whose loader reads the labels itself has the images alone (build.graph)
             outputs = ["images", "labels"][:pipeline.num_outputs]
             super().__init__([pipeline], outputs, auto_reset=False, prepare_first_batch=False)
 
         def _schedule_runs(self, release_outputs=True):
             # Overrides a private method of DALI's base iterator (the one place it schedules).
-            if self._runs_left <= 0:
-                self._ever_scheduled = True
-                if release_outputs:
-                    self._release()
-                return
             first = not self._ever_scheduled
-            super()._schedule_runs(release_outputs)
-            scheduled = self._depth if first and self._new_pipeline else 1
-            if first and not self._new_pipeline:  # a reused pipeline: fill its queue as a new one's
-                for _ in range(min(self._depth, self._runs_left) - 1):
-                    for pipeline in self._pipes:
-                        with pipeline._check_api_type_scope(types.PipelineAPIType.ITERATOR):
-                            pipeline.schedule_run()
-                    scheduled += 1
-            self._runs_left -= scheduled
-            self._in_flight += scheduled
+            self._ever_scheduled = True
+            if release_outputs:
+                self._release()
+            if first and self._new_pipeline:
+                self._schedule_one()   # DALI's prefetch: `depth` runs
+                self._scheduled += self._depth - 1
+                self._overrun = self._scheduled > self._limit
+                return
+            wanted = self._depth - (self._scheduled - self._taken) if first else 1
+            for _ in range(max(0, min(wanted, self._limit - self._scheduled))):
+                self._schedule_one()
+
+        def _schedule_one(self):
+            for pipeline in self._pipes:
+                with pipeline._check_api_type_scope(types.PipelineAPIType.ITERATOR):
+                    pipeline.schedule_run()
+            self._scheduled += 1
 
         def _get_outputs(self):
             outputs = super()._get_outputs()
-            self._in_flight -= 1
+            self._taken += 1
             return outputs
 
         def _release(self):
@@ -385,11 +395,20 @@ def _define_epoch_iterator():
                 with pipeline._check_api_type_scope(types.PipelineAPIType.ITERATOR):
                     pipeline.release_outputs()
 
+        def handover(self) -> int:
+            """Once every batch of the epoch was taken: the runs of the next epoch in flight,
+            now the next iterator's (`in_flight`); 0 where there are none to hand over (the
+            epoch left early, or runs past the end that are nobody's)."""
+            if self._taken < self._runs or self._overrun:
+                return 0
+            ahead, self._scheduled = self._scheduled - self._taken, self._taken
+            return ahead
+
         def drain(self):
             """Takes and drops the outputs of the runs still in flight (a loop left early, or
-            the prefetch past a short epoch), so the pipeline is idle for the next epoch."""
-            while self._in_flight > 0:
-                self._in_flight -= 1
+            runs past the end), so the pipeline is idle for the next epoch."""
+            while self._scheduled > self._taken:
+                self._taken += 1
                 for pipeline in self._pipes:
                     with pipeline._check_api_type_scope(types.PipelineAPIType.ITERATOR):
                         pipeline.share_outputs()

@@ -242,3 +242,78 @@ def test_three_epochs_build_one_pipeline_and_a_resumed_loader_at_most_two(kind, 
 
 def same(batches, others):
     return len(batches) == len(others) and all(torch.equal(a, b) for a, b in zip(batches, others))
+
+
+def solid_loader(folder, **kwargs):
+    """A val-like loader (no random step: its graph has no random state) over solid images."""
+    from torchvision.datasets import ImageFolder
+    from torchvision.transforms import v2
+
+    from dali_loaders import DaliLoader
+
+    recipe = v2.Compose([v2.Resize(12), v2.CenterCrop(12), v2.ToImage(), v2.ToDtype(torch.float32, scale=True)])
+    return DaliLoader(ImageFolder(folder, transform=recipe), batch_size=4, num_workers=1, seed=6, device="cpu",
+                      **kwargs)
+
+
+def solid_ids(images):
+    from image_data import image_id
+
+    return [image_id((image.mean(dim=(1, 2)) * 255).tolist()) for image in images]
+
+
+def test_a_graph_without_random_state_runs_into_the_next_epoch_and_serves_each_sample_once(tmp_path, builds,
+                                                                                              monkeypatch,
+                                                                                              no_torchrun_env):
+    """Its runs past an epoch's end are the next epoch's first batches: the pipeline never
+    idles between epochs, and every epoch is still exactly its own (each image once, in the
+    epoch's order), whatever comes between: set_epoch, a break, a state loaded."""
+    from image_data import write_solid_folder
+
+    from dali_loaders.loader import pipeline
+
+    folder = str(tmp_path / "solid")
+    write_solid_folder(folder, {"a": 9, "b": 8})        # 17 images: batches of 4 and a last one of 1
+    monkeypatch.setattr(pipeline, "RUN_AHEAD", False)   # the reference: each epoch from a loader of its own
+
+    def order(epoch):
+        alone = solid_loader(folder, shuffle=True)
+        alone.set_epoch(epoch)
+        ids = [i for x, _ in alone for i in solid_ids(x)]
+        assert sorted(ids) == list(range(17))
+        return ids
+
+    expected = {epoch: order(epoch) for epoch in (0, 1, 2, 7, 8, 9)}
+    assert expected[0] != expected[1]
+    monkeypatch.setattr(pipeline, "RUN_AHEAD", True)
+    builds.clear()
+    loader = solid_loader(folder, shuffle=True)
+    epochs = [[i for x, _ in loader for i in solid_ids(x)] for _ in range(3)]
+    assert epochs == [expected[0], expected[1], expected[2]]
+    assert loader._parts.feed.base == 2 * 5              # epochs 1 and 2 carried on: no restart between
+    assert len(builds) == 1
+    loader.set_epoch(7)                                  # not the epoch it ran into: those runs dropped
+    assert [i for x, _ in loader for i in solid_ids(x)] == expected[7]
+    assert loader._parts.feed.base == 0
+    batches = iter(loader)                               # epoch 8 (carried on from 7), left after 2 batches
+    taken = [solid_ids(next(batches)[0]) for _ in range(2)]
+    state = loader.state_dict()
+    assert loader._parts.feed.base == 5 and state["dali"] is None   # the rest of a stateless epoch: read afresh
+    del batches
+    assert [i for x, _ in loader for i in solid_ids(x)] == expected[9]   # a new loop after a break
+    resumed = solid_loader(folder, shuffle=True)
+    resumed.load_state_dict(state)
+    assert sum(taken, []) + [i for x, _ in resumed for i in solid_ids(x)] == expected[8]
+    assert [i for x, _ in resumed for i in solid_ids(x)] == expected[9]
+
+
+def test_a_graph_with_random_state_never_runs_ahead(tmp_path, no_torchrun_env):
+    from image_data import write_image_folder
+
+    folder = str(tmp_path / "folder")
+    write_image_folder(folder, {"a": 7, "b": 6})
+    loader = folder_loader(folder)
+    for _ in range(2):
+        for _ in loader:
+            pass
+    assert not loader._parts.pipeline.stateless and loader._parts.feed.base == 0

@@ -136,7 +136,7 @@ def assemble(dataset, *, batch_size, shuffle, sampler, batch_sampler, num_worker
                                    checkpoint=checkpoint, prefetch_queue_depth=prefetch_factor or 2,
                                    conditionals=transforms.needs_conditionals(recipe, variant))
 
-    parts.pipeline = LivePipeline(build_pipeline)
+    parts.pipeline = LivePipeline(build_pipeline, feed)
     finish = batch_finisher(layout, recipe.output_dtype)
     pin = pin_memory and variant == "cpu" and torch.cuda.is_available()
     if collate is not None:   # collate_fn's batch is pinned, not the images it is made from

@@ -24,6 +24,7 @@ from ..sources.storage import BatchTimeout
 from .build import assemble
 from .deadline import batch_deadline, next_batch
 from .orders import EpochPlan
+from .pipeline import EpochOrder
 from .skips import skipped_files, warn_skipped
 from .state import check_state, dataset_fingerprint, library_versions
 
@@ -143,14 +144,16 @@ class DaliLoader:
         live = self._start_epoch()
         plan = self._plan(live.epoch)
         unpadded = self._order.unpadded_len()   # as the order was made: once an epoch
-        pipeline, feed, seed_of = self._parts.pipeline, self._parts.feed, self._epoch_seed
+        pipeline, seed_of = self._parts.pipeline, self._epoch_seed
         deadline = batch_deadline(self._parts.source)   # None for local files: no waiting thread
         if live.done < plan.batches:
             # A checkpoint restores the pipeline's position; without one (a state taken on
             # another rank) the pipeline starts at the first batch still to come.
             fed = plan if live.checkpoint is not None else plan.after(live.done)
-            feed.indices, feed.bounds, feed.seed = fed.indices, fed.bounds, seed_of(live.epoch)
-            live.dali_iter = pipeline.start_epoch(feed.seed, live.checkpoint, runs=plan.batches - live.done)
+            first = live.checkpoint is None and live.done == 0
+            live.dali_iter = pipeline.start_epoch(EpochOrder(fed.indices, seed_of(live.epoch), fed.bounds),
+                                                  live.checkpoint, self._epoch_key(live.epoch) if first else None,
+                                                  self._following)
         for k in range(live.done, plan.batches):
             self._check_current(live)
             indices = plan.batch(k)
@@ -192,6 +195,20 @@ class DaliLoader:
                 batch = self._parts.batch_transform(*batch, live.epoch, k)
             yield batch
         self._end(live)
+
+    def _epoch_key(self, epoch: int) -> tuple:
+        return epoch, self._order.seed
+
+    def _following(self):
+        """(key, EpochOrder) of the epoch the next loop starts unless told otherwise (set_epoch,
+        a loaded state), for the pipeline to run ahead into; None where its order is not known
+        before it starts (a user's sampler draws it then) or a source draws from the epoch's
+        seed itself."""
+        if self._order.saves_plan or getattr(self._parts.source, "decoded", False):
+            return None
+        epoch = self._order.next_epoch
+        plan = self._plan(epoch)
+        return self._epoch_key(epoch), EpochOrder(plan.indices, self._epoch_seed(epoch), plan.bounds)
 
     def _epoch_seed(self, epoch: int) -> int:
         return derived_seed(self._order.seed, epoch, self._order.rank)
@@ -285,6 +302,9 @@ class _LiveEpoch:
     def current_checkpoint(self) -> Optional[bytes]:
         if self.dali_iter is None or self.done == self.start:
             return self.checkpoint
-        if self.checkpoint is None and self.start > 0:
-            return None  # that pipeline began mid-epoch: its positions do not count from the epoch's start
+        if (self.checkpoint is None and self.start > 0) or self.dali_iter.carried:
+            # that pipeline began mid-epoch, or carried on from the last epoch: its positions do
+            # not count from the epoch's start (a graph that carries on has no random state, so
+            # the rest of the epoch is the same read afresh)
+            return None
         return self.dali_iter.checkpoints()[0]

@@ -39,16 +39,26 @@ from ._dali import release_freed_memory
 # build(seed, checkpoint) -> a built DALI pipeline over the loader's graph, at `checkpoint` if given.
 Builder = Callable[[int, Optional[bytes]], object]
 
+# Whether graphs without random state run ahead into the next epoch (the GPU probe turns it off
+# to measure what it saves).
+RUN_AHEAD = True
+
 
 class EpochOrder:
     """The samples the pipeline reads this epoch, in order. The loader sets `indices` (and,
     for batches of several sizes, `bounds`: batch k is indices[bounds[k]:bounds[k + 1]])
-    before each epoch; an external_source callback takes batch `info.iteration` of them."""
+    before each epoch; an external_source callback takes batch `info.iteration` of them.
+
+    Runs carried on from an earlier epoch (LivePipeline: a graph without random state) keep
+    counting the sources' iterations: this epoch's batch k is then read at `base` + k, and
+    the runs past its end read the epoch that follows (`following`, an EpochOrder of its own)."""
 
     def __init__(self, indices=(), seed: Optional[int] = None, bounds=None):
         self.indices = np.asarray(indices, dtype=np.int64)
         self.seed = seed   # the epoch's derived seed, for draws a source makes itself (arrays' crops and flips)
         self.bounds = bounds
+        self.base = 0
+        self.following: Optional["EpochOrder"] = None
 
     @classmethod
     def of(cls, order) -> "EpochOrder":
@@ -56,9 +66,25 @@ class EpochOrder:
         for one pass, as the tests and bench.stages build them)."""
         return order if isinstance(order, cls) else cls(order)
 
+    def set(self, epoch: "EpochOrder") -> None:
+        """This epoch is `epoch`, its batch 0 read at the sources' iteration 0."""
+        self.indices, self.seed, self.bounds = epoch.indices, epoch.seed, epoch.bounds
+        self.base, self.following = 0, None
+
+    def carry_on(self) -> None:
+        """The epoch that follows becomes this one, its batch 0 read at the iteration after
+        this one's last."""
+        following = self.following
+        self.base += len(self.bounds) - 1
+        self.indices, self.seed, self.bounds = following.indices, following.seed, following.bounds
+        self.following = None
+
     def batch(self, iteration: int, batch_size: int) -> np.ndarray:
+        iteration -= self.base
         if self.bounds is not None and iteration + 1 < len(self.bounds):
             return self.indices[self.bounds[iteration]:self.bounds[iteration + 1]]
+        if self.following is not None and self.bounds is not None:
+            return self.following.batch(iteration - (len(self.bounds) - 1), batch_size)
         start = iteration * batch_size
         if self.bounds is None and start < len(self.indices):
             return self.indices[start:start + batch_size]
@@ -69,31 +95,62 @@ class EpochOrder:
 
 class LivePipeline:
     """A loader's pipeline: built on first use, put in each epoch's start state, its runs
-    still in flight from a loop left early drained before the next, closed by `close()`."""
+    still in flight from a loop left early drained before the next, closed by `close()`.
 
-    def __init__(self, build: Builder):
+    A graph without random state runs ahead into the epoch the loader says follows: its runs
+    past the end of an epoch read that epoch's first batches, and when it does start (the
+    same epoch, from its first batch) they are its first batches, the pipeline never idle in
+    between. Any other start drops them, as a loop left early does."""
+
+    def __init__(self, build: Builder, feed: EpochOrder):
         self._build = build
+        self._feed = feed                      # the order the graph's sources read
         self.pipeline = None
         self._start: Optional[bytes] = None   # its checkpoint before any run (None: a pipeline per epoch)
+        self.stateless = False                 # no random state: every epoch starts in the same state
         self._iterator = None                  # the epoch iterator last handed out
+        self._ahead_key = None                 # the epoch its runs past the end read, if any
 
-    def start_epoch(self, seed: int, checkpoint: Optional[bytes], runs: int):
-        """An iterator that runs the pipeline `runs` times from `checkpoint`, or from the
-        epoch's start state: its random generators at the streams `seed` keys."""
-        self._drain()
-        if self.pipeline is not None and self._start is None:
-            self.close()   # no state to go back to: a pipeline per epoch
-        if self.pipeline is None:
-            self._first_build(seed, checkpoint)
+    def start_epoch(self, epoch: EpochOrder, checkpoint: Optional[bytes], key=None,
+                    following: Optional[Callable[[], Optional[tuple]]] = None):
+        """An iterator over `epoch`'s batches (all of epoch.bounds') from `checkpoint`, or from
+        the epoch's start state: its random generators at the streams `epoch.seed` keys.
+        `key` names the epoch when it starts at its first batch; `following()` gives the key
+        and EpochOrder of the epoch expected next, which a graph without random state runs
+        ahead into."""
+        carried = self._carried(key, epoch) if checkpoint is None else 0
+        if carried:
+            self._feed.carry_on()
         else:
-            restore(self.pipeline, checkpoint if checkpoint is not None else reseeded(self._start, seed))
-        self._iterator = epoch_iterator(self.pipeline, runs)
+            self._drain()
+            self._feed.set(epoch)
+            if self.pipeline is not None and self._start is None:
+                self.close()   # no state to go back to: a pipeline per epoch
+            if self.pipeline is None:
+                self._first_build(epoch.seed, checkpoint)
+            else:
+                restore(self.pipeline, checkpoint if checkpoint is not None else reseeded(self._start, epoch.seed))
+        ahead, self._ahead_key = 0, None
+        expected = following() if following is not None and self.stateless and RUN_AHEAD else None
+        if expected is not None:
+            self._ahead_key, self._feed.following = expected
+            ahead = len(self._feed.following.bounds) - 1
+        self._iterator = epoch_iterator(self.pipeline, len(self._feed.bounds) - 1, ahead, carried)
         return self._iterator
+
+    def _carried(self, key, epoch: EpochOrder) -> int:
+        """The runs in flight that are `epoch`'s first batches (0: none)."""
+        following = self._feed.following
+        if key is None or key != self._ahead_key or self._iterator is None or self.pipeline is None \
+                or not (np.array_equal(following.indices, epoch.indices)
+                        and np.array_equal(following.bounds, epoch.bounds)):
+            return 0
+        return self._iterator.handover()
 
     def _first_build(self, seed: int, checkpoint: Optional[bytes]) -> None:
         """Builds the pipeline and learns its start state; restores the epoch's, or `checkpoint`."""
         self.pipeline = self._build(seed, None)
-        self._start = None
+        self._start, self.stateless = None, False
         if not can_restore(self.pipeline):
             if checkpoint is not None:   # DALI's public way: a pipeline built at the checkpoint
                 self.close()
@@ -107,14 +164,18 @@ class LivePipeline:
                 restore(self.pipeline, checkpoint)
             return
         self._start = start
+        self.stateless = state == reseeded(start, seed + 1)
         restore(self.pipeline, checkpoint if checkpoint is not None else state)
 
     def ended_epoch(self) -> None:
-        """Called when an epoch's last batch has been served: its runs in flight go now."""
-        self._drain()
+        """Called when an epoch's last batch has been served: its runs in flight go now,
+        unless they are the next epoch's."""
+        if self._ahead_key is None:
+            self._drain()
 
     def _drain(self) -> None:
         iterator, self._iterator = self._iterator, None
+        self._ahead_key = None
         if iterator is not None and self.pipeline is not None:
             iterator.drain()
 
@@ -135,7 +196,7 @@ class LivePipeline:
 
     def close(self) -> None:
         """Shuts the pipeline and its threads down now (a later epoch builds a new one)."""
-        self._iterator = None
+        self._iterator, self._ahead_key = None, None
         pipeline, self.pipeline = self.pipeline, None
         if pipeline is not None:
             shutdown(pipeline)

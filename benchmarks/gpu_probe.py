@@ -143,6 +143,28 @@ def run_ahead_rows(val_folder):
         guarded(name, run)
 
 
+def pair_rows(root, rounds=4, epochs=6, device="gpu"):
+    """NVIDIA's example and this library's factory, built once each, taking turns `rounds`
+    times on the same data (`epochs` whole epochs a turn): the ratio of their steady epochs,
+    round by round, so that what else the machine does falls on both."""
+    from dali_loaders import get_imagenet_iter_dali
+    from dali_loaders.bench.nvidia import NvidiaExample
+
+    for split in ("val", "train"):
+        loaders = {"NVIDIA's example": NvidiaExample(root, split, BATCH, THREADS, gpu=device == "gpu"),
+                   "ours": get_imagenet_iter_dali(split, root, BATCH, THREADS, seed=0, device=device)}
+        rates = {name: [] for name in loaders}
+        for _ in range(rounds):
+            for name, loader in loaders.items():
+                rates[name] += epochs_of(loader, epochs)[1:]
+        for name in loaders:
+            report(f"pairs {split}: {name}", [0.0] + rates[name])
+        ratio = statistics.median(rates["ours"]) / statistics.median(rates["NVIDIA's example"])
+        results[f"pairs {split}: ours / NVIDIA's example"] = round(ratio, 3)
+        print(f"pairs {split}: ours / NVIDIA's example {ratio:.3f}", flush=True)
+        loaders["ours"].close()
+
+
 def cifar_rows():
     """CIFAR-10 on the CPU, and under device="gpu" with its steps on the CPU (as placed) and on
     the GPU (forced), the batches on the GPU in all three."""
@@ -200,17 +222,22 @@ def val_parity(val_folder):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="python -m benchmarks.gpu_probe", description=__doc__.splitlines()[0])
-    parser.parse_args(argv)
+    parser.add_argument("--pairs", action="store_true",
+                        help="only NVIDIA's example and this library's factory taking turns, val and train")
+    args = parser.parse_args(argv)
     start = time.perf_counter()
     root = make_image_folder(CACHE, N_TRAIN, N_VAL)
     train, val = os.path.join(root, "train"), os.path.join(root, "val")
     print(f"gpu_probe: {torch.cuda.get_device_name(0) if torch.cuda.is_available() else 'no GPU'}, "
           f"{THREADS} threads, {N_TRAIN} train images", flush=True)
-    val_parity(val)
-    run_ahead_rows(val)
-    dali_rows(train)
-    cifar_rows()
-    torchvision_rows(train)
+    if args.pairs:
+        pair_rows(root)
+    else:
+        val_parity(val)
+        run_ahead_rows(val)
+        dali_rows(train)
+        cifar_rows()
+        torchvision_rows(train)
     out = os.environ.get("OUT")
     if out:
         with open(os.path.join(out, "probe-extra.json"), "w") as f:

@@ -164,8 +164,8 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--images", type=int, default=gpu_run.IMAGES, metavar="N",
                        help="--bench: train JPEGs to make (val: N/4; default: %(default)s)")
     check.add_argument("--epochs", type=int, default=gpu_run.EPOCHS, metavar="N",
-                       help="--bench: whole epochs of each workload; steady state is the median of epochs 2..N "
-                            "(default: %(default)s)")
+                       help="--bench: whole epochs of each workload at least, more until the epochs after "
+                            "the first last 2 s; steady state is their median (default: %(default)s)")
     check.add_argument("--cifar-images", type=int, default=50000, metavar="N",
                        help="--bench: CIFAR-10 train images (default: %(default)s, the full epoch)")
     check.add_argument("--recipe", action="append", choices=["default", "resnet50", "timm-ra"],

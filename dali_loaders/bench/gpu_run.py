@@ -13,8 +13,9 @@ on the CPU against its torchvision twin at its best num_workers.
 
 Every contender runs as its users run it: in its own process, one at a time (nothing else on
 the GPU meanwhile), its loader or pipeline built once per workload and iterated EPOCHS
-whole epochs back to back, each batch timed until it is on the GPU (a CPU loader's copied
-there). A row gives the steady state, the median images/s of epochs 2..EPOCHS, beside the
+whole epochs back to back (EPOCHS, and more until the epochs after the first have lasted
+STEADY_SECONDS), each batch timed until it is on the GPU (a CPU loader's copied there). A row
+gives the steady state, the median images/s of the epochs after the first, beside the
 first epoch's (from construction: the build and warm-up a user waits for), the time to the
 first batch, and each row's share of the decode ceiling. The GPU memory is torch's peak
 (torch.cuda.max_memory_allocated: the batches DALI hands over) and the device's used memory
@@ -39,7 +40,9 @@ from .session import Worker, WorkerFailed
 IMAGE_RECIPES = ("default", "resnet50", "timm-ra")
 DEFAULT_RECIPES = ("default", "resnet50")   # timm-ra when asked for: the default run fits its time budget
 WORKER_CANDIDATES = (4, 8, 16)
-EPOCHS = 4      # the first, then the steady state: the median of epochs 2..EPOCHS
+EPOCHS = 4      # the first, then the steady state: the median of epochs 2..EPOCHS at least
+STEADY_SECONDS = 2.0   # ... and as many more as it takes for the steady epochs to last this long
+MAX_EPOCHS = 60        # (a val epoch on a GPU is 12 batches, 80 ms: one epoch's median is noise)
 IMAGES = 6000   # train JPEGs (val: a quarter)
 
 
@@ -143,7 +146,8 @@ def _time_workload(worker: Worker, spec: dict, contender: Contender, threads: in
         found["sweep_images_per_s"] = {str(k): v for k, v in speeds.items()}
     else:
         found["num_threads"] = threads
-    timed = worker.ask(cmd="epochs", workers=workers, spec=spec, epochs=epochs)
+    timed = worker.ask(cmd="epochs", workers=workers, spec=spec, epochs=epochs, min_steady_seconds=STEADY_SECONDS,
+                       max_epochs=max(epochs, MAX_EPOCHS))
     rates = [_throughput(epoch) for epoch in timed["epochs"]]
     found.update(first_batch_s=timed["first_batch_s"], epochs_images_per_s=rates, first_epoch_images_per_s=rates[0],
                  images_per_s=steady_state(rates), images=timed["epochs"][-1]["images"])
@@ -236,7 +240,8 @@ def run_bench(out_dir: str, cache_dir: str, images: int = IMAGES, cifar_images: 
     threads = threads or cores()
     print(f"\nGPU bench: {torch.cuda.get_device_name(0) if gpu else 'no CUDA GPU: the CPU variants only'}, "
           f"{threads} thread{'' if threads == 1 else 's'}, {images:,} + {images // 4:,} JPEGs, "
-          f"CIFAR-10 {cifar_images:,} train images, {epochs} epochs each (steady: the median of epochs 2..{epochs})")
+          f"CIFAR-10 {cifar_images:,} train images, {epochs} epochs each at least and {STEADY_SECONDS:g} s of "
+          f"steady epochs (steady: the median of the epochs after the first)")
     started = time.perf_counter()
     recipes = available_recipes(recipes)
     classes = min(10, max(1, images // 4))   # every val class holds an image
@@ -260,8 +265,9 @@ def run_bench(out_dir: str, cache_dir: str, images: int = IMAGES, cifar_images: 
     with open(os.path.join(out_dir, "gpu-bench.md"), "w") as f:
         f.write(f"# GPU bench: {document['gpu'] or 'no GPU (CPU variants)'}, {document['cores']} cores, "
                 f"{threads} DALI threads, DALI {document['dali']}, torch {document['torch']}\n\n"
-                f"`{command}`: {images:,} train and {images // 4:,} val JPEGs, {epochs} epochs of each; images/s "
-                f"steady is the median of epochs 2..{epochs}\n\n{table}\n")
+                f"`{command}`: {images:,} train and {images // 4:,} val JPEGs, {epochs} epochs of each at least, "
+                f"more until the epochs after the first lasted {STEADY_SECONDS:g} s; images/s steady is the "
+                f"median of the epochs after the first\n\n{table}\n")
     print("\n" + table)
     print(f"\nGPU bench took {document['seconds']:.0f} s; wrote {out_dir}/gpu-bench.json and gpu-bench.md")
     return 1 if not all(_timed(row) for row in rows) else 0

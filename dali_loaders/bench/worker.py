@@ -10,9 +10,10 @@ peak RSS. It says {"ready": true} once its imports are done. Commands:
   {"cmd": "run", "max_batches": m|null,   timed passes, as many as fit in min_seconds (at
    "min_seconds": s}                      least one); replies images, seconds, passes
   {"cmd": "epochs", "epochs": n,          (re)make the loader as "build" does, then iterate n
-   "workers": w, "spec": {...}}           whole epochs: replies first_batch_s and epochs, a list
-                                          of {images, seconds}, the first epoch's seconds from
-                                          construction (a user's first epoch)
+   "workers": w, "spec": {...},           whole epochs, and more (at most max_epochs) until the
+   "min_steady_seconds": s,               ones after the first lasted s: replies first_batch_s
+   "max_epochs": m}                       and epochs, a list of {images, seconds}, the first
+                                          epoch's seconds from construction (a user's first)
   {"cmd": "epoch_start",                  one more pass, each batch timed: replies its first
    "max_batches": m|null}                 batch's seconds (an epoch after the first: the
                                           cost of starting an epoch) and the median of the rest
@@ -96,13 +97,15 @@ def _batch_times(loader, max_batches):
     return times
 
 
-def _epochs(spec, workers, epochs: int) -> dict:
-    """A loader made and iterated `epochs` whole epochs, each batch until it is delivered."""
+def _epochs(spec, workers, epochs: int, min_steady_seconds: float = 0.0, max_epochs: int = 0) -> dict:
+    """A loader made and iterated `epochs` whole epochs, and more (up to max_epochs) until the
+    epochs after the first have lasted min_steady_seconds, each batch until it is delivered."""
     from .contenders import make_loader
 
     start = time.perf_counter()
     loader, first_batch, found = make_loader(spec, workers), None, []
-    for _ in range(epochs):
+    while len(found) < epochs or (sum(epoch["seconds"] for epoch in found[1:]) < min_steady_seconds
+                                  and len(found) < max_epochs):
         images = 0
         for batch, labels in loader:
             DELIVERY.take(batch)
@@ -192,7 +195,8 @@ def serve(spec: dict, commands, reply) -> None:
             DELIVERY.start(spec)
             built = dict(spec, threads=command.get("threads") or spec["threads"])
             if command["cmd"] == "epochs":
-                reply(_epochs(built, command.get("workers", 0), command["epochs"]))
+                reply(_epochs(built, command.get("workers", 0), command["epochs"],
+                              command.get("min_steady_seconds", 0.0), command.get("max_epochs", 0)))
                 continue
             loader, seconds = _first_batch(built, command.get("workers", 0))
             reply({"first_batch_s": seconds})

@@ -18,6 +18,7 @@ DataLoader's would be, so its rows stay plain. The difference from DataLoader th
 stacked batch and the samples are the same memory, so a write into one in place shows in the
 other afterwards (DataLoader's samples are apart from its batch).
 """
+import operator
 from typing import List, Optional, Sequence
 
 import torch
@@ -66,7 +67,7 @@ def _stacked_batch(args: tuple, kwargs: dict) -> Optional[torch.Tensor]:
         return None
     batch, rest = first._batch, first._rest
     if dim not in (0, -batch.dim()) or len(tensors) != len(rest) + 1 or \
-            not all(a is b for a, b in zip(rest, tensors[1:])):
+            not all(map(operator.is_, rest, tensors[1:])):   # the very rows, in order
         return None
     return batch
 

@@ -3,8 +3,9 @@
 DataLoader hands collate_fn a list of the dataset's items and yields what it returns. DALI has
 made the whole batch already, so the DALI loader hands collate_fn that batch as the same list:
 one item per sample, each the image as a (C, H, W) view of the batch (no copy) and its label as
-the dataset's item holds it. The rule: `default_collate(items)` is the batch the loader yields
-without a collate_fn, so
+the dataset's item holds it; default_collate's torch.stack of all the images, in order, is that
+batch again, without a copy (rows.py). The rule: `default_collate(items)` is the batch the
+loader yields without a collate_fn, so
 - a label of one integer is a Python int (torchvision's datasets hand out ints);
 - a sequence label (labelled files) is its padded row, an int64 tensor (L,), followed by its
   length, an int: the items are (image, label, length);
@@ -22,7 +23,7 @@ The twin runs collate_fn as DataLoader does (in its workers, with DataLoader's s
 same items.
 """
 import contextlib
-from typing import Callable, List, Optional
+from typing import Callable, Optional, Sequence, Tuple
 
 import torch
 from torch.utils.data import default_collate
@@ -31,6 +32,7 @@ from ..seeds import derived_seed
 from ..transforms.python_fallback import seeded_globals
 from .outputs import LabelTable
 from .python_path import placed
+from .rows import batch_rows
 
 COLLATE_STREAM = 0x636F6C   # keeps collate_fn's draws apart from batch_transform's and DALI's
 
@@ -51,8 +53,8 @@ def user_collate(collate_fn, output: str) -> Optional[Callable]:
 
 
 class SampleLabels:
-    """Labels (B,) as the loader has them -> each sample's items after the image: (label,) or
-    (label, length), as the module says."""
+    """Labels (B,) as the loader has them -> the columns of each sample's items after the image:
+    (labels,) or (labels, lengths), as the module says."""
 
     def __init__(self, label_table: Optional[LabelTable], target_transform: Optional[Callable]):
         self.label_table, self.target_transform = label_table, target_transform
@@ -61,7 +63,7 @@ class SampleLabels:
     def changes_labels(self) -> bool:
         return self.label_table is not None or self.target_transform is not None
 
-    def __call__(self, labels: torch.Tensor) -> List[tuple]:
+    def __call__(self, labels: torch.Tensor) -> Tuple[Sequence, ...]:
         lengths = None
         if self.label_table is not None:
             labels, lengths = self.label_table(labels)
@@ -71,9 +73,7 @@ class SampleLabels:
             values = labels.unbind(0)   # padded rows: default_collate stacks them to (B, L)
         else:
             values = labels.cpu().tolist()
-        if lengths is None:
-            return [(value,) for value in values]
-        return list(zip(values, lengths.cpu().tolist()))
+        return (values,) if lengths is None else (values, lengths.cpu().tolist())
 
 
 class DaliCollate:
@@ -84,7 +84,7 @@ class DaliCollate:
         self.collate_fn, self.order, self.labels, self.pin = collate_fn, order, labels, pin
 
     def __call__(self, images: torch.Tensor, labels: torch.Tensor, epoch: int, batch_index: int):
-        items = [(image, *rest) for image, rest in zip(images.unbind(0), self.labels(labels))]
+        items = list(zip(batch_rows(images), *self.labels(labels)))
         seed = derived_seed(self.order.seed, epoch, self.order.rank, batch_index, COLLATE_STREAM)
         with seeded_globals(seed, images.device), one_torch_thread():
             batch = self.collate_fn(items)
@@ -112,6 +112,6 @@ class TwinCollate:
 
     def __call__(self, items: list):
         if self.labels.changes_labels:
-            rests = self.labels(torch.tensor([item[1] for item in items]))
-            items = [(item[0], *rest) for item, rest in zip(items, rests)]
+            columns = self.labels(torch.tensor([item[1] for item in items]))
+            items = list(zip([item[0] for item in items], *columns))
         return len(items), self.collate_fn(items)

@@ -317,3 +317,20 @@ def test_a_graph_with_random_state_never_runs_ahead(tmp_path, no_torchrun_env):
         for _ in loader:
             pass
     assert not loader._parts.pipeline.stateless and loader._parts.feed.base == 0
+
+
+def test_an_epoch_order_carried_on_maps_the_sources_iterations_to_each_epochs_batches():
+    import numpy as np
+
+    from dali_loaders.loader.pipeline import EpochOrder
+
+    feed = EpochOrder()
+    feed.set(EpochOrder(np.arange(5), 1, np.array([0, 2, 4, 5])))                 # 3 batches: [0 1] [2 3] [4]
+    feed.following = EpochOrder(np.arange(10, 14), 2, np.array([0, 2, 4]))        # then 2: [10 11] [12 13]
+    assert [feed.batch(i, 2).tolist() for i in range(5)] == [[0, 1], [2, 3], [4], [10, 11], [12, 13]]
+    assert [feed.holds(i, 2) for i in range(6)] == [True] * 5 + [False]
+    feed.carry_on()                                                                # the sources go on at 3
+    assert (feed.base, feed.seed, feed.following) == (3, 2, None)
+    assert [feed.batch(i, 2).tolist() for i in (3, 4)] == [[10, 11], [12, 13]]
+    assert [feed.holds(i, 2) for i in (2, 3, 4, 5)] == [False, True, True, False]
+    assert len(feed.batch(5, 2)) == 2                                              # past the end: any full batch

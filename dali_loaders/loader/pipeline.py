@@ -79,6 +79,16 @@ class EpochOrder:
         self.indices, self.seed, self.bounds = following.indices, following.seed, following.bounds
         self.following = None
 
+    def holds(self, iteration: int, batch_size: int) -> bool:
+        """Whether the run at the sources' `iteration` reads a batch of this epoch or of the one
+        that follows (not a run past the end, whose batch is dropped unseen)."""
+        iteration -= self.base
+        if self.bounds is None:
+            return 0 <= iteration and iteration * batch_size < len(self.indices)
+        runs = len(self.bounds) - 1
+        following = self.following
+        return 0 <= iteration < runs or (following is not None and following.holds(iteration - runs, batch_size))
+
     def batch(self, iteration: int, batch_size: int) -> np.ndarray:
         iteration -= self.base
         if self.bounds is not None and iteration + 1 < len(self.bounds):

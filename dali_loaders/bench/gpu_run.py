@@ -7,7 +7,7 @@ example does, train only a random crop's window, each image resized to 224 x 224
 else; without a GPU the CPU decode alone: DALI's CPU resize is no ceiling); NVIDIA's DALI
 example pipeline (the default recipe, hand-written; bench/nvidia.py); the DALI loader with
 device="gpu" (mixed decode), "cpu-decode" and "cpu"; torchvision's tensor backend at its best
-num_workers of 4, 8 and 16.
+num_workers of 4, 8 and 16 (each tried at steady state, SWEEP_SECONDS after a warm-up pass).
 Then a full CIFAR-10 train epoch (50,000 images, batch 256): the DALI loader on the GPU and
 on the CPU against its torchvision twin at its best num_workers.
 
@@ -43,6 +43,7 @@ WORKER_CANDIDATES = (4, 8, 16)
 EPOCHS = 4      # the first, then the steady state: the median of epochs 2..EPOCHS at least
 STEADY_SECONDS = 2.0   # ... and as many more as it takes for the steady epochs to last this long
 MAX_EPOCHS = 60        # (a val epoch on a GPU is 12 batches, 80 ms: one epoch's median is noise)
+SWEEP_SECONDS = 2.0    # each DataLoader worker count tried, at steady state, for this long
 IMAGES = 6000   # train JPEGs (val: a quarter)
 
 
@@ -139,8 +140,13 @@ def _time_workload(worker: Worker, spec: dict, contender: Contender, threads: in
     if contender.kind in ("torchvision", "tensor"):
         speeds = {}
         for count in worker_candidates(threads):
+            # at steady state: a pass to warm the workers up, then passes of several batches a
+            # worker for SWEEP_SECONDS (a pass of fewer batches than workers times their start,
+            # and once picked 8 workers where 16 ran twice as fast)
+            batches = max(sweep_batches, 4 * count)
             worker.ask(cmd="build", workers=count, spec=spec)
-            speeds[count] = _throughput(worker.ask(cmd="run", max_batches=sweep_batches))
+            worker.ask(cmd="run", max_batches=batches)
+            speeds[count] = _throughput(worker.ask(cmd="run", max_batches=batches, min_seconds=SWEEP_SECONDS))
         workers = max(speeds, key=speeds.get)
         found["num_workers"] = workers
         found["sweep_images_per_s"] = {str(k): v for k, v in speeds.items()}

@@ -38,11 +38,13 @@ def _epoch(loader) -> tuple:
 def _row(name, loader, rounds, server=None) -> dict:
     _epoch(loader)   # the first pass builds the pipeline (and, on S3, opens the connections)
     before = server.requests("bench") if server else None
+    cpu_before = time.process_time()   # this process's CPU (DALI's threads, the GETs): the server is another
     passes = [_epoch(loader) for _ in range(rounds)]
     n = passes[0][0]
     best = min(seconds for _, seconds in passes)
     row = {"storage": name, "images": n, "seconds": best, "images_per_s": n / best,
-           "median_images_per_s": statistics.median(n / seconds for _, seconds in passes)}
+           "median_images_per_s": statistics.median(n / seconds for _, seconds in passes),
+           "cpu_ms_per_image": (time.process_time() - cpu_before) * 1000 / (n * rounds)}
     if server is not None:
         after = server.requests("bench")
         for method in ("GET", "HEAD"):
@@ -115,12 +117,13 @@ def table(result: dict) -> str:
              f"{','.join(map(str, result['server_cpus']))}" if result["server_cpus"] != "shared"
              else f"loaders and S3 server sharing CPU {','.join(map(str, result['loader_cpus']))}")
     lines = [f"{result['threads']} DALI threads, best and median of {result['rounds']} epochs; {where}",
-             "| storage | images | best epoch (s) | images/s | median images/s | vs local | GETs/epoch "
-             "| HEADs/epoch | MiB/epoch |",
-             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+             "| storage | images | best epoch (s) | images/s | median images/s | vs local | CPU ms/image "
+             "| GETs/epoch | HEADs/epoch | MiB/epoch |",
+             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for r in result["rows"]:
         lines.append(f"| {r['storage']} | {r['images']} | {r['seconds']:.2f} | {r['images_per_s']:.0f} | "
-                     f"{r['median_images_per_s']:.0f} | {r['vs_local']:.2f}x | {r.get('get_per_epoch', '-')} | "
+                     f"{r['median_images_per_s']:.0f} | {r['vs_local']:.2f}x | {r['cpu_ms_per_image']:.2f} | "
+                     f"{r.get('get_per_epoch', '-')} | "
                      f"{r.get('head_per_epoch', '-')} | "
                      f"{format(r['mib_per_epoch'], '.1f') if 'mib_per_epoch' in r else '-'} |")
     return "\n".join(lines)

@@ -8,7 +8,7 @@ import warnings
 import pytest
 import torch
 from image_data import image_id, write_garbage, write_solid_folder
-from s3_server import SECRET_KEY, Environment, WeedServer, free_ports, identities_file, needs_boto3
+from s3_server import SECRET_KEY, Environment, Requests, WeedServer, free_ports, identities_file, needs_boto3
 from torchvision.datasets import ImageFolder
 from torchvision.transforms import v2
 
@@ -111,28 +111,6 @@ def test_train_epochs_read_ahead_equal_the_local_folders_epochs(val_url, folder)
 
 
 # -- screening: ranged header reads, cached by ETag --------------------------------------
-
-
-class Requests:
-    """Counts boto3's requests (by operation) and the Range headers it sends."""
-
-    def __init__(self):
-        self.calls, self.ranges = [], []
-
-    def __enter__(self):
-        events = storage.client().meta.events
-        events.register("before-call.s3.*", self._call)
-        return self
-
-    def _call(self, model, params, **_):
-        self.calls.append(model.name)
-        self.ranges.append(params.get("headers", {}).get("Range"))
-
-    def __exit__(self, *exc):
-        storage.client().meta.events.unregister("before-call.s3.*", self._call)
-
-    def count(self, name):
-        return self.calls.count(name)
 
 
 def test_screening_reads_headers_by_ranged_gets_then_the_cache(s3_server, folder, tmp_path, monkeypatch):

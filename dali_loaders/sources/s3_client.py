@@ -264,10 +264,11 @@ REACH = {"Connect": "connection refused or failed", "Timeout": "no answer in tim
 CERTIFICATE = re.compile(r"certificate|UnknownIssuer|CaUsedAsEndEntity|NotValidForName", re.IGNORECASE)
 
 
-def failure(e: Exception, url: str) -> StorageError:
+def failure(e: Exception, url: str) -> OSError:
     """A short StorageError naming `url` for what obstore raised (its text holds the server's
-    XML and a debug dump; only the S3 error code and the kind of failure are kept)."""
-    if isinstance(e, StorageError):
+    XML and a debug dump; only the S3 error code and the kind of failure are kept); our own
+    errors, and the ImportError that says how to install the client, as they are."""
+    if isinstance(e, (StorageError, ImportError)):
         return e
     text = str(e)
     code = CODE.search(text)

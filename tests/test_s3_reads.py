@@ -59,6 +59,7 @@ def test_ranges_are_read_and_a_range_past_the_end_is_empty(guarded):
         assert url_reads.get_object("s3://signed/plain.jpg", 990, 30).tobytes() == body[990:]
         assert storage.read_bytes("s3://signed/plain.jpg", 400) == body[400:]
         assert url_reads.get_object("s3://signed/plain.jpg", 0, 0).tobytes() == b""
+        assert url_reads.get_object("s3://signed/plain.jpg", 2000, 10).tobytes() == b""   # past the end
 
 
 def test_a_wrong_secret_is_denied_by_name_and_never_said(guarded):

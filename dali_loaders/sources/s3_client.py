@@ -21,7 +21,8 @@ import datetime
 import functools
 import os
 import re
-from typing import NamedTuple, Optional
+import time
+from typing import Callable, NamedTuple, Optional
 
 SCHEME = "s3://"
 INSTALL = "pip install 'dali_loaders[s3]' (Python 3.11 or later)"
@@ -45,6 +46,10 @@ class StorageError(OSError):
 
 class ObjectNotFound(StorageError, FileNotFoundError):
     """The object (or bucket) a URL names does not exist."""
+
+
+class BucketNotFound(ObjectNotFound):
+    """The bucket a URL names does not exist (or the store does not know it yet)."""
 
 
 class BatchTimeout(StorageError, TimeoutError):
@@ -249,6 +254,31 @@ def forget() -> None:
     _store_of.cache_clear()
 
 
+_served: set = set()   # buckets this process has been answered from
+
+
+def request(url: str, send: Callable):
+    """send() (one obstore call for `url`), its failure said by failure(). A bucket that has
+    answered before and is now said not to exist is asked again until RETRY_WINDOW_S has
+    passed: a store starting up (SeaweedFS says NoSuchBucket until it has loaded its
+    buckets) is a store restarting, not a bucket gone."""
+    bucket, deadline = split_url(url)[0], None
+    while True:
+        try:
+            answer = send()
+        except Exception as e:  # obstore's exceptions (and ours, as they are)
+            said = failure(e, url)
+            if not isinstance(said, BucketNotFound) or bucket not in _served:
+                raise said from None
+            deadline = deadline or time.monotonic() + RETRY_WINDOW_S
+            if time.monotonic() > deadline:
+                raise said from None
+            time.sleep(MAX_BACKOFF_S / 4)
+            continue
+        _served.add(bucket)
+        return answer
+
+
 # -- errors -------------------------------------------------------------------------------
 
 
@@ -276,7 +306,7 @@ def failure(e: Exception, url: str) -> OSError:
     status = STATUS.search(text)
     status = int(status.group(1)) if status else None
     if code == "NoSuchBucket":
-        return ObjectNotFound(f"bucket {split_url(url)[0]!r} of {url} does not exist at {endpoint()}; check the URL "
+        return BucketNotFound(f"bucket {split_url(url)[0]!r} of {url} does not exist at {endpoint()}; check the URL "
                               f"and AWS_ENDPOINT_URL", url)
     if isinstance(e, FileNotFoundError) or code in ("NoSuchKey", "NotFound") or status == 404:
         return ObjectNotFound(f"{url} does not exist", url)

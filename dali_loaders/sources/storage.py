@@ -106,16 +106,18 @@ def list_tree(url: str, page_size: int = LIST_PAGE) -> Dict[str, Tuple[int, str]
     global _memo
     bucket, key = split_url(url)
     prefix = _folder_key(key)
-    found = {}
-    try:
+
+    def listing() -> Dict[str, Tuple[int, str]]:
+        found = {}
         pages = s3_client.module(url).list(s3_client.store(url), prefix or None, chunk_size=page_size)
         for _, page in zip(range(MAX_PAGES), pages):
             for item in page:
                 name = item["path"]
                 if not name.endswith("/"):
                     found[f"{SCHEME}{bucket}/{name}"] = (int(item["size"]), (item.get("e_tag") or "").strip('"'))
-    except Exception as e:  # obstore's exceptions, each said as what it means for `url`
-        raise failure(e, url) from None
+        return found
+
+    found = s3_client.request(url, listing)
     with _memo_lock:
         _memo = (f"{SCHEME}{bucket}/{prefix}", found, sorted(found))
     return found
@@ -153,11 +155,8 @@ def isdir(path: str) -> bool:
     if not is_url(path):
         return os.path.isdir(path)
     prefix = _folder_key(split_url(path)[1])
-    try:
-        first = next(iter(s3_client.module(path).list(s3_client.store(path), prefix or None, chunk_size=1)), [])
-    except Exception as e:  # as list_tree
-        raise failure(e, path) from None
-    return bool(first)
+    return bool(s3_client.request(path, lambda: next(iter(
+        s3_client.module(path).list(s3_client.store(path), prefix or None, chunk_size=1)), [])))
 
 
 def stat(url: str) -> Tuple[int, str]:
@@ -165,10 +164,7 @@ def stat(url: str) -> Tuple[int, str]:
     known = _memo[1].get(url)
     if known is not None:
         return known
-    try:
-        head = s3_client.module(url).head(s3_client.store(url), split_url(url)[1])
-    except Exception as e:  # as list_tree
-        raise failure(e, url) from None
+    head = s3_client.request(url, lambda: s3_client.module(url).head(s3_client.store(url), split_url(url)[1]))
     return int(head["size"]), (head.get("e_tag") or "").strip('"')
 
 
@@ -203,10 +199,8 @@ def subfolders(url: str) -> List[str]:
 def _folders(url: str) -> List[str]:
     """The folder names directly under `url` by a delimited listing (one request per 1000 folders)."""
     prefix = _folder_key(split_url(url)[1])
-    try:
-        listed = s3_client.module(url).list_with_delimiter(s3_client.store(url), prefix or None)
-    except Exception as e:  # as list_tree
-        raise failure(e, url) from None
+    listed = s3_client.request(url, lambda: s3_client.module(url).list_with_delimiter(s3_client.store(url),
+                                                                                      prefix or None))
     return sorted({p[len(prefix):].strip("/") for p in listed["common_prefixes"]} - {""})
 
 
@@ -240,11 +234,13 @@ def etag(url: str) -> str:
 
 def fetch(url: str, start: int = 0, length: Optional[int] = None):
     """`length` bytes of the object from `start` (all of it if None; fewer where it ends
-    sooner) by one (ranged) GET, as obstore's Bytes (a buffer: np.frombuffer takes it as is)."""
-    bucket, key = split_url(url)
+    sooner; none past its end) by one (ranged) GET, as obstore's Bytes (a buffer:
+    np.frombuffer takes it as is)."""
+    key = split_url(url)[1]
     if length == 0:
         return b""
-    try:
+
+    def send():
         client = s3_client.module(url)
         if length is not None:
             return client.get(s3_client.store(url), key, options={"range": (start, start + length)}).bytes()
@@ -253,10 +249,13 @@ def fetch(url: str, start: int = 0, length: Optional[int] = None):
             raise StorageError(f"{url} is {answer.meta['size'] >> 20} MiB: over the {MAX_OBJECT_BYTES >> 20} MiB "
                                f"read into memory at once", url)
         return answer.bytes()
-    except Exception as e:  # as list_tree
-        if start and "Range" in str(e) and not isinstance(e, StorageError):   # past the object's end
+
+    try:
+        return s3_client.request(url, send)
+    except StorageError as e:
+        if start and "InvalidRange" in str(e):   # the range starts past the object's end
             return b""
-        raise failure(e, url) from None
+        raise
 
 
 def read_bytes(url: str, start: int = 0, length: Optional[int] = None) -> bytes:
@@ -312,10 +311,8 @@ class Stream(io.RawIOBase):
 
     def __init__(self, url: str):
         self.url, self.left = url, memoryview(b"")
-        try:
-            self.pieces = iter(s3_client.module(url).get(s3_client.store(url), split_url(url)[1]).stream())
-        except Exception as e:  # as list_tree
-            raise failure(e, url) from None
+        self.pieces = iter(s3_client.request(url, lambda: s3_client.module(url).get(
+            s3_client.store(url), split_url(url)[1]).stream()))
 
     def readable(self) -> bool:
         return True
@@ -324,7 +321,7 @@ class Stream(io.RawIOBase):
         if not len(self.left):
             try:
                 self.left = memoryview(next(self.pieces, b""))
-            except Exception as e:  # as list_tree
+            except Exception as e:  # obstore's, mid-answer
                 raise failure(e, self.url) from None
         size = min(len(buffer), len(self.left))
         buffer[:size] = self.left[:size]

@@ -80,15 +80,16 @@ def _listing(server, keys: int) -> dict:
     best of 3, side by side."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from ..sources import storage
+    import obstore
+
+    from ..sources import s3_client, storage
 
     bucket, _, prefix = LISTING_PREFIX[len("s3://"):].partition("/")
     server.bucket(bucket)
-    s3 = server.client()
+    store = s3_client.store(LISTING_PREFIX)
     print(f"  putting {keys} empty objects under {LISTING_PREFIX} ...", flush=True)
     with ThreadPoolExecutor(PUT_THREADS) as pool:
-        list(pool.map(lambda i: s3.put_object(Bucket=bucket, Key=f"{prefix}/{i // 1000:04d}/{i:07d}", Body=b""),
-                      range(keys)))
+        list(pool.map(lambda i: obstore.put(store, f"{prefix}/{i // 1000:04d}/{i:07d}", b""), range(keys)))
 
     def library():
         return len(storage.list_tree(LISTING_PREFIX))

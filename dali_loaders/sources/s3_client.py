@@ -18,7 +18,6 @@ has passed since it was first sent: a store restarted within 30 s costs no error
 is named within RETRY_WINDOW_S + READ_TIMEOUT_S. A refusal (missing, denied) is not retried.
 """
 import datetime
-import functools
 import os
 import re
 import time
@@ -131,10 +130,20 @@ def _first(*values) -> Optional[str]:
     return next((v for v in values if v), None)
 
 
-@functools.lru_cache(maxsize=8)
-def _setup(pid: int, url: str):
-    """(Settings, credentials: obstore's config keys or a provider) of this process; `url`
-    only names what failed."""
+_setups: dict = {}   # pid: (Settings, credentials)
+_stores: dict = {}   # (pid, bucket, probe): obstore's store
+
+
+def _setup(url: str):
+    """(Settings, credentials: obstore's config keys or a provider) of this process, read
+    once; `url` only names what failed."""
+    found = _setups.get(os.getpid())
+    if found is None:
+        found = _setups[os.getpid()] = _read_setup(url)
+    return found
+
+
+def _read_setup(url: str):
     session = _aws_files()
     profile = _profile(session, url)
     service = profile.get("s3") if isinstance(profile.get("s3"), dict) else {}
@@ -165,7 +174,7 @@ def _setup(pid: int, url: str):
 
 
 def settings(url: str = SCHEME) -> Settings:
-    return _setup(os.getpid(), url)[0]
+    return _setup(url)[0]
 
 
 def endpoint() -> str:
@@ -190,10 +199,9 @@ def _seconds(value: float) -> datetime.timedelta:
     return datetime.timedelta(seconds=value)
 
 
-@functools.lru_cache(maxsize=64)
-def _store_of(pid: int, bucket: str, url: str, probe: bool):
+def _new_store(bucket: str, url: str, probe: bool):
     _, S3Store = _obstore(url)
-    chosen, keys = _setup(pid, url)
+    chosen, keys = _setup(url)
     config = {"region": chosen.region, "virtual_hosted_style_request": chosen.virtual_host}
     if chosen.endpoint:
         config["endpoint"] = chosen.endpoint
@@ -240,7 +248,11 @@ def store(url: str, probe: bool = False):
                            f"obstore's threads do not survive fork() (it would hang). Give DataLoader "
                            f"multiprocessing_context='forkserver' (or 'spawn')", url)
     _started_in = os.getpid()
-    return _store_of(os.getpid(), split_url(url)[0], url, probe)
+    key = (_started_in, split_url(url)[0], probe)
+    found = _stores.get(key)
+    if found is None:   # two threads may both make one: the same store, one kept
+        found = _stores[key] = _new_store(key[1], url, probe)
+    return found
 
 
 def module(url: str):
@@ -250,8 +262,8 @@ def module(url: str):
 
 def forget() -> None:
     """Settings and stores dropped: the next request reads the environment afresh."""
-    _setup.cache_clear()
-    _store_of.cache_clear()
+    _setups.clear()
+    _stores.clear()
 
 
 _served: set = set()   # buckets this process has been answered from

@@ -51,6 +51,10 @@ class BucketNotFound(ObjectNotFound):
     """The bucket a URL names does not exist (or the store does not know it yet)."""
 
 
+class StoreUnreachable(StorageError):
+    """The store could not be reached, or broke off an answer, for RETRY_WINDOW_S."""
+
+
 class BatchTimeout(StorageError, TimeoutError):
     """A batch read from the store did not arrive within the bound (loader/deadline.py);
     `waiter`: the thread still waiting on the pipeline."""
@@ -270,20 +274,19 @@ _served: set = set()   # buckets this process has been answered from
 
 
 def request(url: str, send: Callable):
-    """send() (one obstore call for `url`), its failure said by failure(). A bucket that has
-    answered before and is now said not to exist is asked again until RETRY_WINDOW_S has
-    passed: a store starting up (SeaweedFS says NoSuchBucket until it has loaded its
-    buckets) is a store restarting, not a bucket gone."""
-    bucket, deadline = split_url(url)[0], None
+    """send() (one obstore call for `url`), its failure said by failure(). obstore retries a
+    request that fails before its answer comes; one broken off mid-answer (a server stopped
+    while it sends), and a bucket that has answered before and is now said not to exist (a
+    store starting up: SeaweedFS says NoSuchBucket until it has loaded its buckets), are sent
+    again here, until RETRY_WINDOW_S has passed since the first try."""
+    bucket, deadline = split_url(url)[0], time.monotonic() + RETRY_WINDOW_S
     while True:
         try:
             answer = send()
         except Exception as e:  # obstore's exceptions (and ours, as they are)
             said = failure(e, url)
-            if not isinstance(said, BucketNotFound) or bucket not in _served:
-                raise said from None
-            deadline = deadline or time.monotonic() + RETRY_WINDOW_S
-            if time.monotonic() > deadline:
+            again = isinstance(said, StoreUnreachable) or (isinstance(said, BucketNotFound) and bucket in _served)
+            if not again or time.monotonic() > deadline:
                 raise said from None
             time.sleep(MAX_BACKOFF_S / 4)
             continue
@@ -302,7 +305,8 @@ CODE = re.compile(r"<Code>([A-Za-z0-9.]{1,64})</Code>")
 STATUS = re.compile(r"status code: (\d{3})")
 KIND = re.compile(r"HttpError \{\s*kind: (\w+)")
 REACH = {"Connect": "connection refused or failed", "Timeout": "no answer in time", "Request": "request failed",
-         "Decode": "answer cut off", "Interrupted": "connection closed mid-answer"}
+         "Decode": "answer cut off", "Interrupted": "connection closed mid-answer",
+         "Unknown": "connection broken off"}
 CERTIFICATE = re.compile(r"certificate|UnknownIssuer|CaUsedAsEndEntity|NotValidForName", re.IGNORECASE)
 
 
@@ -333,7 +337,7 @@ def failure(e: Exception, url: str) -> OSError:
                             f"signed; set AWS_CA_BUNDLE to its CA's PEM file", url)
     if kind or (status and status >= 500):
         why = REACH.get(kind.group(1), kind.group(1)) if kind else f"HTTP {status}"
-        return StorageError(f"cannot reach the object store at {endpoint()} for {url} ({why}, retried for "
+        return StoreUnreachable(f"cannot reach the object store at {endpoint()} for {url} ({why}, retried for "
                             f"{RETRY_WINDOW_S} s); check AWS_ENDPOINT_URL and that the server is up", url)
     if code or status:
         return StorageError(f"{url}: the object store answered {code or f'HTTP {status}'}", url)

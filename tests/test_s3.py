@@ -191,7 +191,10 @@ def test_an_object_gone_since_the_listing_is_named(s3_server, folder, tmp_path, 
     no_secret(str(gone.value))
 
 
-def test_a_closed_port_fails_fast_naming_the_url(val_url):
+def test_a_closed_port_fails_fast_naming_the_url(val_url, monkeypatch):
+    from dali_loaders.sources import s3_client
+
+    monkeypatch.setattr(s3_client, "RETRY_WINDOW_S", 2)   # refused connections are retried: 40 s by default
     closed = free_ports(1)[0]
     with Environment({"AWS_ENDPOINT_URL": f"http://127.0.0.1:{closed}"}):
         with warnings.catch_warnings(record=True) as said:

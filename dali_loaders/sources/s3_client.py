@@ -136,6 +136,7 @@ def _first(*values) -> Optional[str]:
 
 _setups: dict = {}   # pid: (Settings, credentials)
 _stores: dict = {}   # (pid, bucket, probe): obstore's store
+_served: set = set()   # buckets that have answered this process (see request())
 
 
 def _setup(url: str):
@@ -268,9 +269,8 @@ def forget() -> None:
     """Settings and stores dropped: the next request reads the environment afresh."""
     _setups.clear()
     _stores.clear()
+    _served.clear()
 
-
-_served: set = set()   # buckets this process has been answered from
 
 
 def request(url: str, send: Callable):

@@ -13,8 +13,8 @@ AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY. Nothing here prints or keeps a secret
 Time limits and retries (obstore's defaults would wait minutes on a hung server): a connect
 must succeed in CONNECT_TIMEOUT_S, every read of an answer must receive something within
 READ_TIMEOUT_S, and a request that failed for the network or the server (refused, reset,
-timed out, HTTP 5xx) is sent again, with backoff up to MAX_BACKOFF_S, until RETRY_WINDOW_S
-has passed since it was first sent: a store restarted within 30 s costs no error, a hung one
+timed out, HTTP 5xx, broken off mid-answer) is sent again, with backoff up to MAX_BACKOFF_S,
+until RETRY_WINDOW_S has passed since it was first sent (request()): a store restarted within 30 s costs no error, a hung one
 is named within RETRY_WINDOW_S + READ_TIMEOUT_S. A refusal (missing, denied) is not retried.
 """
 import datetime
@@ -270,7 +270,6 @@ def forget() -> None:
     _setups.clear()
     _stores.clear()
     _served.clear()
-
 
 
 def request(url: str, send: Callable):

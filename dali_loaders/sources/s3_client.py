@@ -14,8 +14,9 @@ Time limits and retries (obstore's defaults would wait minutes on a hung server)
 must succeed in CONNECT_TIMEOUT_S, every read of an answer must receive something within
 READ_TIMEOUT_S, and a request that failed for the network or the server (refused, reset,
 timed out, HTTP 5xx, broken off mid-answer) is sent again, with backoff up to MAX_BACKOFF_S,
-until RETRY_WINDOW_S has passed since it was first sent (request()): a store restarted within 30 s costs no error, a hung one
-is named within RETRY_WINDOW_S + READ_TIMEOUT_S. A refusal (missing, denied) is not retried.
+until RETRY_WINDOW_S has passed since it was first sent (request()): a store restarted within
+30 s costs no error, a hung one is named within RETRY_WINDOW_S + READ_TIMEOUT_S. A refusal
+(missing, denied) is not retried.
 """
 import datetime
 import os

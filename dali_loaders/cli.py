@@ -137,6 +137,8 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--server-cpu", choices=["own", "shared"], default="own",
                        help="with --storage s3: the S3 server on a CPU of its own, as a store on another "
                             "machine would be (default), or on the loaders' CPUs")
+    bench.add_argument("--list-keys", type=int, default=0, metavar="N",
+                       help="with --storage s3: also time listing a prefix of N empty objects (e.g. 100000)")
     bench.set_defaults(run=_bench)
 
     verify = commands.add_parser("verify", help="list the files under ROOT that cannot be decoded")

@@ -14,6 +14,51 @@ from dali_loaders.testing.object_store import (  # noqa: F401  (the tests import
 )
 
 
+class Requests:
+    """The requests the library makes through obstore while in the block, as S3 names them
+    (GetObject, HeadObject, ListObjectsV2), each with the Range it asks for (or None):
+    obstore's functions wrapped where the library looks them up."""
+
+    CALLS = {"get": "GetObject", "head": "HeadObject", "list": "ListObjectsV2", "list_with_delimiter": "ListObjectsV2"}
+
+    def __init__(self):
+        self.calls, self.saved = [], {}
+
+    def __enter__(self):
+        import obstore
+
+        for function, name in self.CALLS.items():
+            self.saved[function] = original = getattr(obstore, function)
+            setattr(obstore, function, self._counting(original, name))
+        return self
+
+    def _counting(self, original, name):
+        def counted(store, path=None, *args, options=None, **kwargs):
+            wanted = (options or {}).get("range")
+            if isinstance(wanted, tuple):
+                wanted = f"bytes={wanted[0]}-{wanted[1] - 1}"
+            elif isinstance(wanted, dict):
+                wanted = f"bytes={wanted['offset']}-"
+            self.calls.append((name, wanted))
+            if options is not None:
+                kwargs["options"] = options
+            return original(store, path, *args, **kwargs)
+        return counted
+
+    def __exit__(self, *exc):
+        import obstore
+
+        for function, original in self.saved.items():
+            setattr(obstore, function, original)
+
+    def count(self, name):
+        return sum(1 for n, _ in self.calls if n == name)
+
+    @property
+    def ranges(self):
+        return [r for _, r in self.calls]
+
+
 def needs_boto3() -> None:
     """Skips the test where boto3 (the s3 extra's: the server's client, the library's listings)
     is not installed."""

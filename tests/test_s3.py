@@ -8,7 +8,7 @@ import warnings
 import pytest
 import torch
 from image_data import image_id, write_garbage, write_solid_folder
-from s3_server import SECRET_KEY, Environment, WeedServer, free_ports, identities_file, needs_boto3
+from s3_server import SECRET_KEY, Environment, Requests, WeedServer, free_ports, identities_file, needs_boto3
 from torchvision.datasets import ImageFolder
 from torchvision.transforms import v2
 
@@ -113,28 +113,6 @@ def test_train_epochs_read_ahead_equal_the_local_folders_epochs(val_url, folder)
 # -- screening: ranged header reads, cached by ETag --------------------------------------
 
 
-class Requests:
-    """Counts boto3's requests (by operation) and the Range headers it sends."""
-
-    def __init__(self):
-        self.calls, self.ranges = [], []
-
-    def __enter__(self):
-        events = storage.client().meta.events
-        events.register("before-call.s3.*", self._call)
-        return self
-
-    def _call(self, model, params, **_):
-        self.calls.append(model.name)
-        self.ranges.append(params.get("headers", {}).get("Range"))
-
-    def __exit__(self, *exc):
-        storage.client().meta.events.unregister("before-call.s3.*", self._call)
-
-    def count(self, name):
-        return self.calls.count(name)
-
-
 def test_screening_reads_headers_by_ranged_gets_then_the_cache(s3_server, folder, tmp_path, monkeypatch):
     """Screening's reads are the library's own GETs (tests/test_s3_reads.py shows their Range
     header): the server counts one GET an image, none again, one for the object that changed."""
@@ -213,7 +191,10 @@ def test_an_object_gone_since_the_listing_is_named(s3_server, folder, tmp_path, 
     no_secret(str(gone.value))
 
 
-def test_a_closed_port_fails_fast_naming_the_url(val_url):
+def test_a_closed_port_fails_fast_naming_the_url(val_url, monkeypatch):
+    from dali_loaders.sources import s3_client
+
+    monkeypatch.setattr(s3_client, "RETRY_WINDOW_S", 2)   # refused connections are retried: 40 s by default
     closed = free_ports(1)[0]
     with Environment({"AWS_ENDPOINT_URL": f"http://127.0.0.1:{closed}"}):
         with warnings.catch_warnings(record=True) as said:

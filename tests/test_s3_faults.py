@@ -1,6 +1,7 @@
 """Faults of a real object store (SeaweedFS, its own server here, killed and started again):
 a dead server is named, a resumed epoch serves every sample exactly once, a slow server
 (a delaying loopback proxy) still serves every sample once, and no secret is said."""
+import threading
 import warnings
 
 import pytest
@@ -10,6 +11,7 @@ from s3_server import SECRET_KEY
 from torchvision.transforms import v2
 
 from dali_loaders import get_imagefolder_iter_dali, get_webdataset_iter_dali
+from dali_loaders.sources import s3_client, storage
 from dali_loaders.sources.storage import StorageError
 
 COUNTS = {"a": 14, "b": 13}
@@ -46,7 +48,56 @@ def make():
     return get_imagefolder_iter_dali(URL, 3, True, 1, seed=7, transform=recipe())
 
 
-def test_server_killed_mid_epoch_is_named_and_the_epoch_resumes_exactly_once(server):
+@pytest.fixture
+def short_retries(monkeypatch):
+    """A server that stays down is named after RETRY_WINDOW_S: 3 s here, not the library's 40 s."""
+    monkeypatch.setattr(s3_client, "RETRY_WINDOW_S", 3)
+    storage.forget_clients()
+    yield
+    monkeypatch.undo()
+    storage.forget_clients()
+
+
+def test_a_server_restarted_mid_epoch_costs_no_error_and_serves_every_image_once(server, monkeypatch):
+    """The server stopped after the third batch and started again (the same data and ports;
+    weed takes 15-25 s to come back) while the epoch goes on: the library's retries bridge
+    the gap, and every image is served exactly once."""
+    import obstore
+
+    down, during = threading.Event(), []
+    get = obstore.get
+
+    def noting(*args, **kwargs):   # which GETs were sent while the server was down
+        during.append(down.is_set())
+        return get(*args, **kwargs)
+
+    monkeypatch.setattr(obstore, "get", noting)
+    loader = make()
+    loader.set_epoch(1)
+    ids, restarting = [], None
+
+    def restart():
+        server.start()
+        down.clear()
+
+    try:
+        for k, (images, _) in enumerate(loader):
+            ids += ids_of(images)
+            if k == 2:
+                down.set()
+                server.stop()
+                restarting = threading.Thread(target=restart)
+                restarting.start()
+    finally:
+        if restarting is not None:
+            restarting.join()
+        if server.process is None:
+            server.start()
+    assert restarting is not None and any(during)   # some GETs met the server down
+    assert sorted(ids) == list(range(N))            # every image exactly once, no error
+
+
+def test_server_killed_mid_epoch_is_named_and_the_epoch_resumes_exactly_once(server, short_retries):
     loader = make()
     loader.set_epoch(2)
     served, state = [], loader.state_dict()
@@ -86,7 +137,7 @@ def test_a_slow_server_still_serves_every_sample_once(server, train):
         server.proxy.delay_s = 0.0
 
 
-def test_a_server_gone_before_a_webdataset_epoch_is_named(server, tmp_path):
+def test_a_server_gone_before_a_webdataset_epoch_is_named(server, tmp_path, short_retries):
     from dataset_data import write_shards
 
     write_shards(str(tmp_path / "shards"), (6, 5))

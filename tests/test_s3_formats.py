@@ -6,6 +6,7 @@ import pytest
 import torch
 from dataset_data import write_shards
 from image_data import image_id, write_solid_folder
+from s3_server import Requests
 from torchvision.transforms import v2
 
 from dali_loaders import (
@@ -14,7 +15,6 @@ from dali_loaders import (
     get_webdataset_iter_dali,
     get_webdataset_iter_torch,
 )
-from dali_loaders.sources import storage
 
 SHARD_SIZES = (13, 11, 16, 9)
 
@@ -29,26 +29,6 @@ def one_pass(loader):
         ids += [image_id(rgb) for rgb in (images.cpu().mean(dim=(2, 3)) * 255).tolist()]
         labels += y.tolist()
     return ids, labels
-
-
-class Requests:
-    """boto3's requests by operation name, with their Range headers."""
-
-    def __init__(self):
-        self.calls = []
-
-    def __enter__(self):
-        storage.client().meta.events.register("before-call.s3.*", self._call)
-        return self
-
-    def _call(self, model, params, **_):
-        self.calls.append((model.name, params.get("headers", {}).get("Range")))
-
-    def __exit__(self, *exc):
-        storage.client().meta.events.unregister("before-call.s3.*", self._call)
-
-    def count(self, name):
-        return sum(1 for n, _ in self.calls if n == name)
 
 
 @pytest.fixture(scope="module")

@@ -1,56 +1,28 @@
-"""The library's own GETs of a URL root's images: the signature against botocore's signer and
-against a server that checks signatures, and the HTTP reading against a stranger's answers."""
-import datetime
+"""The library's reads through obstore (s3_client.py) against servers that check signatures,
+serve TLS, or never answer: every key read, the AWS tools' settings honoured (endpoint,
+region, keys, AWS_PROFILE with the shared files, AWS_CA_BUNDLE, path-style addressing), the
+library's time limits, and each failure said in one line that names the URL and no secret."""
 import socket
+import sys
 import threading
-import time
 
 import numpy as np
 import pytest
-from s3_server import SECRET_KEY, Environment, WeedServer, aws_environment, identities_file, needs_boto3
+from s3_server import ACCESS_KEY, SECRET_KEY, Environment, WeedServer, aws_environment, identities_file, needs_boto3
 
-from dali_loaders.sources import http_get, storage, url_reads
-from dali_loaders.sources.signing import GetSigner
+from dali_loaders.sources import s3_client, storage, url_reads
 
 # object keys that S3's canonical URI encodes in every way: spaces, reserved and unicode characters
 KEYS = ["plain.jpg", "with space.jpg", "plus+equals=and&.jpg", "ünïcødé/ñ.jpg", "tilde~percent%25.jpg",
         "a/b/c(1)*!'@$,;:.jpg"]
-WHEN = datetime.datetime(2026, 11, 26, 10, 30, 5, tzinfo=datetime.timezone.utc)
 
 
-def needs_botocore(module: str):
-    """botocore.<module>; the test skips where botocore (the s3 extra's) is not installed, so
-    that the file's other tests still run there."""
-    return pytest.importorskip(f"botocore.{module}", reason="botocore comes with the s3 extra: "
-                                                            "pip install dali_loaders[s3]")
-
-
-@pytest.mark.parametrize("token", [None, "a-session/token+="])
-@pytest.mark.parametrize("key", KEYS)
-def test_the_signature_is_botocores(key, token, monkeypatch):
-    """The same Authorization header as botocore's S3 signer for the same request and time."""
-    auth, AWSRequest = needs_botocore("auth"), needs_botocore("awsrequest").AWSRequest
-    Credentials = needs_botocore("credentials").Credentials
-    credentials = Credentials("AKIDEXAMPLE", "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY", token)
-    path, headers = GetSigner("http://127.0.0.1:9000/bucket", "eu-west-3", credentials).sign(key, now=WHEN)
-    monkeypatch.setattr(auth, "get_current_datetime", lambda remove_tzinfo=True: WHEN.replace(tzinfo=None))
-    reference = AWSRequest("GET", "http://127.0.0.1:9000" + path)
-    auth.S3SigV4Auth(credentials, "s3", "eu-west-3").add_auth(reference)
-    assert headers["authorization"] == reference.headers["Authorization"]
-    assert headers["x-amz-date"] == reference.headers["X-Amz-Date"]
-    assert headers.get("x-amz-security-token") == reference.headers.get("X-Amz-Security-Token")
-
-
-def test_a_new_day_or_secret_gets_a_new_signing_key():
-    credentials = needs_botocore("credentials").Credentials("AKID", "first-secret")
-    signer = GetSigner("https://store.example/bucket/", "us-east-1", credentials)
-    today = signer.sign("k", now=WHEN)[1]["authorization"]
-    tomorrow = signer.sign("k", now=WHEN + datetime.timedelta(days=1))[1]["authorization"]
-    credentials.secret_key = "second-secret"   # temporary credentials, refreshed
-    refreshed = signer.sign("k", now=WHEN)[1]["authorization"]
-    assert len({today, tomorrow, refreshed}) == 3
-    assert "20261127/us-east-1/s3/aws4_request" in tomorrow
-    assert "secret" not in repr(signer)
+def one_line(e) -> str:
+    """The exception's text, checked to be one short line naming no secret."""
+    text = str(e)
+    assert "\n" not in text and len(text) < 400, text
+    assert SECRET_KEY not in text + repr(e)
+    return text
 
 
 @pytest.fixture(scope="module")
@@ -76,31 +48,120 @@ def test_a_server_that_checks_signatures_serves_every_key(guarded):
             body = url_reads.get_object(f"s3://signed/{key}")
             assert isinstance(body, np.ndarray) and body.dtype == np.uint8
             assert body.tobytes() == bytes([i]) * (1000 + i), key
+        listed = storage.list_tree("s3://signed")
+        assert sorted(listed) == sorted(f"s3://signed/{key}" for key in KEYS)
+
+
+def test_ranges_are_read_and_a_range_past_the_end_is_empty(guarded):
+    body = bytes([0]) * 1000
+    with Environment(aws_environment(guarded.endpoint)):
+        assert url_reads.get_object("s3://signed/plain.jpg", 0, 10).tobytes() == body[:10]
+        assert url_reads.get_object("s3://signed/plain.jpg", 990, 30).tobytes() == body[990:]
+        assert storage.read_bytes("s3://signed/plain.jpg", 400) == body[400:]
+        assert url_reads.get_object("s3://signed/plain.jpg", 0, 0).tobytes() == b""
+        assert url_reads.get_object("s3://signed/plain.jpg", 2000, 10).tobytes() == b""   # past the end
 
 
 def test_a_wrong_secret_is_denied_by_name_and_never_said(guarded):
     wrong = SECRET_KEY + "-wrong"
     with Environment({**aws_environment(guarded.endpoint), "AWS_SECRET_ACCESS_KEY": wrong}):
-        with pytest.raises(storage.StorageError, match=r"access to s3://signed/plain.jpg was denied") as e:
-            url_reads.get_object("s3://signed/plain.jpg")
-    assert wrong not in str(e.value) + repr(e.value) and SECRET_KEY not in str(e.value)
+        for read in (lambda: url_reads.get_object("s3://signed/plain.jpg"), lambda: storage.list_tree("s3://signed")):
+            with pytest.raises(storage.StorageError, match=r"access to s3://signed/?\S* was denied") as e:
+                read()
+            assert wrong not in one_line(e.value) + repr(e.value)
 
 
-def test_a_missing_key_is_named(guarded):
+def test_a_missing_key_or_bucket_is_named_in_one_line(guarded):
     with Environment(aws_environment(guarded.endpoint)):
-        with pytest.raises(FileNotFoundError, match=r"s3://signed/nothing.jpg does not exist"):
+        with pytest.raises(FileNotFoundError, match=r"^s3://signed/nothing.jpg does not exist$") as key:
             url_reads.get_object("s3://signed/nothing.jpg")
+        with pytest.raises(FileNotFoundError, match=r"bucket 'no-such' of s3://no-such/a.jpg does not exist") as bucket:
+            url_reads.get_object("s3://no-such/a.jpg")
+        with pytest.raises(FileNotFoundError, match=r"bucket 'no-such' of s3://no-such/val does not exist") as listed:
+            storage.list_tree("s3://no-such/val")
+    for e in (key, bucket, listed):
+        assert "<Error>" not in one_line(e.value)
 
 
-# -- a stranger's answers ------------------------------------------------------------------
+def test_credentials_are_never_in_a_repr_or_an_error(guarded):
+    with Environment(aws_environment(guarded.endpoint)):
+        import botocore.session
+
+        store = s3_client.store("s3://signed/plain.jpg")
+        credentials = s3_client.Credentials(botocore.session.Session().get_credentials())
+        assert credentials()["secret_access_key"] == SECRET_KEY   # what obstore is handed...
+        shown = repr(store) + repr(s3_client.settings()) + repr(credentials) + str(credentials)
+        assert SECRET_KEY not in shown and SECRET_KEY[:8] not in shown   # ...and never shows
+
+
+def shared_files(tmp_path, endpoint: str, secret: str) -> dict:
+    """An AWS config and credentials file holding profile `tests` (its endpoint and region in
+    the config, its keys in the credentials), and the environment that names them (no keys)."""
+    config, credentials = tmp_path / "config", tmp_path / "credentials"
+    config.write_text(f"[profile tests]\nregion = eu-west-3\nendpoint_url = {endpoint}\n")
+    credentials.write_text(f"[tests]\naws_access_key_id = {ACCESS_KEY}\naws_secret_access_key = {secret}\n")
+    return {"AWS_CONFIG_FILE": str(config), "AWS_SHARED_CREDENTIALS_FILE": str(credentials), "AWS_PROFILE": "tests"}
+
+
+def test_a_profile_in_the_shared_files_gives_endpoint_region_and_keys(guarded, tmp_path, monkeypatch):
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_ENDPOINT_URL", "AWS_REGION", "AWS_DEFAULT_REGION",
+                 "AWS_CA_BUNDLE"):
+        monkeypatch.delenv(name, raising=False)
+    with Environment({"AWS_EC2_METADATA_DISABLED": "true", **shared_files(tmp_path, guarded.endpoint, SECRET_KEY)}):
+        assert url_reads.get_object("s3://signed/plain.jpg").tobytes() == bytes([0]) * 1000
+        assert s3_client.settings() == s3_client.Settings(guarded.endpoint, "eu-west-3", False, None)
+    wrong = SECRET_KEY + "-in-the-file"
+    with Environment({"AWS_EC2_METADATA_DISABLED": "true", **shared_files(tmp_path, guarded.endpoint, wrong)}):
+        with pytest.raises(storage.StorageError, match="access to s3://signed/plain.jpg was denied") as e:
+            url_reads.get_object("s3://signed/plain.jpg")
+        assert wrong not in one_line(e.value)
+    with Environment({"AWS_PROFILE": "nobody", "AWS_CONFIG_FILE": str(tmp_path / "config")}):
+        with pytest.raises(storage.StorageError, match=r"s3://signed/plain.jpg .*AWS_PROFILE") as e:
+            url_reads.get_object("s3://signed/plain.jpg")
+        one_line(e.value)
+
+
+@pytest.mark.parametrize("names, region", [({"AWS_REGION": "eu-north-1", "AWS_DEFAULT_REGION": "us-west-2"}, "eu-north-1"),
+                                           ({"AWS_DEFAULT_REGION": "us-west-2"}, "us-west-2"), ({}, "us-east-1")])
+def test_the_region_is_the_aws_tools_one(names, region, monkeypatch):
+    for name in ("AWS_REGION", "AWS_DEFAULT_REGION"):
+        monkeypatch.delenv(name, raising=False)
+    with Environment({**{k: v for k, v in aws_environment("http://127.0.0.1:9").items() if "REGION" not in k},
+                      **names}):
+        assert s3_client.settings().region == region
+
+
+def test_without_boto3_the_environments_keys_are_enough(guarded, monkeypatch):
+    monkeypatch.setitem(sys.modules, "botocore", None)   # import botocore raises ImportError
+    monkeypatch.setitem(sys.modules, "botocore.session", None)
+    with Environment(aws_environment(guarded.endpoint)):
+        assert url_reads.get_object("s3://signed/plain.jpg").tobytes() == bytes([0]) * 1000
+    with Environment({"AWS_ACCESS_KEY_ID": ""}):
+        with pytest.raises(storage.StorageError, match=r"no credentials for s3://signed/a.jpg.*dali_loaders\[s3\]"):
+            url_reads.get_object("s3://signed/a.jpg")
+
+
+def test_without_the_client_an_s3_root_says_what_to_install(monkeypatch):
+    from dali_loaders import get_imagefolder_iter_dali
+
+    monkeypatch.setitem(sys.modules, "obstore", None)
+    storage.forget_clients()
+    with Environment(aws_environment("http://127.0.0.1:9")):
+        with pytest.raises(ImportError, match=r"s3://any/val needs the obstore client: pip install "
+                                              r"'dali_loaders\[s3\]'") as e:
+            get_imagefolder_iter_dali("s3://any/val", 4, False)
+    assert "botocore" not in one_line(e.value)
+
+
+# -- servers of our own: TLS, addressing, a hung one ---------------------------------------
 
 
 class Scripted:
-    """A server on loopback that answers each connection with `reply(connection)`; counts
-    the connections it accepted."""
+    """A server on loopback that answers each request of each connection with `reply(request)`
+    (None: no answer, ever); keeps the request lines it got."""
 
     def __init__(self, reply, tls=None):
-        self.reply, self.connections, self.tls = reply, 0, tls
+        self.reply, self.tls, self.requests = reply, tls, []
         self.listener = socket.create_server(("127.0.0.1", 0))
         self.port = self.listener.getsockname()[1]
         threading.Thread(target=self._serve, daemon=True).start()
@@ -111,125 +172,125 @@ class Scripted:
                 conn, _ = self.listener.accept()
             except OSError:
                 return
-            self.connections += 1
             threading.Thread(target=self._one, args=(conn,), daemon=True).start()
 
     def _one(self, conn):
         try:
             if self.tls is not None:
                 conn = self.tls.wrap_socket(conn, server_side=True)
-            self.reply(conn)
+            conn.settimeout(30)
+            while True:
+                data = b""
+                while b"\r\n\r\n" not in data:
+                    piece = conn.recv(4096)
+                    if not piece:
+                        return
+                    data += piece
+                self.requests.append(data.split(b"\r\n", 1)[0].decode())
+                answer = self.reply(data)
+                if answer is None:
+                    threading.Event().wait(30)
+                    return
+                conn.sendall(answer)
         except OSError:
             pass
         finally:
             conn.close()
 
-    def connect(self, timeout=2.0):
-        return http_get.Connection("http", "127.0.0.1", self.port, timeout, timeout)
-
     def close(self):
         self.listener.close()
 
 
-def requests_on(conn):
-    """Each request a client sends on `conn`, as text, until it closes the connection."""
-    while True:
-        request = read_request(conn).decode()
-        if not request:
-            return
-        yield request
+def object_answer(body: bytes) -> bytes:
+    return (b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\nLast-Modified: Thu, 26 Nov 2026 10:00:00 GMT\r\n"
+            b"ETag: \"e\"\r\n\r\n" % len(body)) + body
 
 
-def read_request(conn) -> bytes:
-    data = b""
-    while b"\r\n\r\n" not in data:
-        piece = conn.recv(4096)
-        if not piece:
-            return b""
-        data += piece
-    return data
+@pytest.fixture(scope="module")
+def certificate(tmp_path_factory):
+    """A private CA (openssl's command line) and a certificate it signed for 127.0.0.1:
+    (the CA's PEM, the server's certificate, its key)."""
+    import shutil
+    import subprocess
+
+    if shutil.which("openssl") is None:
+        pytest.skip("needs the openssl command")
+    where = tmp_path_factory.mktemp("tls")
+    ca, ca_key, cert, key, request = (str(where / n) for n in ("ca.pem", "ca-key.pem", "cert.pem", "key.pem", "req"))
+    (where / "ext").write_text("subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\n")
+
+    def openssl(*args):
+        subprocess.run(["openssl", *args], check=True, capture_output=True, timeout=60)
+
+    openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", ca_key, "-out", ca, "-days", "2",
+            "-subj", "/CN=dali-loaders test CA")
+    openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", request, "-subj", "/CN=127.0.0.1")
+    openssl("x509", "-req", "-in", request, "-CA", ca, "-CAkey", ca_key, "-CAcreateserial", "-out", cert,
+            "-days", "2", "-extfile", str(where / "ext"))
+    return ca, cert, key
 
 
-def test_a_body_sent_in_pieces_arrives_whole_and_the_connection_is_kept():
-    body = bytes(range(256)) * 1000
+def test_an_https_store_is_read_with_its_ca_bundle_path_style_and_refused_without(certificate, monkeypatch):
+    import ssl
 
-    def reply(conn):
-        while read_request(conn):
-            conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\nX-Other: a:b\r\n\r\n" % len(body) + body[:10])
-            for start in range(10, len(body), 70_000):
-                time.sleep(0.01)
-                conn.sendall(body[start:start + 70_000])
-
-    server = Scripted(reply)
-    connection = server.connect()
-    for _ in range(3):
-        answer = connection.get("/k", {"host": "x"}, 1 << 20)
-        assert answer.status == 200 and answer.body.tobytes() == body
-        assert answer.headers["x-other"] == "a:b"
-    assert server.connections == 1
-    server.close()
-
-
-def test_a_chunked_body_is_joined_and_one_over_the_limit_is_refused():
-    def reply(conn):
-        read_request(conn)
-        conn.sendall(b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
-                     b"5;ext=1\r\nhello\r\n6\r\n world\r\n0\r\nTrailer: x\r\n\r\n")
-
-    server = Scripted(reply)
-    assert server.connect().get("/k", {}, 100).body.tobytes() == b"hello world"
-    over = server.connect().get("/k", {}, 8)
-    assert over.body is None and over.size > 8
-    server.close()
+    monkeypatch.setattr(s3_client, "RETRY_WINDOW_S", 1)   # obstore retries a failed TLS handshake too
+    ca, cert, key = certificate
+    served = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    served.load_cert_chain(cert, key)
+    trusted, unknown = (Scripted(lambda _: object_answer(b"encrypted"), tls=served) for _ in range(2))
+    with Environment({**aws_environment(f"https://127.0.0.1:{trusted.port}"), "AWS_CA_BUNDLE": ca}):
+        assert url_reads.get_object("s3://tls-bucket/a b.jpg").tobytes() == b"encrypted"
+    assert trusted.requests == ["GET /tls-bucket/a%20b.jpg HTTP/1.1"]   # path style: the bucket in the path
+    with Environment(aws_environment(f"https://127.0.0.1:{unknown.port}")):   # the system's CAs: not this one
+        with pytest.raises(storage.StorageError, match=r"the object store at https://127.0.0.1:\d+ for "
+                                                       r"s3://tls-bucket/a.jpg presents a certificate no trusted "
+                                                       r"CA signed; set AWS_CA_BUNDLE") as e:
+            url_reads.get_object("s3://tls-bucket/a.jpg")
+    one_line(e.value)
+    assert unknown.requests == []
+    trusted.close()
+    unknown.close()
 
 
-def test_a_length_over_the_limit_is_not_read():
-    def reply(conn):
-        read_request(conn)
-        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 1000000000000\r\n\r\n" + b"x" * 1000)
-
-    server = Scripted(reply)
-    connection = server.connect()
-    answer = connection.get("/k", {}, 1 << 20)
-    assert answer.body is None and answer.size == 10 ** 12
-    assert connection.sock is None   # closed: its unread body cannot precede another answer
-    server.close()
-
-
-@pytest.mark.parametrize("sent, error", [
-    (b"HTTP/1.1 200 OK\r\nX: " + b"y" * (1 << 20), http_get.ProtocolError),        # endless headers
-    (b"SSH-2.0-OpenSSH_9.6\r\n\r\n", http_get.ProtocolError),                      # not HTTP
-    (b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nshort", ConnectionResetError),  # closed mid-body
-    (b"HTTP/1.1 200 OK\r\n\r\nno length", http_get.ProtocolError),                 # neither length nor chunks
-    (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", http_get.ProtocolError),
-    (b"", ConnectionResetError),                                                    # closed at once
-    (b"HTTP/1.1 100 Continue\r\n\r\n" * 100, http_get.ProtocolError),              # interim answers only
-    (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n" + b"T: x\r\n" * 20000,
-     http_get.ProtocolError),                                                      # endless trailers
-])
-def test_a_bad_answer_is_a_short_error(sent, error):
-    def reply(conn):
-        read_request(conn)
-        conn.sendall(sent)
-
-    server = Scripted(reply)
-    with pytest.raises(error) as e:
-        server.connect().get("/k", {}, 1 << 20)
-    assert len(str(e.value)) < 200 and f"127.0.0.1:{server.port}" in str(e.value)
-    server.close()
+def test_a_server_that_never_answers_is_named_after_the_librarys_limits(monkeypatch):
+    """obstore's own defaults wait minutes; the library's: READ_TIMEOUT_S an attempt, retried
+    for RETRY_WINDOW_S (both made short here), then one line naming the URL and the store."""
+    monkeypatch.setattr(s3_client, "READ_TIMEOUT_S", 1)
+    monkeypatch.setattr(s3_client, "RETRY_WINDOW_S", 2)
+    hung = Scripted(lambda _: None)
+    with Environment(aws_environment(f"http://127.0.0.1:{hung.port}")):
+        with pytest.raises(storage.StorageError, match=rf"cannot reach the object store at http://127.0.0.1:{hung.port}"
+                                                       rf" for s3://hung/a.jpg \(no answer in time, retried") as e:
+            url_reads.get_object("s3://hung/a.jpg")
+    one_line(e.value)
+    assert len(hung.requests) >= 2   # tried again within the window
+    hung.close()
 
 
-def test_a_server_that_never_answers_times_out():
-    def reply(conn):
-        read_request(conn)
-        time.sleep(5)
+def test_a_failing_server_is_tried_again_and_a_refusal_is_not(monkeypatch):
+    """HTTP 503 then the object: read; a 403 is said at once, asked once."""
+    answers = iter([b"HTTP/1.1 503 Slow Down\r\nContent-Length: 0\r\n\r\n"] * 2 + [object_answer(b"ok")])
+    flaky = Scripted(lambda _: next(answers))
+    with Environment(aws_environment(f"http://127.0.0.1:{flaky.port}")):
+        assert url_reads.get_object("s3://flaky/a.jpg").tobytes() == b"ok"
+    assert len(flaky.requests) == 3
+    refusing = Scripted(lambda _: b"HTTP/1.1 403 Forbidden\r\nContent-Length: 0\r\n\r\n")
+    with Environment(aws_environment(f"http://127.0.0.1:{refusing.port}")):
+        with pytest.raises(storage.StorageError, match="access to s3://flaky/a.jpg was denied"):
+            url_reads.get_object("s3://flaky/a.jpg")
+    assert len(refusing.requests) == 1
+    flaky.close()
+    refusing.close()
 
-    server = Scripted(reply)
-    started = time.monotonic()
-    with pytest.raises(TimeoutError):
-        server.connect(timeout=0.5).get("/k", {}, 100)
-    assert time.monotonic() - started < 3
-    server.close()
+
+def test_no_credentials_anywhere_is_said_with_what_to_set(monkeypatch, tmp_path):
+    needs_boto3()   # the library's credentials and signed reads are boto3's
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
+        monkeypatch.delenv(name, raising=False)
+    with Environment({**{k: v for k, v in aws_environment("http://127.0.0.1:9").items() if "KEY" not in k},
+                      "HOME": str(tmp_path)}):   # no ~/.aws either
+        with pytest.raises(storage.StorageError, match=r"no credentials for s3://any/a.jpg: set AWS_ACCESS_KEY_ID"):
+            url_reads.get_object("s3://any/a.jpg")
 
 
 CHILD = """
@@ -274,106 +335,3 @@ def test_the_storage_bench_counts_one_get_an_image_and_leaves_the_cpus_as_they_w
     assert "| s3 | 48 |" in result["table"]
 
 
-def test_a_bucket_in_another_region_is_signed_again_for_it_once():
-    """AWS refuses a signature for the wrong region, naming the bucket's (x-amz-bucket-region):
-    the GET is signed again for it, and the bucket's later GETs start with it."""
-    needs_boto3()   # the library's credentials and signed reads are boto3's
-    regions = []
-
-    def reply(conn):
-        for request in requests_on(conn):
-            region = request.split("Credential=")[1].split("/")[2]
-            regions.append(region)
-            if region != "eu-west-3":
-                conn.sendall(b"HTTP/1.1 400 Bad Request\r\nx-amz-bucket-region: eu-west-3\r\n"
-                             b"Content-Length: 0\r\n\r\n")
-                return
-            conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
-
-    server = Scripted(reply)
-    with Environment({**aws_environment(f"http://127.0.0.1:{server.port}"), "AWS_REGION": "us-east-1"}):
-        assert url_reads.get_object("s3://elsewhere/a.jpg").tobytes() == b"ok"
-        assert url_reads.get_object("s3://elsewhere/b.jpg").tobytes() == b"ok"
-    assert regions == ["us-east-1", "eu-west-3", "eu-west-3"]
-    server.close()
-
-
-@pytest.fixture(scope="module")
-def certificate(tmp_path_factory):
-    """A self-signed certificate for 127.0.0.1 (openssl's command line) and its key."""
-    import shutil
-    import subprocess
-
-    if shutil.which("openssl") is None:
-        pytest.skip("needs the openssl command")
-    where = tmp_path_factory.mktemp("tls")
-    cert, key = str(where / "cert.pem"), str(where / "key.pem")
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", cert,
-                    "-days", "2", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"],
-                   check=True, capture_output=True, timeout=60)
-    return cert, key
-
-
-def test_an_https_store_is_read_with_its_ca_bundle_and_refused_without(certificate):
-    needs_boto3()   # the library's credentials and signed reads are boto3's
-    import ssl
-
-    cert, key = certificate
-    served = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    served.load_cert_chain(cert, key)
-
-    def reply(conn):
-        while read_request(conn):
-            conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 9\r\n\r\nencrypted")
-
-    trusted, unknown = Scripted(reply, tls=served), Scripted(reply, tls=served)
-    with Environment({**aws_environment(f"https://127.0.0.1:{trusted.port}"), "AWS_CA_BUNDLE": cert}):
-        assert url_reads.get_object("s3://tls/a.jpg").tobytes() == b"encrypted"
-    with Environment(aws_environment(f"https://127.0.0.1:{unknown.port}")):   # the system's CAs: not this one
-        with pytest.raises(storage.StorageError, match=r"cannot reach the object store at https://127.0.0.1:\d+ "
-                                                       r"for s3://tls/a.jpg \(SSLCertVerificationError\)"):
-            url_reads.get_object("s3://tls/a.jpg")
-    trusted.close()
-    unknown.close()
-
-
-def test_no_credentials_anywhere_is_said_with_what_to_set(monkeypatch, tmp_path):
-    needs_boto3()   # the library's credentials and signed reads are boto3's
-    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
-        monkeypatch.delenv(name, raising=False)
-    with Environment({**{k: v for k, v in aws_environment("http://127.0.0.1:9").items() if "KEY" not in k},
-                      "HOME": str(tmp_path)}):   # no ~/.aws either
-        with pytest.raises(storage.StorageError, match=r"no credentials for s3://any/a.jpg: set AWS_ACCESS_KEY_ID"):
-            url_reads.get_object("s3://any/a.jpg")
-
-
-def test_a_range_is_asked_for_and_read_whatever_the_server_does_with_it():
-    """A header read: `Range: bytes=0-9` sent (unsigned, beside the signed headers); a 206
-    answer read, a server that ignores Range cut to the range, a range past the end empty."""
-    needs_boto3()   # the library's credentials and signed reads are boto3's
-    body = bytes(range(100))
-    asked = []
-
-    def reply(conn):
-        for request in requests_on(conn):
-            wanted = [line.split(":", 1)[1].strip() for line in request.split("\r\n") if line.lower().startswith("range:")]
-            asked.append(wanted[0] if wanted else None)
-            if "ignores" in request.split(" ")[1]:
-                conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n" + body)
-            elif "short" in request.split(" ")[1]:
-                conn.sendall(b"HTTP/1.1 416 Range Not Satisfiable\r\nContent-Length: 0\r\n\r\n")
-                return
-            else:
-                first, last = (int(x) for x in wanted[0][len("bytes="):].split("-"))
-                part = body[first:last + 1]
-                conn.sendall(b"HTTP/1.1 206 Partial Content\r\nContent-Length: %d\r\n\r\n" % len(part) + part)
-
-    server = Scripted(reply)
-    with Environment(aws_environment(f"http://127.0.0.1:{server.port}")):
-        assert url_reads.get_object("s3://b/honours.jpg", 0, 10).tobytes() == body[:10]
-        assert url_reads.get_object("s3://b/honours.jpg", 90, 30).tobytes() == body[90:]
-        assert url_reads.get_object("s3://b/ignores.jpg", 5, 10).tobytes() == body[5:15]
-        assert url_reads.get_object("s3://b/short.jpg", 0, 10).tobytes() == b""
-        assert url_reads.get_object("s3://b/honours.jpg", 0, 0).tobytes() == b""   # nothing asked: no request
-    assert asked == ["bytes=0-9", "bytes=90-119", "bytes=5-14", "bytes=0-9"]
-    server.close()

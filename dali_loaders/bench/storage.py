@@ -38,11 +38,13 @@ def _epoch(loader) -> tuple:
 def _row(name, loader, rounds, server=None) -> dict:
     _epoch(loader)   # the first pass builds the pipeline (and, on S3, opens the connections)
     before = server.requests("bench") if server else None
+    cpu_before = time.process_time()   # this process's CPU (DALI's threads, the GETs): the server is another
     passes = [_epoch(loader) for _ in range(rounds)]
     n = passes[0][0]
     best = min(seconds for _, seconds in passes)
     row = {"storage": name, "images": n, "seconds": best, "images_per_s": n / best,
-           "median_images_per_s": statistics.median(n / seconds for _, seconds in passes)}
+           "median_images_per_s": statistics.median(n / seconds for _, seconds in passes),
+           "cpu_ms_per_image": (time.process_time() - cpu_before) * 1000 / (n * rounds)}
     if server is not None:
         after = server.requests("bench")
         for method in ("GET", "HEAD"):
@@ -68,8 +70,53 @@ def _pin(cpus, process="self") -> None:
             pass
 
 
+LISTING_PREFIX = "s3://bench-listing/keys"
+PUT_THREADS = 16
+
+
+def _listing(server, keys: int) -> dict:
+    """Seconds to list a prefix of `keys` empty objects (put here first, 16 at a time): the
+    library's listing (storage.list_tree, as a loader is built) and boto3's paginator, each
+    best of 3, side by side."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    import obstore
+
+    from ..sources import s3_client, storage
+
+    bucket, _, prefix = LISTING_PREFIX[len("s3://"):].partition("/")
+    server.bucket(bucket)
+    store = s3_client.store(LISTING_PREFIX)
+    print(f"  putting {keys} empty objects under {LISTING_PREFIX} ...", flush=True)
+    with ThreadPoolExecutor(PUT_THREADS) as pool:
+        list(pool.map(lambda i: obstore.put(store, f"{prefix}/{i // 1000:04d}/{i:07d}", b""), range(keys)))
+
+    def library():
+        return len(storage.list_tree(LISTING_PREFIX))
+
+    def boto3_pages():   # the same endpoint (the proxy) and settings, from the environment
+        import boto3
+
+        client = boto3.session.Session().client("s3")
+        pages = client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix + "/")
+        return sum(page.get("KeyCount", 0) for page in pages)
+
+    timed = {}
+    for name, listing in (("library", library), ("boto3", boto3_pages)):
+        best = None
+        for _ in range(3):
+            started = time.perf_counter()
+            found = listing()
+            seconds = time.perf_counter() - started
+            best = seconds if best is None else min(best, seconds)
+        if found != keys:
+            raise RuntimeError(f"listing {LISTING_PREFIX} found {found} keys of {keys}")
+        timed[name] = best
+    return {"keys": keys, "library_s": timed["library"], "boto3_s": timed["boto3"]}
+
+
 def run(mode: str = "tiny", threads: int = 2, rounds: int = ROUNDS, cache_dir: str = None,
-        server_cpu: str = "own") -> dict:
+        server_cpu: str = "own", list_keys: int = 0) -> dict:
     from .. import get_imagefolder_iter_dali
     from ..sources.url_reads import READER_ENV
     from ..testing.object_store import Environment, LoopbackProxy, WeedServer, aws_environment
@@ -98,6 +145,8 @@ def run(mode: str = "tiny", threads: int = 2, rounds: int = ROUNDS, cache_dir: s
                                                            batch, True, threads, seed=0)
                         rows.append(_row(name, loader, rounds, server if where else None))
                         del loader
+                proxy.delay_s = 0
+                listing = _listing(server, list_keys) if list_keys else None
         finally:
             _pin(everywhere)   # the threads made meanwhile too (the GET pool's)
             proxy.stop()
@@ -107,7 +156,7 @@ def run(mode: str = "tiny", threads: int = 2, rounds: int = ROUNDS, cache_dir: s
         row["vs_local"] = row["images_per_s"] / local
     return {"mode": mode, "recipe": "recipes.imagenet(train=True)", "threads": threads, "rounds": rounds,
             "loader_cpus": sorted(loader_cpus), "server_cpus": sorted(server_cpus) if server_cpus else "shared",
-            "rows": rows}
+            "rows": rows, "listing": listing}
 
 
 def table(result: dict) -> str:
@@ -115,14 +164,19 @@ def table(result: dict) -> str:
              f"{','.join(map(str, result['server_cpus']))}" if result["server_cpus"] != "shared"
              else f"loaders and S3 server sharing CPU {','.join(map(str, result['loader_cpus']))}")
     lines = [f"{result['threads']} DALI threads, best and median of {result['rounds']} epochs; {where}",
-             "| storage | images | best epoch (s) | images/s | median images/s | vs local | GETs/epoch "
-             "| HEADs/epoch | MiB/epoch |",
-             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+             "| storage | images | best epoch (s) | images/s | median images/s | vs local | CPU ms/image "
+             "| GETs/epoch | HEADs/epoch | MiB/epoch |",
+             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for r in result["rows"]:
         lines.append(f"| {r['storage']} | {r['images']} | {r['seconds']:.2f} | {r['images_per_s']:.0f} | "
-                     f"{r['median_images_per_s']:.0f} | {r['vs_local']:.2f}x | {r.get('get_per_epoch', '-')} | "
+                     f"{r['median_images_per_s']:.0f} | {r['vs_local']:.2f}x | {r['cpu_ms_per_image']:.2f} | "
+                     f"{r.get('get_per_epoch', '-')} | "
                      f"{r.get('head_per_epoch', '-')} | "
                      f"{format(r['mib_per_epoch'], '.1f') if 'mib_per_epoch' in r else '-'} |")
+    listing = result.get("listing")
+    if listing:
+        lines.append(f"listing a prefix of {listing['keys']} keys (best of 3): the library {listing['library_s']:.2f} s, "
+                     f"boto3's paginator {listing['boto3_s']:.2f} s")
     return "\n".join(lines)
 
 
@@ -130,7 +184,7 @@ def main(args) -> int:
     """The bench's --storage s3 hook: its --tiny/--quick, --threads, --rounds, --cache-dir."""
     mode = args.mode if args.mode in SIZES else "full"
     result = run(mode, threads=min(args.threads, 4), rounds=args.rounds or ROUNDS, cache_dir=args.cache_dir,
-                 server_cpu=args.server_cpu)
+                 server_cpu=args.server_cpu, list_keys=getattr(args, "list_keys", 0))
     print(table(result))
     path = os.path.join(os.path.dirname(os.path.abspath(args.json)), "bench-storage.json")
     os.makedirs(os.path.dirname(path), exist_ok=True)

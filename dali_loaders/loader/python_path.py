@@ -13,6 +13,8 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset, default_collate
 
+from ..sources.storage import worker_context
+
 
 class _PlannedBatches:
     """DataLoader's batch_sampler: the batches the loader planned for the epoch in progress."""
@@ -46,8 +48,10 @@ class PythonBatches:
         """The collated batches, in order."""
         self._planned.batches = [batch.tolist() for batch in batches]
         if self._loader is None or not self._options["persistent_workers"]:
+            context = worker_context(self._options["multiprocessing_context"], self._options["num_workers"])
             self._loader = DataLoader(self.dataset, batch_sampler=self._planned,
-                                      generator=torch.Generator().manual_seed(seed), **self._options)
+                                      generator=torch.Generator().manual_seed(seed),
+                                      **{**self._options, "multiprocessing_context": context})
         return iter(self._loader)
 
     def close(self) -> None:

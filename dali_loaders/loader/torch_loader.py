@@ -6,6 +6,7 @@ from torch.utils.data import DataLoader
 
 from ..sources.protocol import is_source
 from ..sources.screening import KeptSubset, screen
+from ..sources.storage import worker_context
 from ..sources.torch_dataset import SourceDataset
 from ..sources.torchvision import adapt
 from ..transforms.mixing import batch_mixer
@@ -60,7 +61,8 @@ class TorchLoader(DataLoader):
             dict(batch_size=batch_size, sampler=sampler, drop_last=drop_last)
         super().__init__(twin, **batching, num_workers=num_workers, collate_fn=collate_fn,
                          pin_memory=pin_memory, timeout=timeout, worker_init_fn=worker_init_fn,
-                         multiprocessing_context=multiprocessing_context, generator=generator,
+                         multiprocessing_context=worker_context(multiprocessing_context, num_workers),
+                         generator=generator,
                          prefetch_factor=prefetch_factor, persistent_workers=persistent_workers,
                          pin_memory_device=pin_memory_device, in_order=in_order)
         self._order = order

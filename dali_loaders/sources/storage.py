@@ -1,24 +1,18 @@
 """Roots in object storage: `s3://bucket/prefix` wherever a local path is taken.
 
-The image objects of a URL root are read by one signed GET each in a thread pool ahead
-of the pipeline (url_reads.py), or by DALI's own S3 reader (fn.io.file.read takes `s3://`
-names) with DALI_LOADERS_URL_READER=dali. The headers screening needs are read the same way
-(ranged GETs of the first bytes). Python also lists (one request per 1000 objects), reads
-label files, tar members and, for the torchvision twin, whole images; it does so through
-boto3 (the `[s3]` extra), which also finds the credentials.
+The image objects of a URL root are read by one GET each in a thread pool ahead of the
+pipeline (url_reads.py), or by DALI's own S3 reader (fn.io.file.read takes `s3://` names)
+with DALI_LOADERS_URL_READER=dali. The headers screening needs are read the same way (ranged
+GETs of the first bytes). Python also lists (one request per 1000 objects), reads label
+files, tar members and, for the torchvision twin, whole images. Every request goes through
+obstore (the `[s3]` extra), set up with the AWS tools' settings, the library's time limits
+and retries (s3_client.py).
 
-Endpoint and credentials come from where the AWS tools look for them (the environment:
-AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID, ..., AWS_PROFILE; ~/.aws/config and credentials), for
-boto3 and DALI alike; nothing here prints or keeps them. Every failure is a StorageError
-naming the URL; a missing object is also a FileNotFoundError.
-
-Retries and time limits. boto3: `standard` retries, 3 attempts, 5 s to connect and 20 s per
-read, unless AWS_MAX_ATTEMPTS / AWS_RETRY_MODE (or the config file) say otherwise. DALI's
-SDK (its own defaults, measured with DALI 2.4): 3 s per request, 3 attempts, AWS_MAX_ATTEMPTS
-honoured; it reads the endpoint once per process.
+Every failure is a StorageError naming the URL; a missing object is also a FileNotFoundError.
+DALI's SDK (its own defaults, measured with DALI 2.4): 3 s per request, 3 attempts,
+AWS_MAX_ATTEMPTS honoured; it reads the endpoint once per process.
 """
 import bisect
-import functools
 import io
 import os
 import posixpath
@@ -28,11 +22,13 @@ import zlib
 from concurrent.futures import ThreadPoolExecutor
 from typing import Dict, List, Optional, Sequence, Tuple
 
-SCHEME = "s3://"
+from . import s3_client
+from .s3_client import SCHEME, BatchTimeout, ObjectNotFound, StorageError, endpoint, redact, split_url
+
+__all__ = ["SCHEME", "BatchTimeout", "ObjectNotFound", "StorageError", "endpoint", "redact", "split_url"]
+
 LIST_PAGE = 1000             # keys per listing request (S3's largest page)
 MAX_PAGES = 10_000_000       # a listing ends after this many pages, whatever the server says
-CONNECT_TIMEOUT_S, READ_TIMEOUT_S, ATTEMPTS = 5, 20, 3
-PROBE_TIMEOUT_S = 5          # the one request that asks why DALI's read failed
 COALESCE_GAP = 256 << 10     # tar members closer than this are fetched by one ranged GET
 MAX_SPAN = 64 << 20          # ...up to this many bytes per GET
 TEXT_LIMIT = 256 << 20       # a label file read from a URL
@@ -45,38 +41,8 @@ _memo_lock = threading.Lock()
 _memo: Tuple[str, Dict[str, Tuple[int, str]], List[str]] = ("", {}, [])
 
 
-class StorageError(OSError):
-    """Object storage failed for `url`: the message says what and what to do."""
-
-    def __init__(self, message: str, url: str):
-        super().__init__(redact(message))
-        self.url = url
-
-
-class ObjectNotFound(StorageError, FileNotFoundError):
-    """The object (or bucket) a URL names does not exist."""
-
-
-class BatchTimeout(StorageError, TimeoutError):
-    """A batch read from the store did not arrive within the bound (loader/deadline.py);
-    `waiter`: the thread still waiting on the pipeline."""
-
-    waiter = None
-
-
 def is_url(path) -> bool:
     return isinstance(path, str) and path[:5].lower() in (SCHEME, "gs://")
-
-
-def split_url(url: str) -> Tuple[str, str]:
-    """(bucket, key) of `s3://bucket/key`."""
-    if url[:5].lower() == "gs://":
-        raise StorageError(f"{url}: gs:// roots are not listed by this library; use GCS's S3-compatible endpoint "
-                           f"(AWS_ENDPOINT_URL=https://storage.googleapis.com, HMAC keys) with s3:// URLs", url)
-    bucket, _, key = url[len(SCHEME):].partition("/")
-    if not bucket:
-        raise StorageError(f"{url!r} names no bucket: expected s3://bucket/prefix", url)
-    return bucket, key
 
 
 def join(root: str, *parts: str) -> str:
@@ -106,102 +72,28 @@ def commonpath(paths: Sequence[str]) -> str:
     return "/".join(common)
 
 
-def redact(text: str) -> str:
-    """`text` with any secret the environment holds replaced (a message from elsewhere may quote one)."""
-    for name in ("AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"):
-        secret = os.environ.get(name)
-        if secret and len(secret) >= 4:
-            text = text.replace(secret, "***")
-    return text
-
-
-# -- the client ---------------------------------------------------------------------------
-
-
-def client():
-    """A boto3 S3 client of this process (DataLoader workers fork: each makes its own)."""
-    return _client_of(os.getpid())
-
-
-def probe_client():
-    """One attempt, short time limits: for asking why a read already failed."""
-    return _client_of(os.getpid(), probe=True)
-
-
-@functools.lru_cache(maxsize=8)
-def _client_of(pid: int, probe: bool = False):
-    try:
-        import boto3
-        from botocore.config import Config
-    except ImportError:
-        raise ImportError("reading s3:// URLs in Python needs boto3: pip install 'dali_loaders[s3]'") from None
-    chosen = any(os.environ.get(v) for v in ("AWS_MAX_ATTEMPTS", "AWS_RETRY_MODE"))
-    retries = None if chosen else {"mode": "standard", "total_max_attempts": ATTEMPTS}
-    config = Config(connect_timeout=CONNECT_TIMEOUT_S, read_timeout=READ_TIMEOUT_S, retries=retries,
-                    max_pool_connections=2 * READ_THREADS)
-    if probe:
-        config = Config(connect_timeout=PROBE_TIMEOUT_S, read_timeout=PROBE_TIMEOUT_S,
-                        retries={"mode": "standard", "total_max_attempts": 1})
-    return _session_of(pid).client("s3", config=config)
-
-
-@functools.lru_cache(maxsize=8)
-def _session_of(pid: int):
-    import boto3
-
-    return boto3.session.Session()
-
-
-def credentials():
-    """botocore's credentials for this process's requests (None where the chain finds none)."""
-    return _session_of(os.getpid()).get_credentials()
-
-
 def forget_clients() -> None:
     """Clients and the last listing dropped: the next request reads the environment afresh."""
     global _memo
-    _client_of.cache_clear()
-    _session_of.cache_clear()
+    s3_client.forget()
     with _memo_lock:
         _memo = ("", {}, [])
 
 
-
-def endpoint() -> str:
-    """Where requests go, without any user:password part."""
-    return _plain(client().meta.endpoint_url or "AWS")
-
-
-def _plain(url: str) -> str:
-    return re.sub(r"//[^/@]*@", "//", url)
+def worker_context(chosen, num_workers: int):
+    """DataLoader's multiprocessing_context: `chosen`; or, where this process has read object
+    storage (whose client's threads do not survive fork()), 'forkserver' for its workers."""
+    if chosen is None and num_workers > 0 and s3_client.started_here():
+        return "forkserver"
+    return chosen
 
 
 def failure(e: Exception, url: str) -> StorageError:
-    """A short StorageError naming `url` for anything boto3 raised."""
-    from botocore import exceptions as bx
+    return s3_client.failure(e, url)
 
-    if isinstance(e, StorageError):
-        return e
-    if isinstance(e, bx.NoCredentialsError):
-        return StorageError(f"no credentials for {url}: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or "
-                            f"AWS_PROFILE with ~/.aws/credentials", url)
-    if isinstance(e, (bx.EndpointConnectionError, bx.ConnectTimeoutError, bx.ReadTimeoutError,
-                      bx.ConnectionClosedError)):
-        return StorageError(f"cannot reach the object store at {endpoint()} for {url} ({type(e).__name__}); "
-                            f"check AWS_ENDPOINT_URL and that the server is up", url)
-    if isinstance(e, bx.ClientError):
-        error = e.response.get("Error", {})
-        code = str(error.get("Code", ""))
-        status = e.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
-        if code == "NoSuchBucket":
-            return ObjectNotFound(f"bucket {split_url(url)[0]!r} of {url} does not exist", url)
-        if code in ("NoSuchKey", "404", "NotFound") or status == 404:
-            return ObjectNotFound(f"{url} does not exist", url)
-        if code in ("AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch", "403") or status == 403:
-            return StorageError(f"access to {url} was denied ({code}); check the credentials (AWS_ACCESS_KEY_ID, "
-                                f"AWS_PROFILE) and the bucket's policy", url)
-        return StorageError(f"{url}: the object store answered {code or status}", url)
-    return StorageError(f"{url}: {type(e).__name__}: {e}", url)
+
+def _folder_key(key: str) -> str:
+    return key.rstrip("/") + "/" if key.strip("/") else ""
 
 
 # -- listing ------------------------------------------------------------------------------
@@ -209,24 +101,23 @@ def failure(e: Exception, url: str) -> StorageError:
 
 def list_tree(url: str, page_size: int = LIST_PAGE) -> Dict[str, Tuple[int, str]]:
     """{URL: (size, ETag)} of every object under `url`/ (folder markers left out), listed
-    now, page by page; kept as the tree the path helpers below answer from."""
+    now (the store pages by 1000 keys; `page_size` keys reach Python at a time); kept as the
+    tree the path helpers below answer from."""
     global _memo
     bucket, key = split_url(url)
-    prefix = key.rstrip("/") + "/" if key.strip("/") else ""
-    found, token = {}, None
-    try:
-        for _ in range(MAX_PAGES):
-            page = client().list_objects_v2(Bucket=bucket, Prefix=prefix, MaxKeys=page_size,
-                                            **({"ContinuationToken": token} if token else {}))
-            for item in page.get("Contents", []):
-                if not item["Key"].endswith("/"):
-                    found[f"{SCHEME}{bucket}/{item['Key']}"] = (int(item["Size"]), item.get("ETag", "").strip('"'))
-            next_token = page.get("NextContinuationToken")
-            if not page.get("IsTruncated") or not next_token or next_token == token:
-                break
-            token = next_token
-    except Exception as e:  # botocore's many exceptions, each said as what it means for `url`
-        raise failure(e, url) from None
+    prefix = _folder_key(key)
+
+    def listing() -> Dict[str, Tuple[int, str]]:
+        found = {}
+        pages = s3_client.module(url).list(s3_client.store(url), prefix or None, chunk_size=page_size)
+        for _, page in zip(range(MAX_PAGES), pages):
+            for item in page:
+                name = item["path"]
+                if not name.endswith("/"):
+                    found[f"{SCHEME}{bucket}/{name}"] = (int(item["size"]), (item.get("e_tag") or "").strip('"'))
+        return found
+
+    found = s3_client.request(url, listing)
     with _memo_lock:
         _memo = (f"{SCHEME}{bucket}/{prefix}", found, sorted(found))
     return found
@@ -263,12 +154,9 @@ def isdir(path: str) -> bool:
     """os.path.isdir; a URL is a folder when some object lies under it (one request)."""
     if not is_url(path):
         return os.path.isdir(path)
-    bucket, key = split_url(path)
-    prefix = key.rstrip("/") + "/" if key.strip("/") else ""
-    try:
-        return bool(client().list_objects_v2(Bucket=bucket, Prefix=prefix, MaxKeys=1).get("KeyCount"))
-    except Exception as e:  # as list_tree
-        raise failure(e, path) from None
+    prefix = _folder_key(split_url(path)[1])
+    return bool(s3_client.request(path, lambda: next(iter(
+        s3_client.module(path).list(s3_client.store(path), prefix or None, chunk_size=1)), [])))
 
 
 def stat(url: str) -> Tuple[int, str]:
@@ -276,12 +164,8 @@ def stat(url: str) -> Tuple[int, str]:
     known = _memo[1].get(url)
     if known is not None:
         return known
-    bucket, key = split_url(url)
-    try:
-        head = client().head_object(Bucket=bucket, Key=key)
-    except Exception as e:  # as list_tree
-        raise failure(e, url) from None
-    return int(head["ContentLength"]), head.get("ETag", "").strip('"')
+    head = s3_client.request(url, lambda: s3_client.module(url).head(s3_client.store(url), split_url(url)[1]))
+    return int(head["size"]), (head.get("e_tag") or "").strip('"')
 
 
 def isfile(path: str) -> bool:
@@ -314,21 +198,10 @@ def subfolders(url: str) -> List[str]:
 
 def _folders(url: str) -> List[str]:
     """The folder names directly under `url` by a delimited listing (one request per 1000 folders)."""
-    bucket, key = split_url(url)
-    prefix = key.rstrip("/") + "/" if key.strip("/") else ""
-    names, token = set(), None
-    try:
-        for _ in range(MAX_PAGES):
-            page = client().list_objects_v2(Bucket=bucket, Prefix=prefix, Delimiter="/", MaxKeys=LIST_PAGE,
-                                            **({"ContinuationToken": token} if token else {}))
-            names |= {p["Prefix"][len(prefix):].rstrip("/") for p in page.get("CommonPrefixes", [])}
-            next_token = page.get("NextContinuationToken")
-            if not page.get("IsTruncated") or not next_token or next_token == token:
-                break
-            token = next_token
-    except Exception as e:  # as list_tree
-        raise failure(e, url) from None
-    return sorted(n for n in names if n)
+    prefix = _folder_key(split_url(url)[1])
+    listed = s3_client.request(url, lambda: s3_client.module(url).list_with_delimiter(s3_client.store(url),
+                                                                                      prefix or None))
+    return sorted({p[len(prefix):].strip("/") for p in listed["common_prefixes"]} - {""})
 
 
 def walk_files(url: str) -> List[Tuple[str, List[str]]]:
@@ -359,26 +232,35 @@ def etag(url: str) -> str:
 # -- reading ------------------------------------------------------------------------------
 
 
-def read_bytes(url: str, start: int = 0, length: Optional[int] = None) -> bytes:
-    """`length` bytes of the object from `start` (all of it if None) by one (ranged) GET."""
-    bucket, key = split_url(url)
-    ranged = {"Range": f"bytes={start}-{start + length - 1}"} if length is not None or start else {}
-    if length is None and start:
-        ranged = {"Range": f"bytes={start}-"}
+def fetch(url: str, start: int = 0, length: Optional[int] = None):
+    """`length` bytes of the object from `start` (all of it if None; fewer where it ends
+    sooner; none past its end) by one (ranged) GET, as obstore's Bytes (a buffer:
+    np.frombuffer takes it as is)."""
+    key = split_url(url)[1]
     if length == 0:
         return b""
+
+    def send():
+        client = s3_client.module(url)
+        if length is not None:
+            return client.get(s3_client.store(url), key, options={"range": (start, start + length)}).bytes()
+        answer = client.get(s3_client.store(url), key, options={"range": {"offset": start}} if start else None)
+        if answer.meta["size"] - start > MAX_OBJECT_BYTES:
+            raise StorageError(f"{url} is {answer.meta['size'] >> 20} MiB: over the {MAX_OBJECT_BYTES >> 20} MiB "
+                               f"read into memory at once", url)
+        return answer.bytes()
+
     try:
-        answer = client().get_object(Bucket=bucket, Key=key, **ranged)
-        body = answer["Body"]
-        if length is None and int(answer.get("ContentLength", 0)) > MAX_OBJECT_BYTES:
-            body.close()
-            raise StorageError(f"{url} is {int(answer['ContentLength']) >> 20} MiB: over the "
-                               f"{MAX_OBJECT_BYTES >> 20} MiB read into memory at once", url)
-        data = body.read() if length is None else body.read(length)
-        body.close()
-        return data
-    except Exception as e:  # as list_tree
-        raise failure(e, url) from None
+        return s3_client.request(url, send)
+    except StorageError as e:
+        if start and "InvalidRange" in str(e):   # the range starts past the object's end
+            return b""
+        raise
+
+
+def read_bytes(url: str, start: int = 0, length: Optional[int] = None) -> bytes:
+    """fetch() as bytes."""
+    return bytes(fetch(url, start, length))
 
 
 def read_text(path: str) -> str:
@@ -428,26 +310,26 @@ class Stream(io.RawIOBase):
     """An object read front to back by one GET (tarfile's stream mode reads the index from it)."""
 
     def __init__(self, url: str):
-        bucket, key = split_url(url)
-        self.url = url
-        try:
-            self.body = client().get_object(Bucket=bucket, Key=key)["Body"]
-        except Exception as e:  # as list_tree
-            raise failure(e, url) from None
+        self.url, self.left = url, memoryview(b"")
+        self.pieces = iter(s3_client.request(url, lambda: s3_client.module(url).get(
+            s3_client.store(url), split_url(url)[1]).stream()))
 
     def readable(self) -> bool:
         return True
 
     def readinto(self, buffer) -> int:
-        try:
-            data = self.body.read(len(buffer))
-        except Exception as e:  # as list_tree
-            raise failure(e, self.url) from None
-        buffer[:len(data)] = data
-        return len(data)
+        if not len(self.left):
+            try:
+                self.left = memoryview(next(self.pieces, b""))
+            except Exception as e:  # obstore's, mid-answer
+                raise failure(e, self.url) from None
+        size = min(len(buffer), len(self.left))
+        buffer[:size] = self.left[:size]
+        self.left = self.left[size:]
+        return size
 
     def close(self) -> None:
-        self.body.close()
+        self.pieces = iter(())
         super().close()
 
 
@@ -494,14 +376,13 @@ class PrefetchedFile(RangedFile):
 def dali_failure(message: str) -> Optional[StorageError]:
     """The StorageError behind a DALI error that came from its S3 reader, or None for any other
     error. DALI names bucket and key, and says "not found" for a store that is down as for a
-    missing object, so the object is asked for again (one HEAD, boto3's bounded retries)."""
+    missing object, so the object is asked for again (one HEAD, one attempt)."""
     match = re.search(r"S3 [^\n]*?bucket=(\S+) object=(\S+?):?\s*$", message, re.MULTILINE)
     if not match:
         return None
     url = f"{SCHEME}{match.group(1)}/{match.group(2)}"
-    bucket, key = split_url(url)
     try:
-        probe_client().head_object(Bucket=bucket, Key=key)
+        s3_client.module(url).head(s3_client.store(url, probe=True), split_url(url)[1])
     except Exception as e:  # what the store says now: down, missing, denied
         return failure(e, url)
     return StorageError(f"DALI could not read {url} (the object store failed a request; it answers now): "

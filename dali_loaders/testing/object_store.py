@@ -68,6 +68,7 @@ class WeedServer:
         self.process = None
         self.access_key = ACCESS_KEY
         self.log = os.path.join(folder, "weed.log")
+        self.buckets = set()   # made by bucket(): a restart waits until each is served again
 
     def start(self) -> None:
         os.makedirs(os.path.join(self.folder, "data"), exist_ok=True)
@@ -109,6 +110,8 @@ class WeedServer:
                     pass
                 s3.put_object(Bucket="probe", Key="probe", Body=b"ok")
                 if s3.get_object(Bucket="probe", Key="probe")["Body"].read() == b"ok":
+                    for name in self.buckets:   # started again: its S3 gateway may not know them yet
+                        s3.list_objects_v2(Bucket=name, MaxKeys=1)
                     return
             except Exception as e:  # not up yet: connection refused, 5xx while the volume is made
                 last = e
@@ -159,6 +162,7 @@ class WeedServer:
             s3.create_bucket(Bucket=name)
         except s3.exceptions.BucketAlreadyOwnedByYou:
             pass
+        self.buckets.add(name)
         return name
 
     def upload_folder(self, folder: str, url: str) -> list:

@@ -59,10 +59,11 @@ class Requests:
         return [r for _, r in self.calls]
 
 
-def needs_boto3() -> None:
-    """Skips the test where boto3 (the s3 extra's: the server's client, the library's listings)
-    is not installed."""
+def needs_s3_extra() -> None:
+    """Skips the test where the s3 extra is not installed: obstore (the library's reads and
+    listings) and boto3 (its credential chain, and the test server's client)."""
     pytest.importorskip("boto3", reason="boto3 comes with the s3 extra: pip install dali_loaders[s3]")
+    pytest.importorskip("obstore", reason="obstore comes with the s3 extra: pip install dali_loaders[s3]")
 
 
 class ProxiedServer(WeedServer):
@@ -82,7 +83,7 @@ def s3_server(tmp_path_factory):
     can be slowed), the AWS environment pointing at the proxy. One endpoint for the session:
     DALI's S3 client keeps the endpoint it first read for the life of the process. A test
     that stops the server starts it again (same data, same ports)."""
-    needs_boto3()
+    needs_s3_extra()
     server = ProxiedServer(str(tmp_path_factory.mktemp("seaweedfs")))
     server.start()
     server.start_proxy()

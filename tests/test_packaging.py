@@ -141,7 +141,8 @@ print(type(loader).__name__, sum(len(labels) for _, labels in loader))
 
 # the extras' packages as imported (boto3 brings botocore); scipy, the test extra's too, stays
 EXTRA_IMPORTS = {"pytorch-lightning": ["pytorch_lightning"], "accelerate": ["accelerate"], "timm": ["timm"],
-                 "matplotlib": ["matplotlib"], "boto3": ["boto3", "botocore"], "datasets": ["datasets"]}
+                 "matplotlib": ["matplotlib"], "boto3": ["boto3", "botocore"], "datasets": ["datasets"],
+                 "obstore": ["obstore"]}
 BLOCKER = """
 import sys
 
@@ -174,6 +175,6 @@ def test_the_tests_collect_and_skip_where_no_optional_extra_is_installed(tmp_pat
     assert collected.returncode == 0 and "error" not in collected.stdout.lower(), collected.stdout[-3000:]
     skipped = subprocess.run([sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", "--basetemp",
                               str(tmp_path / "run"), "tests/test_s3.py::test_a_missing_bucket_or_prefix_is_named",
-                              "tests/test_s3_reads.py::test_the_signature_is_botocores"],
+                              "tests/test_s3_reads.py::test_a_server_that_checks_signatures_serves_every_key"],
                              cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
     assert skipped.returncode == 0 and "pip install dali_loaders[s3]" in skipped.stdout, skipped.stdout[-3000:]

@@ -8,7 +8,7 @@ import warnings
 import pytest
 import torch
 from image_data import image_id, write_garbage, write_solid_folder
-from s3_server import SECRET_KEY, Environment, Requests, WeedServer, free_ports, identities_file, needs_boto3
+from s3_server import SECRET_KEY, Environment, Requests, WeedServer, free_ports, identities_file, needs_s3_extra
 from torchvision.datasets import ImageFolder
 from torchvision.transforms import v2
 
@@ -208,7 +208,7 @@ def test_a_closed_port_fails_fast_naming_the_url(val_url, monkeypatch):
 @pytest.fixture(scope="module")
 def guarded(tmp_path_factory, folder):
     """A second server that lets in only the test keys (the session's lets anyone in)."""
-    needs_boto3()
+    needs_s3_extra()
     where = str(tmp_path_factory.mktemp("guarded"))
     server = WeedServer(where, ["-s3.config=" + identities_file(where)])
     server.start()

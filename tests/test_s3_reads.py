@@ -8,7 +8,7 @@ import threading
 
 import numpy as np
 import pytest
-from s3_server import ACCESS_KEY, SECRET_KEY, Environment, WeedServer, aws_environment, identities_file, needs_boto3
+from s3_server import ACCESS_KEY, SECRET_KEY, Environment, WeedServer, aws_environment, identities_file, needs_s3_extra
 
 from dali_loaders.sources import s3_client, storage, url_reads
 
@@ -28,7 +28,7 @@ def one_line(e) -> str:
 @pytest.fixture(scope="module")
 def guarded(tmp_path_factory):
     """A server that checks every signature (only the test keys get in), holding KEYS."""
-    needs_boto3()
+    needs_s3_extra()
     where = str(tmp_path_factory.mktemp("signed"))
     server = WeedServer(where, ["-s3.config=" + identities_file(where)])
     server.start()
@@ -284,7 +284,7 @@ def test_a_failing_server_is_tried_again_and_a_refusal_is_not(monkeypatch):
 
 
 def test_no_credentials_anywhere_is_said_with_what_to_set(monkeypatch, tmp_path):
-    needs_boto3()   # the library's credentials and signed reads are boto3's
+    needs_s3_extra()   # the library's credentials and signed reads are boto3's
     for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
         monkeypatch.delenv(name, raising=False)
     with Environment({**{k: v for k, v in aws_environment("http://127.0.0.1:9").items() if "KEY" not in k},
@@ -310,7 +310,7 @@ def test_the_storage_bench_counts_one_get_an_image_and_leaves_the_cpus_as_they_w
     """bench --storage s3 --tiny (its own process: DALI keeps the S3 endpoint it first reads):
     five rows of the same images; the server's own counts say one GET an image through the
     library and more through DALI's reader (a size, then the bytes)."""
-    needs_boto3()   # the library's credentials and signed reads are boto3's
+    needs_s3_extra()   # the library's credentials and signed reads are boto3's
     import json
     import subprocess
     import sys

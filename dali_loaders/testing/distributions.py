@@ -71,7 +71,8 @@ def distribution_checks() -> List[DistributionCheck]:
         DistributionCheck("RandAugment", v2.RandAugment(2, 20), mean_change, 2.0, "magnitude=20 (default 9)",
                           v2.RandAugment(2)),
         # 3 bins leave a third of the images unchanged or nearly: few values tell it from 31;
-        # twice the draws. (With 2 bins the CPU graph too departs from torchvision's.)
+        # twice the draws. (2 bins match too on the CPU, D 0.009 fused and 0.038 as DALI's
+        # auto_aug graph against a bound of 0.114; their bin 0 makes most operations the identity.)
         DistributionCheck("TrivialAugmentWide", v2.TrivialAugmentWide(num_magnitude_bins=3), changed_fraction, 0.02,
                           "num_magnitude_bins=3 (default 31)", v2.TrivialAugmentWide(), epochs=2 * EPOCHS),
     ] + _timm_checks()

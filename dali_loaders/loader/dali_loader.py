@@ -89,6 +89,7 @@ class DaliLoader:
         self._live: Optional[_LiveEpoch] = None  # the epoch in progress, if any
         self._resume: Optional[dict] = None      # a loaded state, used by the next loop
         self._plans: dict = {}                   # epoch -> EpochPlan of a user's sampler, made once
+        self._library_plan: tuple = (None, None)  # (epoch key, EpochPlan) of the library's order, last made
 
     def __len__(self) -> int:
         return self._order.batches()
@@ -107,8 +108,11 @@ class DaliLoader:
         return getattr(self._parts.source if self._parts.source is not None else self.dataset, "classes", None)
 
     def _plan(self, epoch: int) -> EpochPlan:
-        if not self._order.saves_plan:
-            return self._order.plan(epoch)
+        if not self._order.saves_plan:   # a pure function of (seed, epoch): the last one kept, as
+            key = self._epoch_key(epoch)  # the next epoch's is made ahead for the pipeline (_following)
+            if self._library_plan[0] != key:
+                self._library_plan = (key, self._order.plan(epoch))
+            return self._library_plan[1]
         if epoch not in self._plans:
             self._plans = {epoch: self._order.plan(epoch)}
         return self._plans[epoch]
@@ -149,7 +153,7 @@ class DaliLoader:
         if live.done < plan.batches:
             # A checkpoint restores the pipeline's position; without one (a state taken on
             # another rank) the pipeline starts at the first batch still to come.
-            fed = plan if live.checkpoint is not None else plan.after(live.done)
+            fed = plan if live.checkpoint is not None or live.done == 0 else plan.after(live.done)
             first = live.checkpoint is None and live.done == 0
             live.dali_iter = pipeline.start_epoch(EpochOrder(fed.indices, seed_of(live.epoch), fed.bounds),
                                                   live.checkpoint, self._epoch_key(live.epoch) if first else None,

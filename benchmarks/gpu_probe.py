@@ -28,8 +28,10 @@ CACHE = os.environ.get("PROBE_CACHE") or default_cache_dir()   # the GPU bench's
 results = {}
 
 
-def report(name, rates, **extra):
-    steady = statistics.median(rates[1:]) if len(rates) > 1 else rates[0]   # as the bench: epochs 2..N
+def report(name, rates, warm=False, **extra):
+    """`rates` per epoch, the first a build's and warm-up's (steady: the median of the rest, as
+    the bench), or all steady (`warm`)."""
+    steady = statistics.median(rates if warm or len(rates) == 1 else rates[1:])
     results[name] = {"per_epoch": [round(r) for r in rates], "steady": round(steady), **extra}
     more = "".join(f"  {k} {v}" for k, v in extra.items())
     print(f"{name:56s} {steady:9,.0f} img/s   epochs {[round(r) for r in rates]}{more}", flush=True)
@@ -158,7 +160,7 @@ def pair_rows(root, rounds=4, epochs=6, device="gpu"):
             for name, loader in loaders.items():
                 rates[name] += epochs_of(loader, epochs)[1:]
         for name in loaders:
-            report(f"pairs {split}: {name}", [0.0] + rates[name])
+            report(f"pairs {split}: {name}", rates[name], warm=True)
         ratio = statistics.median(rates["ours"]) / statistics.median(rates["NVIDIA's example"])
         results[f"pairs {split}: ours / NVIDIA's example"] = round(ratio, 3)
         print(f"pairs {split}: ours / NVIDIA's example {ratio:.3f}", flush=True)

@@ -81,19 +81,30 @@ def guarded(name, run):
 
 
 def dali_rows(train_folder):
+    """The heavy recipes under device="gpu" as placed (their augmentations on the CPU, by the
+    fused operator), with the augmentations on the GPU (the chain of operators: forced), and
+    under "cpu-decode"."""
     from torchvision.datasets import ImageFolder
+
+    from dali_loaders.loader import build
 
     for recipe in ("resnet50", "timm-ra"):
         make = RECIPES["imagenet"][recipe].make
-        for device in ("gpu", "cpu-decode"):
-            def run(recipe=recipe, device=device, make=make):
-                with Builds() as built:
-                    loader = DaliLoader(ImageFolder(train_folder, transform=make(True)), batch_size=BATCH,
-                                        shuffle=True, num_workers=THREADS, device=device, seed=1)
-                    rates = epochs_of(loader)
-                    loader.close()
-                report(f"ours {recipe} train, {device}", rates, builds=built.count)
-            guarded(f"ours {recipe} train, {device}", run)
+        for device, on_cpu in (("gpu", True), ("gpu", False), ("cpu-decode", True)):
+            name = f"ours {recipe} train, {device}" + ("" if on_cpu else ", steps on the GPU")
+
+            def run(device=device, make=make, on_cpu=on_cpu, name=name):
+                saved, build.FUSED_STEPS_ON_CPU = build.FUSED_STEPS_ON_CPU, on_cpu
+                try:
+                    with Builds() as built:
+                        loader = DaliLoader(ImageFolder(train_folder, transform=make(True)), batch_size=BATCH,
+                                            shuffle=True, num_workers=THREADS, device=device, seed=1)
+                        rates = epochs_of(loader)
+                        loader.close()
+                finally:
+                    build.FUSED_STEPS_ON_CPU = saved
+                report(name, rates, builds=built.count)
+            guarded(name, run)
 
 
 def torchvision_rows(train_folder):

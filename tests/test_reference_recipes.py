@@ -20,6 +20,7 @@ from dali_loaders import transforms
 from dali_loaders.loader import dali_loader
 from dali_loaders.sources.arrays import ArraySource
 from dali_loaders.transforms import Images
+from dali_loaders.transforms import augment_ops
 from dali_loaders.transforms import auto_augment as aa
 from dali_loaders.transforms.mixing import parse
 
@@ -69,7 +70,7 @@ def test_solarize_thresholds_in_either_api_are_torchvisions(make, kind):
     levels = np.arange(256, dtype=np.uint8)
     mags = aa.space(step, 31, 1.0, 1.0)["Solarize"][0]
     images = Images(None, 1, 1, 3, "cpu", kind=kind)
-    threshold = aa.solarize_threshold(images, step)
+    threshold = augment_ops.solarize_threshold(images, step)
     for magnitude in mags:
         torch_threshold = float(np.float32(magnitude)) * (255.0 if make is v2.RandAugment else 1.0)
         image = Image.fromarray(levels[None]) if kind == "pil" else torch.from_numpy(levels)[None]

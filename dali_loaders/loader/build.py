@@ -152,6 +152,13 @@ def assemble(dataset, *, batch_size, shuffle, sampler, batch_sampler, num_worker
 DECODED_ON_CPU = True
 
 
+# Whether device="gpu" runs the steps the fused CPU operator runs on the CPU (then decoding on the
+# CPU too): measured faster on an H200 with 16 cores against the GPU graphs of DALI's conditionals
+# (see graph_variant). Their GPU graphs are now a chain of operators without branches
+# (transforms/augment_chain.py), not measured on a GPU yet: benchmarks/gpu_probe.py times both.
+FUSED_STEPS_ON_CPU = True
+
+
 def graph_variant(variant: str, source, recipe: transforms.Plan) -> str:
     """The graph a loader builds for its device: device="gpu" decodes on the GPU and runs the
     steps there, except where the CPU was measured faster (an H200 with 16 cores; docs/gpu.md):
@@ -163,7 +170,8 @@ def graph_variant(variant: str, source, recipe: transforms.Plan) -> str:
     Then "cpu-steps": decode and steps on the CPU, the batch handed over on the GPU."""
     if variant != "gpu" or recipe.python:
         return variant
-    if transforms.fused_on_cpu(recipe) or (DECODED_ON_CPU and getattr(source, "decoded", False)):
+    if (FUSED_STEPS_ON_CPU and transforms.fused_on_cpu(recipe)) or \
+            (DECODED_ON_CPU and getattr(source, "decoded", False)):
         return "cpu-steps"
     return variant
 

@@ -476,12 +476,13 @@ CROP_ATTEMPTS = 10  # torchvision's tries before it falls back to a centre crop
 def needs_conditionals(recipe: Plan, variant: str = "gpu") -> bool:
     """Whether the graph has per-sample `if`s: DALI then needs enable_conditionals. Where the
     steps run on the CPU, the steps DaliLoadersAugment runs have none (see fused.py); the
-    plugin is only built when the recipe has such a step."""
+    plugin is only built when the recipe has such a step. On the GPU, the chained steps
+    have none (see augment_chain.py)."""
     from ..ops import augment as op
 
     # the translated steps run where the pixels are read: the CPU for Python steps
     device = "cpu" if recipe.python or variant in CPU_STEPS else "gpu"
-    branching = _branching(recipe)
+    branching = [(step, t) for step, t in _branching(recipe) if not (device == "gpu" and getattr(t, "chains", False))]
     fusing = [_fuses(step, t) for step, t in branching]
     fused = any(fusing) and op.usable(device)
     return bool(branching) and not (fused and all(fusing))
@@ -519,6 +520,12 @@ def branches_when(condition: Callable[[Any], bool]):
         translator.branches = condition
         return translator
     return mark
+
+
+def chains(translator):
+    """Marks a branching translator that on GPU graphs runs without branches (augment_chain.py)."""
+    translator.chains = True
+    return translator
 
 
 def augments(translator):

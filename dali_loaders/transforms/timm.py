@@ -19,6 +19,7 @@ from timm.data import auto_augment as timm_aa
 from timm.data import random_erasing as timm_erasing
 from timm.data import transforms as timm_transforms
 
+from . import augment_ops
 from . import auto_augment as aa
 from ._args import coin
 from . import fused, timm_fused
@@ -209,7 +210,7 @@ def operations(images: Images, fill):
     from nvidia.dali.auto_aug import augmentations as stock
 
     warped = warp(fill)
-    rotation = aa.rotation_matrix(images)
+    rotation = augment_ops.rotation_matrix(images)
 
     def shift(axis):
         """timm's translate_*_abs: by `pixels` (a float, interpolated) along x (0) or y (1)."""
@@ -232,7 +233,7 @@ def operations(images: Images, fill):
         return low * added + (low ^ True) * data
 
     table = {
-        "AutoContrast": lambda data, _: aa.auto_contrast(data, None),
+        "AutoContrast": lambda data, _: augment_ops.auto_contrast(data, None),
         "Equalize": stock.equalize.op,
         "Invert": stock.invert.op,
         "Rotate": lambda data, angle: warped(data, rotation(angle)),
@@ -241,10 +242,10 @@ def operations(images: Images, fill):
         "TranslateXRel": shift_relative(0), "TranslateYRel": shift_relative(1),
         "TranslateX": shift(0), "TranslateY": shift(1),
         "Posterize": posterize, "PosterizeIncreasing": posterize, "PosterizeOriginal": posterize,
-        "Solarize": aa.solarize, "SolarizeIncreasing": aa.solarize, "SolarizeAdd": solarize_add,
+        "Solarize": augment_ops.solarize, "SolarizeIncreasing": augment_ops.solarize, "SolarizeAdd": solarize_add,
     }
-    enhance = {"Color": aa.color(images), "Contrast": aa.contrast(images), "Brightness": aa.brightness,
-               "Sharpness": aa.sharpen(images)}
+    enhance = {"Color": augment_ops.color(images), "Contrast": augment_ops.contrast(images),
+               "Brightness": augment_ops.brightness, "Sharpness": augment_ops.sharpen(images)}
     for name, function in enhance.items():
         table[name] = table[name + "Increasing"] = function
     return table
@@ -325,7 +326,7 @@ def rand_augment(step, images: Images) -> None:
     if timm_fused.translate(step, images):
         return
     aa.prepare(step, images)
-    with aa.quiet_dali():
+    with augment_ops.quiet_dali():
         table = operations(images, fill_of(step.ops))
         for index in timm_fused.slot_indices(step):   # uniform, or timm's weighted choice
             apply_one_of(images, step.ops, index, table)
@@ -343,7 +344,7 @@ def auto_augment(step, images: Images) -> None:
     aa.prepare(step, images)
     ops = [op for sub in step.policy for op in sub]
     index = fn.random.uniform(values=list(range(len(step.policy))), dtype=types.INT32)
-    with aa.quiet_dali():
+    with augment_ops.quiet_dali():
         table = operations(images, fill_of(ops))
         for position in range(max(len(sub) for sub in step.policy)):
             slots = [sub[position] if position < len(sub) else None for sub in step.policy]

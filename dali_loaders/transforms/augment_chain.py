@@ -1,0 +1,164 @@
+"""The AutoAugment family on GPU graphs, without branches: every image goes through one fixed
+chain of operators (a warp, the colour blends, posterize, solarize, autocontrast, equalize),
+each with the image's own parameters, which leave the image as it is wherever the image drew
+another operation. The draws are the fused operator's (fused.py: a table row per slot, so the
+choice of operations, magnitudes and signs is the one tested against torchvision's); a
+constant table turns the drawn row into the chain's parameters, one gather per slot. The
+operations are augment_ops.py's, the conditional graphs' own, so the pixels are theirs.
+
+Why: DALI's conditionals split and merge the batch at each of the 14 operations and work the
+magnitudes out per branch in one-number CPU operators: torchvision's ResNet-50 recipe made a
+GPU graph of 529 operators, whose scheduling alone costs more than the pixels (see
+docs/gpu.md). A chain is a few dozen operators a slot, whatever the number of operations.
+
+Every no-op parameter is exact: the identity matrix maps each output pixel centre onto its own
+input centre (nearest and linear alike); a blend with factor 1 gives d + (x - d) = x, the
+degenerate image d being whole numbers (a PIL mean is rounded, greys are whole); mask 255;
+threshold 256. Where no parameter leaves the image alone (contrast against torchvision's
+fractional mean, autocontrast, equalize), a 0/1 weight selects, w * a + (1 - w) * x, exact too.
+"""
+import numpy as np
+
+from .augment_ops import (
+    auto_contrast, brightness, color, contrast, rotation_matrix, sharpen, shear_matrix,
+    solarize, solarize_threshold, unconverted_function, warp, whole_pixels)
+from ._core import Images
+from .color import luma
+from .fused import Table, space_of
+
+# A row of the chain's parameters; NO_OP leaves an image as it is (the row of a skipped slot).
+NO_OP = {"angle": 0.0, "rotates": 0.0, "m0": 1.0, "m1": 0.0, "m2": 0.0, "m3": 0.0, "m4": 1.0, "m5": 0.0,
+         "relative_x": 0.0, "relative_y": 0.0, "Brightness": 1.0, "Color": 1.0, "Contrast": 1.0,
+         "contrast_on": 0.0, "Sharpness": 1.0, "Posterize": 255.0, "Solarize": 256.0, "AutoContrast": 0.0,
+         "Equalize": 0.0}
+COLUMN = {name: k for k, name in enumerate(NO_OP)}
+MATRIX = slice(COLUMN["m0"], COLUMN["m5"] + 1)
+WARPS = {"ShearX", "ShearY", "TranslateX", "TranslateY", "Rotate"}
+KNOWN = WARPS | {"Identity", "Brightness", "Color", "Contrast", "Sharpness", "Posterize", "Solarize",
+                 "AutoContrast", "Equalize", "Invert"}
+
+
+def usable(images: Images) -> bool:
+    """Where the chain runs: GPU graphs (a CPU graph runs the fused operator, or DALI's auto_aug
+    where the plugin is missing: there a branch costs less than every operation on every image)."""
+    return images.device == "gpu"
+
+
+def parameter_rows(step, images: Images, table: Table) -> np.ndarray:
+    """(1 + rows, columns) float32: NO_OP, then the chain's parameters for each row of the
+    fused table, from its (operation, signed magnitude) labels as the conditional graphs turn a
+    magnitude into a parameter."""
+    _, relative = space_of(step, images, 1)
+    threshold = solarize_threshold(images, step)
+    out = [dict(NO_OP)]
+    for name, magnitude in table.labels:
+        if name not in KNOWN:
+            raise ValueError(f"{type(step).__name__}: operation {name} has no DALI translation")
+        row, m = dict(NO_OP), np.float32(magnitude)
+        if name in ("ShearX", "ShearY"):
+            matrix = shear_matrix(0 if name == "ShearX" else 1)(magnitude).reshape(-1)
+            row.update({f"m{k}": float(v) for k, v in enumerate(matrix)})
+        elif name in ("TranslateX", "TranslateY"):
+            axis = "x" if name == "TranslateX" else "y"
+            if relative:
+                row[f"relative_{axis}"] = float(m)
+            else:   # 0 - int(m) pixels, as translation_matrix computes it
+                row["m2" if axis == "x" else "m5"] = float(np.float32(0.0) - np.float32(np.trunc(m)))
+        elif name == "Rotate":
+            row.update(angle=float(m), rotates=1.0)
+        elif name in ("Brightness", "Color", "Contrast", "Sharpness"):
+            row[name] = float(np.float32(1.0 + magnitude))
+            row["contrast_on"] = 1.0 if name == "Contrast" else 0.0
+        elif name == "Posterize":
+            row[name] = float(255 ^ (2 ** (8 - int(magnitude)) - 1))
+        elif name == "Solarize":
+            row[name] = float(threshold(magnitude))
+        elif name == "Invert":   # 255 - x: every pixel is at or above 0
+            row["Solarize"] = 0.0
+        elif name in ("AutoContrast", "Equalize"):
+            row[name] = 1.0
+        out.append(row)
+    return np.array([[row[c] for c in NO_OP] for row in out], np.float32)
+
+
+def gathered(values: np.ndarray, index):
+    """values[index + 1] per sample: the parameter row of the drawn table row (-1: NO_OP)."""
+    from nvidia.dali import fn
+
+    table = fn.constant(fdata=values.reshape(-1).tolist(), shape=list(values.shape))
+    return table[index + 1]
+
+
+def warp_matrix(images: Images, params, present: set):
+    """The inverse map (2, 3), CPU: the table's matrix, plus relative translations in whole
+    pixels of this image's size, or the rotation about its centre."""
+    from nvidia.dali import fn
+
+    matrix = fn.reshape(params[MATRIX], shape=[2, 3])
+    if present & {"relative_x", "relative_y"}:
+        dx = 0.0 - whole_pixels(params[COLUMN["relative_x"]] * images.width)
+        dy = 0.0 - whole_pixels(params[COLUMN["relative_y"]] * images.height)
+        matrix = matrix + fn.reshape(fn.stack(0.0, 0.0, dx, 0.0, 0.0, dy), shape=[2, 3])
+    if "Rotate" in present:
+        rotates = params[COLUMN["rotates"]]
+        matrix = rotates * rotation_matrix(images)(params[COLUMN["angle"]]) + (1.0 - rotates) * matrix
+    return matrix
+
+
+def selected(weight, changed, data):
+    """changed where weight is 1, data where it is 0 (both uint8)."""
+    from nvidia.dali import fn, types
+
+    return fn.cast(weight * changed + (1.0 - weight) * data, dtype=types.UINT8)
+
+
+@unconverted_function
+def chain(step, images: Images, params, present: set) -> None:
+    """One slot: images.data through the operations in `present`, each with the sample's own
+    parameters (a gathered row, CPU)."""
+    from nvidia.dali import fn, types
+
+    data = images.data
+    on = params.gpu() if images.device == "gpu" else params   # the per-sample numbers beside the pixels
+    value = lambda name: on[COLUMN[name]]   # noqa: E731
+    if present & WARPS:
+        data = warp(images, step, lambda matrix: matrix)(data, warp_matrix(images, params, present))
+    if "Brightness" in present:
+        data = brightness(data, value("Brightness"))
+    # One grey image for both: an image that colour or contrast changes reaches its stage
+    # unchanged by the stages before it, so the grey of these pixels is its own
+    grey = luma(data, images) if {"Color", "Contrast"} <= present else None
+    if "Color" in present:
+        data = color(images, grey)(data, value("Color"))
+    if "Contrast" in present:
+        changed = contrast(images, grey)(data, value("Contrast"))
+        data = changed if images.kind == "pil" else selected(value("contrast_on"), changed, data)
+    if "Sharpness" in present:
+        data = sharpen(images)(data, value("Sharpness"))
+    if "Posterize" in present:
+        data = data & fn.cast(value("Posterize"), dtype=types.UINT8)
+    if present & {"Solarize", "Invert"}:
+        data = solarize(data, value("Solarize"))
+    if "AutoContrast" in present:
+        data = selected(value("AutoContrast"), auto_contrast(data, None), data)
+    if "Equalize" in present:   # the operator of DALI's auto_aug equalize (fn.experimental.equalize then)
+        data = selected(value("Equalize"), fn.equalize(data), data)
+    images.data = data
+
+
+def automatic(step, images: Images, make_slots) -> None:
+    """The step (TrivialAugmentWide, RandAugment, AutoAugment) on GPU pixels: its draws
+    (make_slots, fused.py's), then one chain per slot."""
+    from nvidia.dali import fn, types
+
+    images.uint8_pixels(step)
+    images.decode()
+    images.flush_mirror()
+    table, slots = make_slots(step, images)
+    values = parameter_rows(step, images, table)
+    present = {name for name, _ in table.labels}   # the operations the table can draw
+    present |= {c for c in ("relative_x", "relative_y") if np.any(values[:, COLUMN[c]] != 0.0)}
+    for index, applied in slots:
+        if applied is not None:   # a step not applied: row -1, NO_OP
+            index = (index + 1) * fn.cast(applied, dtype=types.INT32) - 1
+        chain(step, images, gathered(values, index), present)

@@ -1,0 +1,227 @@
+"""The operations of the AutoAugment family as DALI operators on HWC uint8 pixels, each
+(data, param) -> data in the arithmetic the twin computes (PIL or torchvision's tensors), and
+torchvision's magnitude -> param for each: shared by the conditional graphs (auto_augment.py,
+DALI's auto_aug choosing one operation per sample) and the chained ones (augment_chain.py,
+every operation on every sample, each with its own parameters).
+"""
+import contextlib
+import math
+import re
+import warnings
+
+import numpy as np
+
+from ._args import fill_values, interp_type, stack
+from ._core import Images
+from .color import luma
+
+RENAMED = re.compile(r"`nvidia\.dali\.fn\.experimental\.\w+` is now deprecated")
+ZERO_PROBABILITY = r"The augmentation `\w+` in policy `.*` is used with probability 0"
+
+
+@contextlib.contextmanager
+def quiet_dali():
+    """DALI's auto_aug calls operators DALI has since renamed (fn.experimental.equalize), and
+    warns of the probability-0 steps that torchvision's policies have: not the user's concern.
+    DALI issues the first under a filter of its own ("default"), so no filter can silence it:
+    those two are dropped as they are shown, every other warning is shown as it would be."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=ZERO_PROBABILITY)
+        show = warnings.showwarning
+
+        def show_unless_renamed(message, category, *args, **kwargs):
+            if not (issubclass(category, DeprecationWarning) and RENAMED.search(str(message))):
+                show(message, category, *args, **kwargs)
+
+        warnings.showwarning = show_unless_renamed
+        yield
+
+
+def unconverted_function(function):
+    """Marks a function DALI's autograph must not convert: one that builds graph nodes but
+    never branches on a DataNode. Converting is slow (it parses and rewrites the source of
+    every function it reaches) and is redone at each pipeline build, that is every epoch."""
+    try:
+        from nvidia.dali.pipeline import do_not_convert
+    except ImportError:   # no DALI: the package still imports, the twins still run
+        return function
+    return do_not_convert(function)
+
+
+# -- the operations: (data, param) -> data, on HWC uint8 ----------------------------------------
+
+
+def warp(images: Images, step, inverse_matrix):
+    """Output pixel centres mapped back into the input, as PIL's transform and torchvision's
+    grid do; the fill and interpolation are torchvision's (defaults: 0 and NEAREST)."""
+    from nvidia.dali import fn
+
+    return lambda data, matrix: fn.warp_affine(data, matrix=inverse_matrix(matrix), inverse_map=True,
+                                              fill_value=fill_values(step, 1)[0], interp_type=interp_type(step))
+
+
+def shear_matrix(axis: int):
+    """torchvision shears by atan(m) degrees about (0, 0): the inverse map, in numpy."""
+    from torchvision.transforms.functional import _get_inverse_affine_matrix
+
+    def matrix(magnitude):
+        shear = [0.0, 0.0]
+        shear[axis] = math.degrees(math.atan(magnitude))
+        return np.array(_get_inverse_affine_matrix([0.0, 0.0], 0.0, [0.0, 0.0], 1.0, shear),
+                        dtype=np.float32).reshape(2, 3)
+    return matrix
+
+
+def rotation_matrix(images: Images):
+    """Counter-clockwise by `angle` degrees about the image centre, as F.rotate: the inverse map."""
+    from nvidia.dali import fn
+    from nvidia.dali import math as dmath
+
+    def matrix(angle):
+        r = angle * (-math.pi / 180)
+        cos, sin = dmath.cos(r), dmath.sin(r)
+        cx, cy = images.width * 0.5, images.height * 0.5
+        return fn.reshape(fn.stack(cos, sin, cx - cos * cx - sin * cy, 0.0 - sin, cos, cy + sin * cx - cos * cy),
+                          shape=[2, 3])
+    return matrix
+
+
+def translation_matrix(axis: int, scale):
+    """By int(m) pixels, truncated toward 0 as torchvision does; `scale` turns a magnitude
+    relative to the image size into pixels (1 when the magnitudes are in pixels already)."""
+    from nvidia.dali import fn
+
+    def matrix(magnitude):
+        shift = [0.0, 0.0]
+        shift[axis] = 0.0 - whole_pixels(magnitude * scale)
+        return fn.reshape(fn.stack(1.0, 0.0, shift[0], 0.0, 1.0, shift[1]), shape=[2, 3])
+    return matrix
+
+
+def whole_pixels(pixels):
+    """int(pixels), as torchvision makes a translation whole: toward 0 (float)."""
+    from nvidia.dali import fn, types
+    from nvidia.dali import math as dmath
+
+    return fn.cast(pixels >= 0, dtype=types.FLOAT) * dmath.floor(pixels) + \
+        fn.cast(pixels < 0, dtype=types.FLOAT) * dmath.ceil(pixels)
+
+
+def blend(degenerate, data, factor):
+    """PIL's ImageEnhance and torchvision's _blend: degenerate + factor * (image - degenerate),
+    truncated to uint8 (both truncate; neither rounds)."""
+    from nvidia.dali import fn, types
+    from nvidia.dali import math as dmath
+
+    # with 0 (brightness) the same numbers: x - 0 and 0 + y are x and y exactly
+    mixed = factor * data if isinstance(degenerate, float) and degenerate == 0.0 else \
+        degenerate + factor * (data - degenerate)
+    return fn.cast(dmath.clamp(dmath.floor(mixed), 0.0, 255.0), dtype=types.UINT8)
+
+
+def brightness(data, factor):
+    return blend(0.0, data, factor)
+
+
+def color(images: Images, grey=None):
+    """A blend with the grey image: `grey`, where the caller has it (luma of the same pixels)."""
+    def op(data, factor):
+        if images.channels == 1:
+            return data
+        return blend(luma(data, images) if grey is None else grey, data, factor)
+    return op
+
+
+def contrast(images: Images, grey=None):
+    """A blend with the mean grey level (PIL rounds the mean; torchvision's tensors do not);
+    `grey` as color's."""
+    from nvidia.dali import fn
+    from nvidia.dali import math as dmath
+
+    def op(data, factor):
+        mean = fn.reductions.mean(luma(data, images) if grey is None else grey, axis_names="HWC", keep_dims=True)
+        return blend(dmath.floor(mean + 0.5) if images.kind == "pil" else mean, data, factor)
+    return op
+
+
+def sharpen(images: Images):
+    """torchvision's adjust_sharpness: a blend with the image smoothed by PIL's SMOOTH kernel,
+    whose 1-pixel border keeps the input; the smoothed image is rounded to uint8 first."""
+    from nvidia.dali import fn, types
+    from nvidia.dali import math as dmath
+
+    kernel = np.array([[1, 1, 1], [1, 5, 1], [1, 1, 1]], dtype=np.float32) / 13
+
+    def op(data, factor):
+        inner = dmath.floor(fn.filter(data, kernel, dtype=types.FLOAT, mode="valid") + 0.5)
+        # the image's size as the graph knows it on the CPU: data.shape() of GPU pixels would be
+        # a GPU -> CPU edge, which DALI's executors stall on (or refuse)
+        window = dict(start=[-1, -1], shape=stack(images.height, images.width, integer=True), axis_names="HW",
+                      out_of_bounds_policy="pad", fill_values=0.0)
+        smoothed = fn.slice(inner, **window)
+        inside = fn.slice(inner * 0.0 + 1.0, **window)
+        return blend(inside * smoothed + (1.0 - inside) * data, data, factor)
+    return op
+
+
+def solarize(data, threshold):
+    """Pixels at or above the threshold inverted (PIL: below it kept)."""
+    from nvidia.dali import types
+
+    kept = data < threshold
+    return kept * data + (kept ^ True) * (types.Constant(255, dtype=types.UINT8) - data)
+
+
+def solarize_threshold(images: Images, step):
+    """torchvision's threshold as the integer it acts as on uint8 pixels: x < t iff x < ceil(t).
+    v2's is 255 * m (PIL compares in double, tensors in float32); v1's magnitudes are the
+    threshold itself, in pixel levels (its table runs 255 .. 0, v2's 1 .. 0)."""
+    def threshold(magnitude):
+        if not hasattr(step, "_AUGMENTATION_SPACE"):   # v1
+            return np.float32(math.ceil(magnitude))
+        t = 255.0 * magnitude if images.kind == "pil" else np.float32(255.0 * np.float32(magnitude))
+        return np.float32(math.ceil(t))
+    return threshold
+
+
+def auto_contrast(data, _):
+    """Each channel stretched to [0, 255] and truncated, as PIL and torchvision do; a flat
+    channel is left as it is."""
+    from nvidia.dali import fn, types
+    from nvidia.dali import math as dmath
+
+    lo = fn.cast(fn.reductions.min(data, axis_names="HW", keep_dims=True), dtype=types.FLOAT)
+    hi = fn.cast(fn.reductions.max(data, axis_names="HW", keep_dims=True), dtype=types.FLOAT)
+    flat = fn.cast(hi <= lo, dtype=types.FLOAT)
+    scale = 255.0 / (hi - lo + flat) * (1.0 - flat) + flat
+    stretched = (data - lo * (1.0 - flat)) * scale
+    return fn.cast(dmath.clamp(dmath.floor(stretched), 0.0, 255.0), dtype=types.UINT8)
+
+
+def operations(step, images: Images, relative: bool):
+    """torchvision's operation name -> (function(data, param), magnitude -> param).
+    `relative`: the translations' magnitudes are fractions of the image size (see suite)."""
+    from nvidia.dali.auto_aug import augmentations as stock
+
+    width, height = (images.width, images.height) if relative else (1, 1)
+    factor = lambda m: np.float32(1.0 + m)   # noqa: E731
+    return {
+        "Identity": (stock.identity.op, None),
+        "ShearX": (warp(images, step, lambda m: m), shear_matrix(0)),
+        "ShearY": (warp(images, step, lambda m: m), shear_matrix(1)),
+        "TranslateX": (warp(images, step, translation_matrix(0, width)), np.float32),
+        "TranslateY": (warp(images, step, translation_matrix(1, height)), np.float32),
+        "Rotate": (warp(images, step, rotation_matrix(images)), np.float32),
+        "Brightness": (brightness, factor),
+        "Color": (color(images), factor),
+        "Contrast": (contrast(images), factor),
+        "Sharpness": (sharpen(images), factor),
+        "Posterize": (lambda data, mask: data & mask, lambda bits: np.uint8(255 ^ (2 ** (8 - int(bits)) - 1))),
+        "Solarize": (solarize, solarize_threshold(images, step)),
+        "AutoContrast": (auto_contrast, None),
+        "Equalize": (stock.equalize.op, None),
+        "Invert": (stock.invert.op, None),
+    }
+
+
+WARPS = ("ShearX", "ShearY", "TranslateX", "TranslateY", "Rotate")   # their matrix is a CPU argument

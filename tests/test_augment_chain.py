@@ -1,0 +1,189 @@
+"""The AutoAugment family on GPU graphs (augment_chain.py): every image through one chain of
+operators, each with the image's own parameters. Run here on the CPU (the same graph, other
+device names): each sample's pixels against the conditional graphs' own operation applied
+with its magnitude, exactly; the GPU graphs have no conditionals and far fewer operators."""
+import collections
+
+import numpy as np
+import pytest
+import torch
+from torchvision.transforms import v2
+
+from dali_loaders.dali_compat import graph_operators
+from dali_loaders.loader import serialized_gpu_graph
+from dali_loaders.sources.arrays import ArraySource
+from dali_loaders.transforms import Images, augment_chain, fused
+from dali_loaders.transforms import augment_ops
+
+BATCH = 96
+HEIGHT, WIDTH = 21, 26   # not square: Image.rotate's quarter-turn shortcut stays out of it
+
+STEPS = {
+    "trivial": (lambda: v2.TrivialAugmentWide(), fused.trivial_augment_slots),
+    "trivial-bilinear-fill": (lambda: v2.TrivialAugmentWide(interpolation=v2.InterpolationMode.BILINEAR, fill=[90]),
+                              fused.trivial_augment_slots),
+    "rand": (lambda: v2.RandAugment(num_ops=2, magnitude=13), fused.rand_augment_slots),
+    "auto": (lambda: v2.AutoAugment(v2.AutoAugmentPolicy.SVHN), fused.auto_augment_slots),
+}
+
+
+def photos(seed: int) -> np.ndarray:
+    """Smooth colour gradients with noise: every operation changes them visibly."""
+    rng = np.random.default_rng(seed)
+    y, x = np.mgrid[0:HEIGHT, 0:WIDTH]
+    base = np.stack([x * 9, y * 11, (x + y) * 5], axis=-1)[None] + rng.integers(0, 60, (BATCH, 1, 1, 3))
+    return np.clip(base + rng.integers(-20, 21, (BATCH, HEIGHT, WIDTH, 3)), 0, 255).astype(np.uint8)
+
+
+def run_chain_and_reference(step, make_slots, kind: str, sized: bool, rows: np.ndarray, pixels: np.ndarray):
+    """(chain output, per-row reference output, table labels): the chain with sample i on table
+    row rows[i] (-1: none), and each operation of the conditional graphs applied to the whole
+    batch with each sample's magnitude."""
+    from nvidia.dali import fn, pipeline_def, types
+
+    labels_seen = {}
+
+    @pipeline_def(batch_size=BATCH, num_threads=2, device_id=None, seed=3)
+    def pipe():
+        data = fn.external_source(source=lambda: list(pixels), batch=True, layout="HWC")
+        row = fn.external_source(source=lambda: [np.int32(r) for r in rows], batch=True)
+
+        def images_of():
+            if sized:
+                return Images(data, HEIGHT, WIDTH, 3, "cpu", kind=kind)
+            shape = fn.cast(data.shape(), dtype=types.INT32)
+            return Images(data, shape[0], shape[1], 3, "cpu", kind=kind)
+
+        images = images_of()
+        table, _ = make_slots(step, images)
+        labels_seen["labels"] = table.labels
+        values = augment_chain.parameter_rows(step, images, table)
+        present = {name for name, _ in table.labels}
+        present |= {c for c in ("relative_x", "relative_y") if np.any(values[:, augment_chain.COLUMN[c]] != 0.0)}
+        augment_chain.chain(step, images, augment_chain.gathered(values, row), present)
+        relative = present & {"relative_x", "relative_y"} != set()
+        with augment_ops.quiet_dali():
+            ops = augment_ops.operations(step, images_of(), relative)
+        outputs = [images.data]
+        names = sorted(present - {"relative_x", "relative_y"})
+        for name in names:
+            function, to_param = ops[name]
+            if to_param is None:
+                outputs.append(function(data, None))
+                continue
+            params = []
+            for r in rows:
+                label_name, magnitude = table.labels[r] if r >= 0 else ("", 0.0)
+                params.append(np.asarray(to_param(magnitude if label_name == name else 0.0)))
+            outputs.append(function(data, fn.external_source(source=constant_batch(params), batch=True)))
+        labels_seen["names"] = names
+        return tuple(outputs)
+
+    pipeline = pipe()
+    pipeline.build()
+    got, *refs = [np.stack([np.array(t) for t in out]) for out in pipeline.run()]
+    return got, dict(zip(labels_seen["names"], refs)), labels_seen["labels"]
+
+
+def constant_batch(values):
+    """An external_source callback returning `values` (it must take no argument: DALI passes
+    one to a callback that has a parameter)."""
+    return lambda: values
+
+
+def rows_covering(labels, seed: int) -> np.ndarray:
+    """A row for each sample: every operation at least once (at its extremes where it has a
+    range), the rest random, and a few -1 (no operation)."""
+    rng = np.random.default_rng(seed)
+    by_name = collections.defaultdict(list)
+    for k, (name, _) in enumerate(labels):
+        by_name[name].append(k)
+    chosen = [k for ks in by_name.values() for k in (ks[0], ks[-1], ks[len(ks) // 2])]
+    chosen += [-1, -1]
+    chosen += list(rng.integers(0, len(labels), BATCH - len(chosen)))
+    return np.array(chosen[:BATCH], np.int32)
+
+
+@pytest.mark.parametrize("sized", [True, False], ids=["size-known", "size-per-sample"])
+@pytest.mark.parametrize("kind", ["tensor", "pil"])
+@pytest.mark.parametrize("name", list(STEPS))
+def test_each_sample_gets_exactly_its_drawn_operation(name, kind, sized):
+    make_step, make_slots = STEPS[name]
+    step = make_step()
+    pixels = photos(seed=len(name))
+    # the labels first (a pipeline that draws nothing), then rows covering them
+    _, _, labels = run_chain_and_reference(step, make_slots, kind, sized, np.full(BATCH, -1, np.int32), pixels)
+    rows = rows_covering(labels, seed=7)
+    got, refs, _ = run_chain_and_reference(step, make_slots, kind, sized, rows, pixels)
+    changed = 0
+    for i, r in enumerate(rows):
+        op = labels[r][0] if r >= 0 else "Identity"
+        want = pixels[i] if op == "Identity" else refs[op][i]
+        assert np.array_equal(got[i], want), \
+            f"sample {i}: {labels[r] if r >= 0 else 'no operation'}: {np.abs(got[i].astype(int) - want).max()} levels off"
+        changed += not np.array_equal(got[i], pixels[i])
+    assert changed > BATCH // 2   # the operations did act: a chain that copied its input would fail above
+
+
+def test_a_no_op_row_leaves_every_image_as_it_is():
+    step, make_slots = STEPS["trivial-bilinear-fill"][0](), fused.trivial_augment_slots
+    pixels = photos(seed=1)
+    got, _, _ = run_chain_and_reference(step, make_slots, "tensor", False, np.full(BATCH, -1, np.int32), pixels)
+    assert np.array_equal(got, pixels)
+
+
+def gpu_graph_counts(transform):
+    source = ArraySource(np.zeros((8, 32, 32, 3), np.uint8), np.zeros(8, np.int64), "zeros")
+    ops = graph_operators(serialized_gpu_graph(source, transform))
+    return len(ops), collections.Counter(op[0] for op in ops)
+
+
+@pytest.mark.parametrize("step", [v2.TrivialAugmentWide(), v2.RandAugment(), v2.AutoAugment()],
+                         ids=lambda s: type(s).__name__)
+def test_gpu_graphs_have_no_conditionals_and_a_chain_of_operators_per_slot(step):
+    total, kinds = gpu_graph_counts(v2.Compose([v2.RandomHorizontalFlip(), step]))
+    assert not any("conditional" in kind for kind in kinds), kinds
+    slots = getattr(step, "num_ops", 2 if isinstance(step, v2.AutoAugment) else 1)
+    assert kinds["WarpAffine"] == slots, kinds
+    # DALI's auto_aug made 343 (TrivialAugmentWide), 654 (RandAugment) and 347 (AutoAugment),
+    # a third to a half of them splitting and merging the batch per branch
+    assert total <= 130 * slots + 20, (total, kinds)
+
+
+def test_the_erased_box_is_the_first_try_that_fits_as_torchvision_loops_over_them():
+    from nvidia.dali import fn, pipeline_def
+
+    from dali_loaders.transforms import auto_augment as aa
+
+    rng = np.random.default_rng(5)
+    tries = aa.ERASE_ATTEMPTS
+    heights = rng.integers(1, 40, (BATCH, tries)).astype(np.float32)
+    widths = rng.integers(1, 40, (BATCH, tries)).astype(np.float32)
+    heights[:8] = 50.0   # none fits
+    heights[8:16, :-1] = 50.0   # only the last
+    img_h, img_w = 30.0, 33.0
+
+    @pipeline_def(batch_size=BATCH, num_threads=1, device_id=None)
+    def pipe():
+        h = fn.external_source(source=constant_batch(list(heights)), batch=True)
+        w = fn.external_source(source=constant_batch(list(widths)), batch=True)
+        return aa.first_fitting(h, w, img_h, img_w)
+
+    pipeline = pipe()
+    pipeline.build()
+    got_h, got_w = (np.array([float(np.array(t)) for t in out]) for out in pipeline.run())
+    for i in range(BATCH):
+        want = (0.0, 0.0)
+        for k in range(tries):   # torchvision's RandomErasing.get_params: the first that fits wins
+            if heights[i, k] < img_h and widths[i, k] < img_w:
+                want = (heights[i, k], widths[i, k])
+                break
+        assert (got_h[i], got_w[i]) == want, i
+    assert np.count_nonzero(got_h) > BATCH // 2
+
+
+def test_a_gpu_graph_erases_with_a_few_dozen_operators():
+    total, kinds = gpu_graph_counts(v2.Compose([v2.ToDtype(torch.float32, scale=True), v2.RandomErasing(p=0.5)]))
+    plain, _ = gpu_graph_counts(v2.Compose([v2.ToDtype(torch.float32, scale=True)]))
+    assert kinds["Erase"] == 1
+    assert total - plain <= 70, (total - plain, kinds)   # 186 when each try was its own operators

@@ -60,7 +60,8 @@ def run_chain_and_reference(step, make_slots, kind: str, sized: bool, rows: np.n
         values = augment_chain.parameter_rows(step, images, table)
         present = {name for name, _ in table.labels}
         present |= {c for c in ("relative_x", "relative_y") if np.any(values[:, augment_chain.COLUMN[c]] != 0.0)}
-        augment_chain.chain(step, images, augment_chain.gathered(values, row), present)
+        augment_chain.chain(images, augment_chain.gathered(augment_chain.constant_table(values), row), present,
+                            augment_ops.warp(images, step, lambda matrix: matrix))
         relative = present & {"relative_x", "relative_y"} != set()
         with augment_ops.quiet_dali():
             ops = augment_ops.operations(step, images_of(), relative)

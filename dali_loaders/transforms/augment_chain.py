@@ -20,17 +20,20 @@ fractional mean, autocontrast, equalize), a 0/1 weight selects, w * a + (1 - w) 
 import numpy as np
 
 from .augment_ops import (
-    auto_contrast, brightness, color, contrast, rotation_matrix, sharpen, shear_matrix,
-    solarize, solarize_threshold, unconverted_function, warp, whole_pixels)
+    auto_contrast, brightness, color, contrast, posterize_bits, rotation_matrix, sharpen, shear_matrix,
+    solarize, solarize_add, solarize_threshold, unconverted_function, warp, whole_pixels)
 from ._core import Images
 from .color import luma
 from .fused import Table, space_of
 
 # A row of the chain's parameters; NO_OP leaves an image as it is (the row of a skipped slot).
+# relative_x/y: torchvision's translation, a fraction of the size made whole pixels (to the left);
+# fraction_x/y: timm's, a fraction of the size as it is. posterize_bits: timm's posterize (8: all
+# kept), where torchvision's tables give the mask. SolarizeAdd: timm's amount added below 128.
 NO_OP = {"angle": 0.0, "rotates": 0.0, "m0": 1.0, "m1": 0.0, "m2": 0.0, "m3": 0.0, "m4": 1.0, "m5": 0.0,
-         "relative_x": 0.0, "relative_y": 0.0, "Brightness": 1.0, "Color": 1.0, "Contrast": 1.0,
-         "contrast_on": 0.0, "Sharpness": 1.0, "Posterize": 255.0, "Solarize": 256.0, "AutoContrast": 0.0,
-         "Equalize": 0.0}
+         "relative_x": 0.0, "relative_y": 0.0, "fraction_x": 0.0, "fraction_y": 0.0, "Brightness": 1.0,
+         "Color": 1.0, "Contrast": 1.0, "contrast_on": 0.0, "Sharpness": 1.0, "Posterize": 255.0,
+         "posterize_bits": 8.0, "Solarize": 256.0, "SolarizeAdd": 0.0, "AutoContrast": 0.0, "Equalize": 0.0}
 COLUMN = {name: k for k, name in enumerate(NO_OP)}
 MATRIX = slice(COLUMN["m0"], COLUMN["m5"] + 1)
 WARPS = {"ShearX", "ShearY", "TranslateX", "TranslateY", "Rotate"}
@@ -81,23 +84,32 @@ def parameter_rows(step, images: Images, table: Table) -> np.ndarray:
     return np.array([[row[c] for c in NO_OP] for row in out], np.float32)
 
 
-def gathered(values: np.ndarray, index):
-    """values[index + 1] per sample: the parameter row of the drawn table row (-1: NO_OP)."""
+def constant_table(values: np.ndarray):
+    """The rows as one constant of the graph (made once, gathered from per slot)."""
     from nvidia.dali import fn
 
-    table = fn.constant(fdata=values.reshape(-1).tolist(), shape=list(values.shape))
+    return fn.constant(fdata=values.reshape(-1).tolist(), shape=list(values.shape))
+
+
+def gathered(table, index):
+    """table[index + 1] per sample: the row of the drawn table row (-1: the first, NO_OP)."""
     return table[index + 1]
 
 
 def warp_matrix(images: Images, params, present: set):
     """The inverse map (2, 3), CPU: the table's matrix, plus relative translations in whole
-    pixels of this image's size, or the rotation about its centre."""
-    from nvidia.dali import fn
+    pixels of this image's size, timm's fractions of it, or the rotation about its centre."""
+    from nvidia.dali import fn, types
 
     matrix = fn.reshape(params[MATRIX], shape=[2, 3])
     if present & {"relative_x", "relative_y"}:
         dx = 0.0 - whole_pixels(params[COLUMN["relative_x"]] * images.width)
         dy = 0.0 - whole_pixels(params[COLUMN["relative_y"]] * images.height)
+        matrix = matrix + fn.reshape(fn.stack(0.0, 0.0, dx, 0.0, 0.0, dy), shape=[2, 3])
+    if present & {"fraction_x", "fraction_y"}:
+        width, height = (float(side) if isinstance(side, (int, float)) else fn.cast(side, dtype=types.FLOAT)
+                         for side in (images.width, images.height))
+        dx, dy = params[COLUMN["fraction_x"]] * width, params[COLUMN["fraction_y"]] * height
         matrix = matrix + fn.reshape(fn.stack(0.0, 0.0, dx, 0.0, 0.0, dy), shape=[2, 3])
     if "Rotate" in present:
         rotates = params[COLUMN["rotates"]]
@@ -113,16 +125,16 @@ def selected(weight, changed, data):
 
 
 @unconverted_function
-def chain(step, images: Images, params, present: set) -> None:
-    """One slot: images.data through the operations in `present`, each with the sample's own
-    parameters (a gathered row, CPU)."""
+def chain(images: Images, params, present: set, warp_with) -> None:
+    """One slot: images.data through the stages in `present`, each with the sample's own
+    parameters (a gathered row, CPU); `warp_with(data, matrix)` is the step's warp."""
     from nvidia.dali import fn, types
 
     data = images.data
     on = params.gpu() if images.device == "gpu" else params   # the per-sample numbers beside the pixels
     value = lambda name: on[COLUMN[name]]   # noqa: E731
     if present & WARPS:
-        data = warp(images, step, lambda matrix: matrix)(data, warp_matrix(images, params, present))
+        data = warp_with(data, warp_matrix(images, params, present))
     if "Brightness" in present:
         data = brightness(data, value("Brightness"))
     # One grey image for both: an image that colour or contrast changes reaches its stage
@@ -135,10 +147,14 @@ def chain(step, images: Images, params, present: set) -> None:
         data = changed if images.kind == "pil" else selected(value("contrast_on"), changed, data)
     if "Sharpness" in present:
         data = sharpen(images)(data, value("Sharpness"))
-    if "Posterize" in present:
+    if "posterize_bits" in present:
+        data = posterize_bits(data, value("posterize_bits"))
+    elif "Posterize" in present:
         data = data & fn.cast(value("Posterize"), dtype=types.UINT8)
     if present & {"Solarize", "Invert"}:
         data = solarize(data, value("Solarize"))
+    if "SolarizeAdd" in present:   # adding 0 below 128 rounds each pixel to itself
+        data = solarize_add(data, value("SolarizeAdd"))
     if "AutoContrast" in present:
         data = selected(value("AutoContrast"), auto_contrast(data, None), data)
     if "Equalize" in present:   # the operator of DALI's auto_aug equalize (fn.experimental.equalize then)
@@ -158,7 +174,8 @@ def automatic(step, images: Images, make_slots) -> None:
     values = parameter_rows(step, images, table)
     present = {name for name, _ in table.labels}   # the operations the table can draw
     present |= {c for c in ("relative_x", "relative_y") if np.any(values[:, COLUMN[c]] != 0.0)}
+    table = constant_table(values)
     for index, applied in slots:
         if applied is not None:   # a step not applied: row -1, NO_OP
             index = (index + 1) * fn.cast(applied, dtype=types.INT32) - 1
-        chain(step, images, gathered(values, index), present)
+        chain(images, gathered(table, index), present, warp(images, step, lambda matrix: matrix))

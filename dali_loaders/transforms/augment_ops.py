@@ -172,6 +172,31 @@ def solarize(data, threshold):
     return kept * data + (kept ^ True) * (types.Constant(255, dtype=types.UINT8) - data)
 
 
+def solarize_add(data, add):
+    """timm's solarize_add: `add` added to the pixels below 128, rounded and clamped (PIL's point table)."""
+    from nvidia.dali import fn, types
+
+    low = data < types.Constant(128, dtype=types.UINT8)
+    added = fn.cast(round_to_uint8_range(fn.cast(data, dtype=types.FLOAT) + add), dtype=types.UINT8)
+    return low * added + (low ^ True) * data
+
+
+def posterize_bits(data, bits):
+    """PIL's posterize keeping `bits` bits (8: all)."""
+    from nvidia.dali import fn, types
+    from nvidia.dali import math as dmath
+
+    mask = 255 - (fn.cast(dmath.pow(2.0, 8.0 - bits), dtype=types.INT32) - 1)
+    return data & fn.cast(mask, dtype=types.UINT8)
+
+
+def round_to_uint8_range(x):
+    """x rounded half up and clamped to 0 .. 255 (PIL's resampling filters and point tables)."""
+    from nvidia.dali import math as dmath
+
+    return dmath.clamp(dmath.floor(x + 0.5), 0.0, 255.0)
+
+
 def solarize_threshold(images: Images, step):
     """torchvision's threshold as the integer it acts as on uint8 pixels: x < t iff x < ceil(t).
     v2's is 255 * m (PIL compares in double, tensors in float32); v1's magnitudes are the

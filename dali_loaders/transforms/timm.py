@@ -7,7 +7,8 @@ with its own probability (0.5 in RandAugment), at a magnitude drawn per applicat
 its level (Gaussian noise `mstd`, clipped to 0 .. 10), with a random sign where it has one;
 warps fill with the per-channel mean. On CPU graphs with the augment plugin, the draws and
 the operations are one DaliLoadersAugment call in PIL's arithmetic (timm_fused.py, exact);
-elsewhere the choice is made per sample with DALI conditionals, and timm's bicubic warps are
+on GPU graphs every image goes through one chain of operators a slot (timm_chain.py); elsewhere
+the choice is made per sample with DALI conditionals. Off the CPU operator timm's bicubic warps are
 DALI's bilinear (docs: the measured bound).
 """
 import math
@@ -22,8 +23,8 @@ from timm.data import transforms as timm_transforms
 from . import augment_ops
 from . import auto_augment as aa
 from ._args import coin
-from . import fused, timm_fused
-from ._core import Images, augments, branches, branches_when, dtype_after, refuses, register
+from . import fused, timm_chain, timm_fused
+from ._core import Images, augments, branches, branches_when, chains, dtype_after, refuses, register
 from .auto_augment import erase_box
 from .conversion import to_image, to_tensor
 from .geometry import random_resized_crop
@@ -183,15 +184,8 @@ def warp(fill):
             255, dtype=types.UINT8), matrix=matrix, inverse_map=True, fill_value=0.0, interp_type=types.INTERP_LINEAR,
             dtype=types.FLOAT) * (1.0 / 255.0)
         out = warped + (1.0 - cover) * types.Constant(np.array(fill, np.float32))
-        return fn.cast(round_to_uint8_range(out), dtype=types.UINT8)
+        return fn.cast(augment_ops.round_to_uint8_range(out), dtype=types.UINT8)
     return op
-
-
-def round_to_uint8_range(x):
-    """x rounded half up and clamped to 0 .. 255 (PIL's resampling filters and point tables)."""
-    from nvidia.dali import math as dmath
-
-    return dmath.clamp(dmath.floor(x + 0.5), 0.0, 255.0)
 
 
 def affine(*row):
@@ -206,7 +200,6 @@ def affine(*row):
 def operations(images: Images, fill):
     """timm's operation name -> function(data, argument) on HWC uint8, PIL's arithmetic."""
     from nvidia.dali import fn, types
-    from nvidia.dali import math as dmath
     from nvidia.dali.auto_aug import augmentations as stock
 
     warped = warp(fill)
@@ -223,15 +216,6 @@ def operations(images: Images, fill):
         side = float(side) if isinstance(side, (int, float)) else fn.cast(side, dtype=types.FLOAT)
         return lambda data, fraction: shift(axis)(data, fraction * side)
 
-    def posterize(data, bits):
-        mask = 255 - (fn.cast(dmath.pow(2.0, 8.0 - bits), dtype=types.INT32) - 1)   # PIL's posterize
-        return data & fn.cast(mask, dtype=types.UINT8)
-
-    def solarize_add(data, add):
-        low = data < types.Constant(128, dtype=types.UINT8)
-        added = fn.cast(round_to_uint8_range(fn.cast(data, dtype=types.FLOAT) + add), dtype=types.UINT8)
-        return low * added + (low ^ True) * data
-
     table = {
         "AutoContrast": lambda data, _: augment_ops.auto_contrast(data, None),
         "Equalize": stock.equalize.op,
@@ -241,8 +225,9 @@ def operations(images: Images, fill):
         "ShearY": lambda data, f: warped(data, affine(1.0, 0.0, 0.0, f, 1.0, 0.0)),
         "TranslateXRel": shift_relative(0), "TranslateYRel": shift_relative(1),
         "TranslateX": shift(0), "TranslateY": shift(1),
-        "Posterize": posterize, "PosterizeIncreasing": posterize, "PosterizeOriginal": posterize,
-        "Solarize": augment_ops.solarize, "SolarizeIncreasing": augment_ops.solarize, "SolarizeAdd": solarize_add,
+        "Posterize": augment_ops.posterize_bits, "PosterizeIncreasing": augment_ops.posterize_bits,
+        "PosterizeOriginal": augment_ops.posterize_bits, "Solarize": augment_ops.solarize,
+        "SolarizeIncreasing": augment_ops.solarize, "SolarizeAdd": augment_ops.solarize_add,
     }
     enhance = {"Color": augment_ops.color(images), "Contrast": augment_ops.contrast(images),
                "Brightness": augment_ops.brightness, "Sharpness": augment_ops.sharpen(images)}
@@ -312,7 +297,7 @@ def apply_one_of(images: Images, ops, index, table) -> None:
 def fused_on_cpu(translator):
     """On a CPU graph with the plugin (and a step it takes), timm_fused's slots in place of
     the conditionals."""
-    translator = augments(branches(translator))
+    translator = chains(augments(branches(translator)))
     translator.fuses = timm_fused.fusable
     return translator
 
@@ -324,6 +309,8 @@ def rand_augment(step, images: Images) -> None:
     """num_layers operations per image, each uniform (with repeats) or by timm's weights
     (without), each applied with its p."""
     if timm_fused.translate(step, images):
+        return
+    if timm_chain.translate(step, images, warp(fill_of(step.ops))):
         return
     aa.prepare(step, images)
     with augment_ops.quiet_dali():
@@ -341,8 +328,10 @@ def auto_augment(step, images: Images) -> None:
 
     if timm_fused.translate(step, images):
         return
-    aa.prepare(step, images)
     ops = [op for sub in step.policy for op in sub]
+    if timm_chain.translate(step, images, warp(fill_of(ops))):
+        return
+    aa.prepare(step, images)
     index = fn.random.uniform(values=list(range(len(step.policy))), dtype=types.INT32)
     with augment_ops.quiet_dali():
         table = operations(images, fill_of(ops))

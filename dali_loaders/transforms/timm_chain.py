@@ -1,0 +1,142 @@
+"""timm's RandAugment and AutoAugment on GPU graphs, without branches. Per slot the graph draws
+a row (timm_fused.slot_indices: uniform among RandAugment's ops, timm's weighted choice, or a
+sub-policy's step), whether it applies (the op's probability), the magnitude (timm's noise:
+Gaussian `mstd`, or uniform in 0 .. m for mstd=inf, clipped to 0 .. the upper bound) and a
+sign; the row's LEVEL_TO_ARG constants (timm_fused.Level) turn the magnitude into timm's
+argument in a few vector operators; every image then goes through augment_chain's stages
+with the argument put in its row's column: the row's constants plus the argument times a
+one-hot row, both gathered from constant tables. The operations are timm.py's (PIL's
+arithmetic, bilinear warps filled with timm's fill), so the pixels are the conditional
+graphs'.
+"""
+from typing import List, Tuple
+
+import numpy as np
+
+from . import augment_chain, timm_fused
+from .augment_ops import unconverted_function
+from ._core import Images
+
+ENHANCE = ("Color", "Contrast", "Brightness", "Sharpness")
+# timm's op -> (the chain's stages it takes, the column its argument goes to; None: none)
+STAGES = {
+    "Rotate": ({"Rotate"}, "angle"), "ShearX": ({"ShearX"}, "m1"), "ShearY": ({"ShearY"}, "m3"),
+    "TranslateX": ({"TranslateX"}, "m2"), "TranslateY": ({"TranslateY"}, "m5"),
+    "TranslateXRel": ({"TranslateX", "fraction_x"}, "fraction_x"),
+    "TranslateYRel": ({"TranslateY", "fraction_y"}, "fraction_y"),
+    "Posterize": ({"posterize_bits"}, "posterize_bits"), "PosterizeIncreasing": ({"posterize_bits"}, "posterize_bits"),
+    "PosterizeOriginal": ({"posterize_bits"}, "posterize_bits"),
+    "Solarize": ({"Solarize"}, "Solarize"), "SolarizeIncreasing": ({"Solarize"}, "Solarize"),
+    "SolarizeAdd": ({"SolarizeAdd"}, "SolarizeAdd"),
+    "AutoContrast": ({"AutoContrast"}, None), "Equalize": ({"Equalize"}, None), "Invert": ({"Invert"}, None),
+    **{name: ({name}, name) for name in ENHANCE}, **{name + "Increasing": ({name}, name) for name in ENHANCE},
+}
+LEVEL = ("magnitude", "std", "uniform", "upper", "scale", "offset", "flip", "floor", "hi", "lo", "signed",
+         "probability")
+L = {name: k for k, name in enumerate(LEVEL)}
+
+
+def usable(images: Images) -> bool:
+    return augment_chain.usable(images)
+
+
+def rows(ops: List, images: Images) -> Tuple[np.ndarray, np.ndarray, np.ndarray, set]:
+    """(base, one-hot, levels, stages), each table with a first row for a skipped slot: a row
+    of the chain's columns is base + argument * one-hot."""
+    width = len(augment_chain.NO_OP)
+    base = np.tile(np.array(list(augment_chain.NO_OP.values()), np.float32), (len(ops) + 1, 1))
+    hot = np.zeros((len(ops) + 1, width), np.float32)
+    levels = np.zeros((len(ops) + 1, len(LEVEL)), np.float32)
+    levels[:, L["flip"]], levels[:, L["probability"]], levels[:, L["hi"]] = 1.0, 1.0, timm_fused.NO_BOUND
+    levels[:, L["lo"]] = -timm_fused.NO_BOUND
+    stages = set()
+    for k, o in enumerate(ops, start=1):
+        if o is None:
+            continue
+        taken, column = STAGES[o.name]
+        stages |= taken
+        if column is not None:
+            base[k, augment_chain.COLUMN[column]] = 0.0
+            hot[k, augment_chain.COLUMN[column]] = 1.0
+        base[k, augment_chain.COLUMN["rotates"]] = float(o.name == "Rotate")
+        for flag in ("AutoContrast", "Equalize"):
+            base[k, augment_chain.COLUMN[flag]] = float(o.name == flag)
+        if o.name == "Invert":   # 255 - x: solarize at 0
+            base[k, augment_chain.COLUMN["Solarize"]] = 0.0
+        level = timm_fused.level_of(o.name, o.hparams) or timm_fused.Level()
+        std = float(o.magnitude_std)
+        levels[k] = [float(o.magnitude), std if 0 < std < float("inf") else 0.0, float(std == float("inf")),
+                     float(o.magnitude_max or timm_fused.LEVEL_DENOM), level.scale, level.offset, level.flip,
+                     float(level.floor), level.hi, level.lo, float(level.signed), float(o.prob)]
+    return base, hot, levels, stages
+
+
+def argument(level, noise, fraction, sign):
+    """timm's argument for a gathered `level` row, per sample: the magnitude with its noise
+    (`noise` a N(0, 1) draw, `fraction` a uniform one; None where no row needs it), clipped,
+    then LEVEL_TO_ARG: (m / 10) * scale, floored, at most hi, signed, offset + flip * v, at least lo."""
+    from nvidia.dali import math as dmath
+
+    def at(name):
+        return level[L[name]]
+
+    m = at("magnitude")
+    if fraction is not None:   # mstd=inf: uniform in 0 .. m
+        m = m * (1.0 - at("uniform")) + m * at("uniform") * fraction
+    if noise is not None:
+        m = m + at("std") * noise
+    m = dmath.clamp(m, 0.0, at("upper"))
+    v = m * (1.0 / timm_fused.LEVEL_DENOM) * at("scale")
+    v = at("floor") * dmath.floor(v) + (1.0 - at("floor")) * v
+    v = dmath.min(v, at("hi"))
+    v = v * (1.0 + at("signed") * (sign - 1.0))
+    return dmath.max(at("offset") + at("flip") * v, at("lo"))
+
+
+def draws(step, images: Images):
+    """Per slot (the drawn row of flat_ops, -1 where it does not apply; the argument): made
+    in the graph, so checkpoints resume them."""
+    from nvidia.dali import fn, types
+
+    ops = timm_fused.flat_ops(step)
+    _, _, levels, _ = rows(ops, images)
+    present = [o for o in ops if o is not None]
+    noisy = any(0 < float(o.magnitude_std) < float("inf") for o in present)
+    uniform = any(float(o.magnitude_std) == float("inf") for o in present)
+    sometimes = any(float(o.prob) < 1.0 for o in present)
+    drawn, table = [], augment_chain.constant_table(levels)
+    for index in timm_fused.slot_indices(step):
+        level = augment_chain.gathered(table, index)
+        if sometimes:   # timm applies the op unless random() > prob
+            applied = fn.random.uniform(range=[0.0, 1.0]) <= level[L["probability"]]
+            index = (index + 1) * fn.cast(applied, dtype=types.INT32) - 1
+        sign = fn.cast(fn.random.coin_flip(probability=0.5), dtype=types.FLOAT) * 2.0 - 1.0
+        noise = fn.random.normal() if noisy else None
+        fraction = fn.random.uniform(range=[0.0, 1.0]) if uniform else None
+        drawn.append((index, argument(level, noise, fraction, sign)))
+    return drawn
+
+
+def apply(step, images: Images, drawn, warp_with) -> None:
+    """Each slot's (row, argument) through one chain."""
+    ops = timm_fused.flat_ops(step)
+    base, hot, _, stages = rows(ops, images)
+    base, hot = augment_chain.constant_table(base), augment_chain.constant_table(hot)
+    for index, arg in drawn:
+        params = augment_chain.gathered(base, index) + arg * augment_chain.gathered(hot, index)
+        augment_chain.chain(images, params, stages, warp_with)
+
+
+@unconverted_function
+def translate(step, images: Images, warp_with) -> bool:
+    """On a GPU graph: the step's draws and chains, and True; else False."""
+    if not usable(images):
+        return False
+    images.uint8_pixels(step)
+    images.decode()
+    images.flush_mirror()
+    ops = [o for o in timm_fused.flat_ops(step) if o is not None]
+    if ops and not (hasattr(step, "ops") and step.num_layers == 0):
+        apply(step, images, draws(step, images), warp_with)
+    return True
+

@@ -1,0 +1,157 @@
+"""timm's RandAugment and AutoAugment on GPU graphs (timm_chain.py), run here on the CPU (the
+same graph, other device names): each sample's pixels against the conditional graphs' own
+timm operation at the sample's argument, exactly; the drawn arguments against timm's own
+sampling, as distributions; the GPU graphs have no conditionals."""
+import collections
+import random
+
+import numpy as np
+import pytest
+from scipy import stats
+from test_augment_chain import BATCH, HEIGHT, WIDTH, constant_batch, gpu_graph_counts, photos
+
+from dali_loaders.transforms import Images, timm_chain, timm_fused
+
+timm = pytest.importorskip("timm")
+from timm.data import auto_augment as timm_aa  # noqa: E402
+
+from dali_loaders.transforms import timm as translators  # noqa: E402
+
+P_MIN = 1e-3
+HPARAMS = dict(translate_const=9, img_mean=(124, 116, 104))
+STEPS = {
+    "rand-inc1": lambda: timm_aa.rand_augment_transform("rand-m9-mstd0.5-inc1", dict(HPARAMS)),
+    "rand-inc0": lambda: timm_aa.rand_augment_transform("rand-m7-n3", dict(HPARAMS)),
+    "auto-v0": lambda: timm_aa.auto_augment_transform("v0", dict(HPARAMS)),
+    "auto-original": lambda: timm_aa.auto_augment_transform("original", dict(HPARAMS)),
+}
+
+
+def arguments_for(o, rng) -> float:
+    """An argument timm could give op `o`: its level at a random magnitude and sign."""
+    level = timm_fused.level_of(o.name, o.hparams)
+    if level is None:
+        return 0.0
+    return timm_fused.argument(level, float(rng.uniform(0, 10)), float(rng.choice([-1.0, 1.0])))
+
+
+def run_chain_and_reference(step, sized: bool, rows: np.ndarray, args: np.ndarray, pixels: np.ndarray):
+    """(chain output, {op name: that op on every sample with the sample's argument})."""
+    from nvidia.dali import fn, pipeline_def, types
+
+    ops = timm_fused.flat_ops(step)
+    names = sorted({o.name for o in ops if o is not None})
+    fill = translators.fill_of([o for o in ops if o is not None])
+
+    @pipeline_def(batch_size=BATCH, num_threads=2, device_id=None, seed=3)
+    def pipe():
+        data = fn.external_source(source=constant_batch(list(pixels)), batch=True, layout="HWC")
+        row = fn.external_source(source=constant_batch([np.int32(r) for r in rows]), batch=True)
+        arg = fn.external_source(source=constant_batch([np.float32(a) for a in args]), batch=True)
+
+        def images_of():
+            if sized:
+                return Images(data, HEIGHT, WIDTH, 3, "cpu", kind="pil")
+            shape = fn.cast(data.shape(), dtype=types.INT32)
+            return Images(data, shape[0], shape[1], 3, "cpu", kind="pil")
+
+        images = images_of()
+        timm_chain.apply(step, images, [(row, arg)], translators.warp(fill))
+        table = translators.operations(images_of(), fill)
+        return (images.data, *[table[name](data, arg) for name in names])
+
+    pipeline = pipe()
+    pipeline.build()
+    got, *refs = [np.stack([np.array(t) for t in out]) for out in pipeline.run()]
+    return got, dict(zip(names, refs))
+
+
+@pytest.mark.parametrize("sized", [True, False], ids=["size-known", "size-per-sample"])
+@pytest.mark.parametrize("name", list(STEPS))
+def test_each_sample_gets_exactly_its_operation_at_its_argument(name, sized):
+    step = STEPS[name]()
+    ops = timm_fused.flat_ops(step)
+    rng = np.random.default_rng(len(name))
+    real = [k for k, o in enumerate(ops) if o is not None]
+    rows = np.array(([k for k in real] * BATCH)[:BATCH - 4] + [-1] * 4, np.int32)
+    rng.shuffle(rows)
+    args = np.array([arguments_for(ops[r], rng) if r >= 0 else 0.0 for r in rows], np.float32)
+    pixels = photos(seed=len(name) + 1)
+    got, refs = run_chain_and_reference(step, sized, rows, args, pixels)
+    changed = 0
+    for i, r in enumerate(rows):
+        want = pixels[i] if r < 0 else refs[ops[r].name][i]
+        assert np.array_equal(got[i], want), \
+            f"sample {i}: {ops[r].name if r >= 0 else 'none'}({args[i]}): {np.abs(got[i].astype(int) - want).max()} off"
+        changed += not np.array_equal(got[i], pixels[i])
+    assert changed > BATCH // 2
+
+
+def drawn_arguments(step, batches: int = 8):
+    """(row, argument) of the first slot, for batches x BATCH samples, as the GPU graph draws them."""
+    from nvidia.dali import fn, pipeline_def, types
+
+    @pipeline_def(batch_size=BATCH, num_threads=2, device_id=None, seed=11)
+    def pipe():
+        data = fn.cast(fn.random.uniform(range=[0, 255], shape=[HEIGHT, WIDTH, 3]), dtype=types.UINT8)
+        index, arg = timm_chain.draws(step, Images(data, HEIGHT, WIDTH, 3, "cpu", kind="pil"))[0]
+        return fn.cast(index, dtype=types.INT32) if not isinstance(index, int) else data[0, 0, 0] * 0 + index, arg
+
+    pipeline = pipe()
+    pipeline.build()
+    rows, args = [], []
+    for _ in range(batches):
+        r, a = pipeline.run()
+        rows += [int(np.array(t)) for t in r]
+        args += [float(np.array(t)) for t in a]
+    return np.array(rows), np.array(args)
+
+
+def timm_arguments(o, count: int, seed: int) -> np.ndarray:
+    """timm's AugmentOp: its magnitude noise and clip, then its level function (sign included)."""
+    random.seed(seed)
+    out = []
+    for _ in range(count):
+        magnitude = o.magnitude
+        if o.magnitude_std > 0:
+            magnitude = random.uniform(0, magnitude) if o.magnitude_std == float("inf") else \
+                random.gauss(magnitude, o.magnitude_std)
+        magnitude = max(0.0, min(magnitude, o.magnitude_max or 10.0))
+        level = o.level_fn(magnitude, o.hparams) if o.level_fn is not None else ()
+        out.append(float(level[0]) if level else 0.0)
+    return np.array(out)
+
+
+@pytest.mark.parametrize("policy", ["rand-m9-mstd0.5-inc1", "rand-m9-mstd101-inc0", "rand-m5-mstd0-inc1"])
+def test_drawn_ops_probabilities_and_arguments_follow_timms_sampling(policy):
+    step = timm_aa.rand_augment_transform(policy, dict(HPARAMS))
+    rows, args = drawn_arguments(step)
+    ops = step.ops
+    applied = rows >= 0
+    # each op applied with its p (0.5): the skipped slots are row -1
+    assert stats.binomtest(int(applied.sum()), len(rows), 0.5).pvalue > P_MIN
+    counts = collections.Counter(rows[applied].tolist())
+    assert stats.chisquare([counts.get(k, 0) for k in range(len(ops))]).pvalue > P_MIN
+    for k, o in enumerate(ops):
+        # float32 here, double in timm: equal values must compare equal
+        mine, theirs = np.round(args[rows == k], 4), np.round(timm_arguments(o, 4000, seed=k), 4)
+        if np.ptp(theirs) == 0:
+            assert np.allclose(mine, theirs[0], rtol=1e-5, atol=1e-5), o.name
+        else:
+            assert stats.ks_2samp(mine, theirs).pvalue > P_MIN, (o.name, mine[:8], theirs[:8])
+
+
+def test_a_noise_that_is_ignored_fails_the_comparison():
+    """The comparison above tells the noise from its absence."""
+    noisy = timm_aa.rand_augment_transform("rand-m9-mstd0.5-inc1", dict(HPARAMS)).ops
+    quiet = timm_aa.rand_augment_transform("rand-m9-mstd0-inc1", dict(HPARAMS)).ops
+    rotate = [k for k, o in enumerate(noisy) if o.name == "Rotate"][0]
+    assert stats.ks_2samp(timm_arguments(noisy[rotate], 2000, 1),
+                          timm_arguments(quiet[rotate], 2000, 2)).pvalue < P_MIN
+
+
+@pytest.mark.parametrize("name", ["rand-inc1", "auto-v0"])
+def test_gpu_graphs_have_no_conditionals(name):
+    total, kinds = gpu_graph_counts(STEPS[name]())
+    assert not any("conditional" in kind for kind in kinds), kinds
+    assert kinds["WarpAffine"] == 2 * (2 if name.startswith("rand") else 2), kinds   # two slots; a cover warp each

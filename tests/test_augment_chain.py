@@ -7,6 +7,7 @@ import collections
 import numpy as np
 import pytest
 import torch
+from torchvision import transforms as v1
 from torchvision.transforms import v2
 
 from dali_loaders.dali_compat import graph_operators
@@ -24,15 +25,18 @@ STEPS = {
                               fused.trivial_augment_slots),
     "rand": (lambda: v2.RandAugment(num_ops=2, magnitude=13), fused.rand_augment_slots),
     "auto": (lambda: v2.AutoAugment(v2.AutoAugmentPolicy.SVHN), fused.auto_augment_slots),
+    "v1-trivial": (lambda: v1.TrivialAugmentWide(), fused.trivial_augment_slots),
+    "v1-auto": (lambda: v1.AutoAugment(v1.AutoAugmentPolicy.IMAGENET), fused.auto_augment_slots),
 }
 
 
-def photos(seed: int) -> np.ndarray:
+def photos(seed: int, channels: int = 3) -> np.ndarray:
     """Smooth colour gradients with noise: every operation changes them visibly."""
     rng = np.random.default_rng(seed)
     y, x = np.mgrid[0:HEIGHT, 0:WIDTH]
     base = np.stack([x * 9, y * 11, (x + y) * 5], axis=-1)[None] + rng.integers(0, 60, (BATCH, 1, 1, 3))
-    return np.clip(base + rng.integers(-20, 21, (BATCH, HEIGHT, WIDTH, 3)), 0, 255).astype(np.uint8)
+    pixels = np.clip(base + rng.integers(-20, 21, (BATCH, HEIGHT, WIDTH, 3)), 0, 255).astype(np.uint8)
+    return np.ascontiguousarray(pixels[..., :channels])
 
 
 def run_chain_and_reference(step, make_slots, kind: str, sized: bool, rows: np.ndarray, pixels: np.ndarray):
@@ -50,9 +54,9 @@ def run_chain_and_reference(step, make_slots, kind: str, sized: bool, rows: np.n
 
         def images_of():
             if sized:
-                return Images(data, HEIGHT, WIDTH, 3, "cpu", kind=kind)
+                return Images(data, HEIGHT, WIDTH, pixels.shape[-1], "cpu", kind=kind)
             shape = fn.cast(data.shape(), dtype=types.INT32)
-            return Images(data, shape[0], shape[1], 3, "cpu", kind=kind)
+            return Images(data, shape[0], shape[1], pixels.shape[-1], "cpu", kind=kind)
 
         images = images_of()
         table, _ = make_slots(step, images)
@@ -124,6 +128,18 @@ def test_each_sample_gets_exactly_its_drawn_operation(name, kind, sized):
             f"sample {i}: {labels[r] if r >= 0 else 'no operation'}: {np.abs(got[i].astype(int) - want).max()} levels off"
         changed += not np.array_equal(got[i], pixels[i])
     assert changed > BATCH // 2   # the operations did act: a chain that copied its input would fail above
+
+
+@pytest.mark.parametrize("kind", ["tensor", "pil"])
+def test_grey_images_get_exactly_their_drawn_operation(kind):
+    step, make_slots = v2.TrivialAugmentWide(), fused.trivial_augment_slots
+    pixels = photos(seed=2, channels=1)
+    _, _, labels = run_chain_and_reference(step, make_slots, kind, True, np.full(BATCH, -1, np.int32), pixels)
+    rows = rows_covering(labels, seed=3)
+    got, refs, _ = run_chain_and_reference(step, make_slots, kind, True, rows, pixels)
+    for i, r in enumerate(rows):
+        op = labels[r][0] if r >= 0 else "Identity"
+        assert np.array_equal(got[i], pixels[i] if op == "Identity" else refs[op][i]), (i, labels[r])
 
 
 def test_a_no_op_row_leaves_every_image_as_it_is():

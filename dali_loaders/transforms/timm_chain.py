@@ -77,8 +77,12 @@ def argument(level, noise, fraction, sign):
     then LEVEL_TO_ARG: (m / 10) * scale, floored, at most hi, signed, offset + flip * v, at least lo."""
     from nvidia.dali import math as dmath
 
-    def at(name):
-        return level[L[name]]
+    taken = {}
+
+    def at(name):   # each column read once: every subscript is an operator of the graph
+        if name not in taken:
+            taken[name] = level[L[name]]
+        return taken[name]
 
     m = at("magnitude")
     if fraction is not None:   # mstd=inf: uniform in 0 .. m
@@ -123,7 +127,8 @@ def apply(step, images: Images, drawn, warp_with) -> None:
     base, hot, _, stages = rows(ops, images)
     base, hot = augment_chain.constant_table(base), augment_chain.constant_table(hot)
     for index, arg in drawn:
-        params = augment_chain.gathered(base, index) + arg * augment_chain.gathered(hot, index)
+        position = index + 1   # row -1 (not applied) is the tables' first row
+        params = base[position] + arg * hot[position]
         augment_chain.chain(images, params, stages, warp_with)
 
 

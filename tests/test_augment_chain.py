@@ -204,3 +204,41 @@ def test_a_gpu_graph_erases_with_a_few_dozen_operators():
     plain, _ = gpu_graph_counts(v2.Compose([v2.ToDtype(torch.float32, scale=True)]))
     assert kinds["Erase"] == 1
     assert total - plain <= 70, (total - plain, kinds)   # 186 when each try was its own operators
+
+
+def test_a_loader_on_the_chain_resumes_mid_epoch_exactly(tmp_path, monkeypatch):
+    """The chain's draws are the graph's own random operators: a state saved mid-epoch gives
+    the rest of the epoch bit for bit (the chain forced onto a CPU graph, the plugin off)."""
+    from PIL import Image
+    from torchvision import datasets
+
+    from dali_loaders import DaliLoader
+    from dali_loaders.ops import plugin
+
+    monkeypatch.setenv(plugin.DISABLE_AUGMENT_ENV, "1")
+    chained = []
+    monkeypatch.setattr(augment_chain, "usable", lambda images: chained.append(images.device) or True)
+    rng = np.random.default_rng(0)
+    for i in range(40):
+        folder = tmp_path / f"c{i % 2}"
+        folder.mkdir(exist_ok=True)
+        Image.fromarray(rng.integers(0, 255, (30, 34, 3), dtype=np.uint8)).save(folder / f"{i:02d}.png")
+    recipe = v2.Compose([v2.RandomResizedCrop(24), v2.TrivialAugmentWide(), v2.PILToTensor()])
+
+    def loader():
+        return DaliLoader(datasets.ImageFolder(str(tmp_path), transform=recipe), batch_size=8, shuffle=True,
+                          num_workers=2, seed=5)
+
+    whole = [images.clone() for images, _ in loader()]
+    partial = loader()
+    epoch = iter(partial)
+    for _ in range(2):
+        next(epoch)
+    state = partial.state_dict()
+    resumed = loader()
+    resumed.load_state_dict(state)
+    rest = [images for images, _ in resumed]
+    assert len(rest) == len(whole) - 2
+    assert all(np.array_equal(a.numpy(), b.numpy()) for a, b in zip(rest, whole[2:]))
+    assert not np.array_equal(whole[0].numpy(), whole[1].numpy())
+    assert chained   # the graph was the chain's

@@ -7,6 +7,7 @@ import random
 
 import numpy as np
 import pytest
+import torch
 from scipy import stats
 from test_augment_chain import BATCH, HEIGHT, WIDTH, constant_batch, gpu_graph_counts, photos
 
@@ -155,3 +156,36 @@ def test_gpu_graphs_have_no_conditionals(name):
     total, kinds = gpu_graph_counts(STEPS[name]())
     assert not any("conditional" in kind for kind in kinds), kinds
     assert kinds["WarpAffine"] == 2 * (2 if name.startswith("rand") else 2), kinds   # two slots; a cover warp each
+
+
+@pytest.mark.parametrize("recipe", ["resnet50", "timm-ra"])
+def test_the_heavy_recipes_run_whole_on_the_chain(recipe, tmp_path, monkeypatch):
+    """torchvision's ResNet-50 recipe and timm's RandAugment recipe, through a loader with the
+    chain forced onto a CPU graph (the plugin off, so RandomErasing's box is the GPU graphs'
+    too): normalized batches of the recipe's size, two epochs, each image its own."""
+    from PIL import Image
+    from torchvision import datasets
+
+    from dali_loaders import DaliLoader
+    from dali_loaders.bench.catalog import RECIPES
+    from dali_loaders.ops import plugin
+    from dali_loaders.transforms import augment_chain
+
+    monkeypatch.setenv(plugin.DISABLE_ENV, "1")   # DALI's own operators only, as on a GPU graph
+    chained = []
+    monkeypatch.setattr(augment_chain, "usable", lambda images: chained.append(1) or True)
+    rng = np.random.default_rng(1)
+    for i in range(12):
+        folder = tmp_path / f"c{i % 3}"
+        folder.mkdir(exist_ok=True)
+        Image.fromarray(rng.integers(0, 255, (260, 300, 3), dtype=np.uint8)).save(folder / f"{i:02d}.jpg")
+    transform = RECIPES["imagenet"][recipe].make(True)
+    loader = DaliLoader(datasets.ImageFolder(str(tmp_path), transform=transform), batch_size=4, shuffle=True,
+                        num_workers=2, seed=3)
+    for _ in range(2):
+        batches = [images for images, _ in loader]
+        assert len(batches) == 3
+        for images in batches:
+            assert images.dtype.is_floating_point and images.shape[1] == 3 and images.shape[2] == images.shape[3]
+            assert torch.isfinite(images).all() and images.std() > 0.1
+    assert chained

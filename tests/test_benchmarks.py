@@ -11,13 +11,15 @@ def test_they_are_not_in_the_package():
     import dali_loaders.bench
 
     package = os.path.dirname(dali_loaders.bench.__file__)
-    for name in ("augment_kernels", "stages", "cifar_stages", "first_build", "screening", "gpu_probe"):
+    for name in ("augment_kernels", "stages", "cifar_stages", "first_build", "screening", "gpu_probe",
+                 "graph_sizes"):
         assert not os.path.exists(os.path.join(package, name + ".py"))
         assert os.path.isfile(os.path.join(REPO, "benchmarks", name + ".py"))
 
 
 def test_each_one_answers_help_from_the_repository_root():
-    for name in ("augment_kernels", "stages", "cifar_stages", "first_build", "screening", "gpu_probe"):
+    for name in ("augment_kernels", "stages", "cifar_stages", "first_build", "screening", "gpu_probe",
+                 "graph_sizes"):
         done = subprocess.run([sys.executable, "-m", f"benchmarks.{name}", "--help"], capture_output=True,
                               text=True, timeout=120, cwd=REPO)
         assert done.returncode == 0, (name, done.stderr[-2000:])
@@ -65,3 +67,14 @@ def test_cifar_stages_table_has_every_stage_and_the_contenders(tmp_path):
                                               "baseline DALI loader (CIFAR, original)",
                                               "torch v2 on whole uint8 batches, 1 torch thread(s)"]:
         assert float(rows[row][0].replace(",", "")) > 0, row
+
+
+def test_graph_sizes_counts_the_heavy_recipes_gpu_graphs_without_conditionals():
+    done = subprocess.run([sys.executable, "-m", "benchmarks.graph_sizes"], capture_output=True, text=True,
+                          timeout=300, cwd=REPO)
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = {cells[0]: [int(c) for c in cells[1:]] for cells in
+            ([c.strip() for c in line.strip("|").split("|")] for line in done.stdout.splitlines()
+             if line.startswith("| ") and not line.startswith("| recipe") and not line.startswith("| ---"))}
+    assert rows["resnet50"][2] == 0 and 0 < rows["resnet50"][0] < 300, rows
+    assert rows["default"][0] < rows["resnet50"][0]

@@ -1,0 +1,48 @@
+"""`python -m benchmarks.graph_sizes`: the operators of each ImageNet-style bench recipe's GPU
+graph (train), counted without a GPU: all, those on the CPU, and the conditionals' splits and
+merges. Each operator costs the executor a scheduling round a batch, so the count is what a
+graph pays besides its pixels. Runs anywhere DALI does (the graph is serialized, not run).
+"""
+import collections
+import os
+import tempfile
+
+import numpy as np
+
+
+def counts(transform, index) -> dict:
+    from dali_loaders.dali_compat import graph_operators
+    from dali_loaders.loader import serialized_gpu_graph
+
+    ops = graph_operators(serialized_gpu_graph(index, transform))
+    kinds = collections.Counter((device, kind) for kind, _, device, *_ in ops)
+    return {"operators": len(ops), "on the CPU": sum(n for (device, _), n in kinds.items() if device == "cpu"),
+            "conditional splits and merges": sum(n for (_, kind), n in kinds.items() if "conditional" in kind)}
+
+
+def main(argv=None) -> None:
+    import argparse
+
+    from PIL import Image
+
+    argparse.ArgumentParser(prog="python -m benchmarks.graph_sizes", description=__doc__.splitlines()[0]).parse_args(argv)
+
+    from dali_loaders import get_imagenet_iter_torch
+    from dali_loaders.bench.catalog import RECIPES
+
+    with tempfile.TemporaryDirectory() as root:
+        for split in ("train", "val"):
+            os.makedirs(os.path.join(root, split, "a"))
+            Image.fromarray(np.zeros((64, 64, 3), np.uint8)).save(os.path.join(root, split, "a", "x.jpg"))
+        index = get_imagenet_iter_torch("val", root, 4, 0).dataset.source
+        print("| recipe (train) | operators | on the CPU | conditional splits and merges |")
+        print("| --- | ---: | ---: | ---: |")
+        for name, recipe in RECIPES["imagenet"].items():
+            if recipe.missing() or recipe.options.get("python_fallback"):
+                continue
+            row = counts(recipe.make(True), index)
+            print(f"| {name} | {row['operators']} | {row['on the CPU']} | {row['conditional splits and merges']} |")
+
+
+if __name__ == "__main__":
+    main()

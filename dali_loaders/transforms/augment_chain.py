@@ -174,8 +174,8 @@ def automatic(step, images: Images, make_slots) -> None:
     values = parameter_rows(step, images, table)
     present = {name for name, _ in table.labels}   # the operations the table can draw
     present |= {c for c in ("relative_x", "relative_y") if np.any(values[:, COLUMN[c]] != 0.0)}
-    table = constant_table(values)
+    parameters = constant_table(values)
     for index, applied in slots:
         if applied is not None:   # a step not applied: row -1, NO_OP
             index = (index + 1) * fn.cast(applied, dtype=types.INT32) - 1
-        chain(images, gathered(table, index), present, warp(images, step, lambda matrix: matrix))
+        chain(images, gathered(parameters, index), present, warp(images, step, lambda matrix: matrix))

@@ -29,8 +29,6 @@ from .auto_augment import erase_box
 from .conversion import to_image, to_tensor
 from .geometry import random_resized_crop
 
-LEVEL_DENOM = 10.0   # timm's magnitude scale: 0 .. 10
-
 
 # -- crops and conversions ---------------------------------------------------------------------
 
@@ -144,34 +142,6 @@ SIGNED = {"Rotate", "ShearX", "ShearY", "TranslateX", "TranslateY", "TranslateXR
           "ColorIncreasing", "ContrastIncreasing", "BrightnessIncreasing", "SharpnessIncreasing"}
 
 
-def level(name: str, hparams: dict):
-    """timm's LEVEL_TO_ARG[name] on DALI scalars: (magnitude, sign of +-1) -> the op's argument."""
-    from nvidia.dali import math as dmath
-
-    def lvl(m):
-        return m * (1.0 / LEVEL_DENOM)
-
-    enhance_increasing = lambda m, s: dmath.max(1.0 + s * lvl(m) * 0.9, 0.1)   # noqa: E731
-    table = {
-        "Rotate": lambda m, s: s * lvl(m) * 30.0,
-        "ShearX": lambda m, s: s * lvl(m) * 0.3, "ShearY": lambda m, s: s * lvl(m) * 0.3,
-        "TranslateXRel": lambda m, s: s * lvl(m) * hparams.get("translate_pct", 0.45),
-        "TranslateYRel": lambda m, s: s * lvl(m) * hparams.get("translate_pct", 0.45),
-        "TranslateX": lambda m, s: s * lvl(m) * float(hparams["translate_const"]),
-        "TranslateY": lambda m, s: s * lvl(m) * float(hparams["translate_const"]),
-        "Posterize": lambda m, s: dmath.floor(lvl(m) * 4.0),
-        "PosterizeIncreasing": lambda m, s: 4.0 - dmath.floor(lvl(m) * 4.0),
-        "PosterizeOriginal": lambda m, s: dmath.floor(lvl(m) * 4.0) + 4.0,
-        "Solarize": lambda m, s: dmath.min(dmath.floor(lvl(m) * 256.0), 256.0),
-        "SolarizeIncreasing": lambda m, s: 256.0 - dmath.min(dmath.floor(lvl(m) * 256.0), 256.0),
-        "SolarizeAdd": lambda m, s: dmath.min(dmath.floor(lvl(m) * 110.0), 128.0),
-    }
-    for enhance in ("Color", "Contrast", "Brightness", "Sharpness"):
-        table[enhance] = lambda m, s: lvl(m) * 1.8 + 0.1
-        table[enhance + "Increasing"] = enhance_increasing
-    return table.get(name)
-
-
 def warp(fill):
     """PIL's Image.transform(AFFINE, inverse map) with fillcolor per channel: DALI's bilinear
     warp with fill 0, and the fill blended in where the warped image's coverage is missing."""
@@ -236,25 +206,9 @@ def operations(images: Images, fill):
     return table
 
 
-def magnitude_of(op):
-    """Per application: the level, with timm's noise (Gaussian mstd, or uniform 0 .. m for
-    mstd=inf), clipped to 0 .. magnitude_max (10)."""
-    from nvidia.dali import fn
-    from nvidia.dali import math as dmath
-
-    m, std = float(op.magnitude), float(op.magnitude_std)
-    if std == float("inf"):
-        drawn = fn.random.uniform(range=[0.0, m]) if m > 0 else 0.0
-    elif std > 0:
-        drawn = fn.random.normal(mean=m, stddev=std)
-    else:   # a per-sample scalar all the same: the argument arithmetic stays on DataNodes
-        return fn.constant(fdata=min(max(m, 0.0), float(op.magnitude_max or LEVEL_DENOM)), shape=[])
-    return dmath.clamp(drawn, 0.0, float(op.magnitude_max or LEVEL_DENOM))
-
-
 def sign():
     """timm's _randomly_negate: -1 or +1, each with probability 1/2."""
-    return coin(0.5) * 2.0 - 1.0
+    return timm_chain.sign_draw()
 
 
 def augment_refusal(step) -> str:
@@ -287,8 +241,9 @@ def apply_one_of(images: Images, ops, index, table) -> None:
         chosen = index == k
         if op.prob < 1.0:
             chosen = chosen & fn.cast(coin(op.prob), dtype=types.BOOL)
-        make = level(op.name, op.hparams)
-        argument = make(magnitude_of(op), sign()) if make else None
+        argument = None
+        if timm_fused.level_of(op.name, op.hparams) is not None:
+            argument = timm_chain.argument(timm_chain.op_level(op), *timm_chain.magnitude_draws([op]), sign())
         if chosen:
             data = table[op.name](data, argument)
     images.data = data

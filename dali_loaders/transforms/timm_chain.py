@@ -9,7 +9,7 @@ one-hot row, both gathered from constant tables. The operations are timm.py's (P
 arithmetic, bilinear warps filled with timm's fill), so the pixels are the conditional
 graphs'.
 """
-from typing import List, Tuple
+from typing import List, Optional, Tuple
 
 import numpy as np
 
@@ -36,11 +36,7 @@ LEVEL = ("magnitude", "std", "uniform", "upper", "scale", "offset", "flip", "flo
 L = {name: k for k, name in enumerate(LEVEL)}
 
 
-def usable(images: Images) -> bool:
-    return augment_chain.usable(images)
-
-
-def rows(ops: List, images: Images) -> Tuple[np.ndarray, np.ndarray, np.ndarray, set]:
+def rows(ops: List, images: Optional[Images]) -> Tuple[np.ndarray, np.ndarray, np.ndarray, set]:
     """(base, one-hot, levels, stages), each table with a first row for a skipped slot: a row
     of the chain's columns is base + argument * one-hot."""
     width = len(augment_chain.NO_OP)
@@ -72,29 +68,70 @@ def rows(ops: List, images: Images) -> Tuple[np.ndarray, np.ndarray, np.ndarray,
 
 
 def argument(level, noise, fraction, sign):
-    """timm's argument for a gathered `level` row, per sample: the magnitude with its noise
-    (`noise` a N(0, 1) draw, `fraction` a uniform one; None where no row needs it), clipped,
-    then LEVEL_TO_ARG: (m / 10) * scale, floored, at most hi, signed, offset + flip * v, at least lo."""
+    """timm's argument, per sample: the magnitude with its noise (`noise` a N(0, 1) draw,
+    `fraction` a uniform one; None where no row needs it), clipped, then LEVEL_TO_ARG:
+    (m / 10) * scale, floored, at most hi, signed, offset + flip * v, at least lo. `level` is
+    a gathered row of `rows`' levels (the chain: each op's constants per sample), or one op's
+    row of numbers (the conditional graphs: the terms that do nothing are left out)."""
+    from nvidia.dali import fn
     from nvidia.dali import math as dmath
 
     taken = {}
 
     def at(name):   # each column read once: every subscript is an operator of the graph
         if name not in taken:
-            taken[name] = level[L[name]]
+            value = level[L[name]]
+            taken[name] = float(value) if isinstance(level, np.ndarray) else value
         return taken[name]
+
+    def pick(flag, when_set, otherwise):   # flag 1 or 0
+        if isinstance(flag, float):
+            return when_set() if flag else otherwise
+        return flag * when_set() + (1.0 - flag) * otherwise
 
     m = at("magnitude")
     if fraction is not None:   # mstd=inf: uniform in 0 .. m
-        m = m * (1.0 - at("uniform")) + m * at("uniform") * fraction
+        m = pick(at("uniform"), lambda: m * fraction, m)
     if noise is not None:
         m = m + at("std") * noise
-    m = dmath.clamp(m, 0.0, at("upper"))
+    if isinstance(m, float):   # a per-sample scalar all the same: the arithmetic stays on DataNodes
+        m = fn.constant(fdata=min(max(m, 0.0), at("upper")), shape=[])
+    else:
+        m = dmath.clamp(m, 0.0, at("upper"))
     v = m * (1.0 / timm_fused.LEVEL_DENOM) * at("scale")
-    v = at("floor") * dmath.floor(v) + (1.0 - at("floor")) * v
-    v = dmath.min(v, at("hi"))
-    v = v * (1.0 + at("signed") * (sign - 1.0))
-    return dmath.max(at("offset") + at("flip") * v, at("lo"))
+    v = pick(at("floor"), lambda: dmath.floor(v), v)
+    v = v if is_number(at("hi"), timm_fused.NO_BOUND) else dmath.min(v, at("hi"))
+    v = pick(at("signed"), lambda: v * sign, v)
+    v = v if is_number(at("offset"), 0.0) and is_number(at("flip"), 1.0) else at("offset") + at("flip") * v
+    return v if is_number(at("lo"), -timm_fused.NO_BOUND) else dmath.max(v, at("lo"))
+
+
+def is_number(value, number: float) -> bool:
+    """Whether `value` is that number (not a per-sample DataNode)."""
+    return isinstance(value, float) and value == number
+
+
+def op_level(o) -> np.ndarray:
+    """One op's row of levels (numbers), for argument()."""
+    return rows([o], None)[2][1]
+
+
+def sign_draw():
+    """timm's _randomly_negate: -1 or +1, each with probability 1/2."""
+    from nvidia.dali import fn, types
+
+    return fn.cast(fn.random.coin_flip(probability=0.5), dtype=types.FLOAT) * 2.0 - 1.0
+
+
+def magnitude_draws(ops):
+    """(noise, fraction): a N(0, 1) draw where an op has Gaussian noise, a uniform one where
+    one has mstd=inf; None where none does."""
+    from nvidia.dali import fn
+
+    present = [o for o in ops if o is not None]
+    noisy = any(0 < float(o.magnitude_std) < float("inf") for o in present)
+    uniform = any(float(o.magnitude_std) == float("inf") for o in present)
+    return (fn.random.normal() if noisy else None), (fn.random.uniform(range=[0.0, 1.0]) if uniform else None)
 
 
 def draws(step, images: Images):
@@ -104,19 +141,15 @@ def draws(step, images: Images):
 
     ops = timm_fused.flat_ops(step)
     _, _, levels, _ = rows(ops, images)
-    present = [o for o in ops if o is not None]
-    noisy = any(0 < float(o.magnitude_std) < float("inf") for o in present)
-    uniform = any(float(o.magnitude_std) == float("inf") for o in present)
-    sometimes = any(float(o.prob) < 1.0 for o in present)
+    sometimes = any(float(o.prob) < 1.0 for o in ops if o is not None)
     drawn, table = [], augment_chain.constant_table(levels)
     for index in timm_fused.slot_indices(step):
         level = augment_chain.gathered(table, index)
         if sometimes:   # timm applies the op unless random() > prob
             applied = fn.random.uniform(range=[0.0, 1.0]) <= level[L["probability"]]
             index = (index + 1) * fn.cast(applied, dtype=types.INT32) - 1
-        sign = fn.cast(fn.random.coin_flip(probability=0.5), dtype=types.FLOAT) * 2.0 - 1.0
-        noise = fn.random.normal() if noisy else None
-        fraction = fn.random.uniform(range=[0.0, 1.0]) if uniform else None
+        sign = sign_draw()
+        noise, fraction = magnitude_draws(ops)
         drawn.append((index, argument(level, noise, fraction, sign)))
     return drawn
 
@@ -135,7 +168,7 @@ def apply(step, images: Images, drawn, warp_with) -> None:
 @unconverted_function
 def translate(step, images: Images, warp_with) -> bool:
     """On a GPU graph: the step's draws and chains, and True; else False."""
-    if not usable(images):
+    if not augment_chain.usable(images):
         return False
     images.uint8_pixels(step)
     images.decode()

@@ -121,14 +121,19 @@ def test_each_sample_gets_exactly_its_drawn_operation(name, kind, sized):
     _, _, labels = run_chain_and_reference(step, make_slots, kind, sized, np.full(BATCH, -1, np.int32), pixels)
     rows = rows_covering(labels, seed=7)
     got, refs, _ = run_chain_and_reference(step, make_slots, kind, sized, rows, pixels)
-    changed = 0
+    changed, acting = 0, set()
     for i, r in enumerate(rows):
         op = labels[r][0] if r >= 0 else "Identity"
         want = pixels[i] if op == "Identity" else refs[op][i]
         assert np.array_equal(got[i], want), \
             f"sample {i}: {labels[r] if r >= 0 else 'no operation'}: {np.abs(got[i].astype(int) - want).max()} levels off"
         changed += not np.array_equal(got[i], pixels[i])
+        if not np.array_equal(got[i], pixels[i]):
+            acting.add(op)
     assert changed > BATCH // 2   # the operations did act: a chain that copied its input would fail above
+    # each operation acts at its largest magnitude (a translation by a fraction of an unknown
+    # size once became 0 pixels, here and in the reference alike)
+    assert {name for name, _ in labels} - {"Identity"} <= acting
 
 
 @pytest.mark.parametrize("kind", ["tensor", "pil"])
@@ -234,3 +239,22 @@ def test_a_loader_on_the_chain_resumes_mid_epoch_exactly(tmp_path, monkeypatch):
     images = [images for images, _ in first]   # its next epoch: each image augmented its own way
     assert not np.array_equal(images[0].numpy(), images[1].numpy())
     assert chained   # the graph was the chain's
+
+
+def test_rand_augment_on_the_chain_matches_torchvision_by_distribution(tmp_path, monkeypatch):
+    """RandAugment(2, 20) through a loader on the chain (forced onto a CPU graph, the plugin
+    off) against torchvision's own class: the mean change per image, by KS (a translation
+    that did nothing, or a magnitude left at the default 9, fails it)."""
+    from dali_loaders.ops import plugin
+    from dali_loaders.testing.distributions import compare_distribution, distribution_checks, write_gradient_images
+
+    monkeypatch.setenv(plugin.DISABLE_AUGMENT_ENV, "1")
+    chained = []
+    monkeypatch.setattr(augment_chain, "usable", lambda images: chained.append(images.device) or True)
+    check = next(c for c in distribution_checks() if c.name == "RandAugment")
+    folder = write_gradient_images(str(tmp_path))
+    found = compare_distribution(check, "cpu", folder)
+    assert chained
+    assert found["distance"] <= found["bound"], found
+    ignored = compare_distribution(check, "cpu", folder, transform=check.ignored)
+    assert ignored["distance"] > ignored["bound"], ignored

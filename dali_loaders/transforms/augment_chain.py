@@ -19,12 +19,13 @@ fractional mean, autocontrast, equalize), a 0/1 weight selects, w * a + (1 - w) 
 """
 import numpy as np
 
+from ..ops import augment as op
 from .augment_ops import (
     auto_contrast, brightness, color, contrast, posterize_bits, rotation_matrix, sharpen, shear_matrix,
     solarize, solarize_add, solarize_threshold, unconverted_function, warp, whole_pixels)
 from ._core import Images
 from .color import luma
-from .fused import Table, space_of
+from .fused import Table
 
 # A row of the chain's parameters; NO_OP leaves an image as it is (the row of a skipped slot).
 # relative_x/y: torchvision's translation, a fraction of the size made whole pixels (to the left);
@@ -51,10 +52,9 @@ def parameter_rows(step, images: Images, table: Table) -> np.ndarray:
     """(1 + rows, columns) float32: NO_OP, then the chain's parameters for each row of the
     fused table, from its (operation, signed magnitude) labels as the conditional graphs turn a
     magnitude into a parameter."""
-    _, relative = space_of(step, images, 1)
     threshold = solarize_threshold(images, step)
     out = [dict(NO_OP)]
-    for name, magnitude in table.labels:
+    for (name, magnitude), fused_row in zip(table.labels, table.rows):
         if name not in KNOWN:
             raise ValueError(f"{type(step).__name__}: operation {name} has no DALI translation")
         row, m = dict(NO_OP), np.float32(magnitude)
@@ -63,7 +63,8 @@ def parameter_rows(step, images: Images, table: Table) -> np.ndarray:
             row.update({f"m{k}": float(v) for k, v in enumerate(matrix)})
         elif name in ("TranslateX", "TranslateY"):
             axis = "x" if name == "TranslateX" else "y"
-            if relative:
+            # the fused row says whether its magnitude is a fraction of the size (sizes known only per sample)
+            if fused_row[op.ROW["RelativeX"]] or fused_row[op.ROW["RelativeY"]]:
                 row[f"relative_{axis}"] = float(m)
             else:   # 0 - int(m) pixels, as translation_matrix computes it
                 row["m2" if axis == "x" else "m5"] = float(np.float32(0.0) - np.float32(np.trunc(m)))

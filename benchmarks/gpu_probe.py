@@ -81,9 +81,8 @@ def guarded(name, run):
 
 
 def dali_rows(train_folder):
-    """The heavy recipes under device="gpu" as placed (their augmentations on the CPU, by the
-    fused operator), with the augmentations on the GPU (the chain of operators: forced), and
-    under "cpu-decode"."""
+    """The heavy recipes under device="gpu" with their augmentations on the CPU (the fused
+    operator) and on the GPU (the chain of operators), each forced, and under "cpu-decode"."""
     from torchvision.datasets import ImageFolder
 
     from dali_loaders.loader import build
@@ -91,10 +90,11 @@ def dali_rows(train_folder):
     for recipe in ("resnet50", "timm-ra"):
         make = RECIPES["imagenet"][recipe].make
         for device, on_cpu in (("gpu", True), ("gpu", False), ("cpu-decode", True)):
-            name = f"ours {recipe} train, {device}" + ("" if on_cpu else ", steps on the GPU")
+            name = f"ours {recipe} train, {device}" + (f", steps on the {'CPU' if on_cpu else 'GPU'}"
+                                                         if device == "gpu" else "")
 
             def run(device=device, make=make, on_cpu=on_cpu, name=name):
-                saved, build.FUSED_STEPS_ON_CPU = build.FUSED_STEPS_ON_CPU, on_cpu
+                saved, build.FUSED_STEPS = build.FUSED_STEPS, "cpu" if on_cpu else "gpu"
                 try:
                     with Builds() as built:
                         loader = DaliLoader(ImageFolder(train_folder, transform=make(True)), batch_size=BATCH,
@@ -102,9 +102,46 @@ def dali_rows(train_folder):
                         rates = epochs_of(loader)
                         loader.close()
                 finally:
-                    build.FUSED_STEPS_ON_CPU = saved
+                    build.FUSED_STEPS = saved
                 report(name, rates, builds=built.count)
             guarded(name, run)
+
+
+def piece_rows(train_folder):
+    """The heavy recipes a piece at a time (RandomResizedCrop(176), flip and normalize; then
+    TrivialAugmentWide, RandomErasing, RandAugment(2, 9)): the augmentations on the GPU (the
+    chain) and, for those the fused CPU operator runs, on the CPU; where each one's time goes."""
+    from torchvision.datasets import ImageFolder
+    from torchvision.transforms import v2
+
+    from dali_loaders.loader import build
+
+    norm = recipes.to_float(recipes.IMAGENET_MEAN, recipes.IMAGENET_STD)
+    base = [v2.RandomResizedCrop(176, antialias=True), v2.RandomHorizontalFlip()]
+    pieces = {
+        "RandomResizedCrop(176), flip, normalize": (v2.Compose(base + norm), True),
+        "+ TrivialAugmentWide": (v2.Compose(base + [v2.TrivialAugmentWide()] + norm), True),
+        "+ RandomErasing(0.1)": (v2.Compose(base + norm + [v2.RandomErasing(0.1)]), False),
+        "+ RandomErasing(1.0)": (v2.Compose(base + norm + [v2.RandomErasing(1.0)]), False),
+        "+ TrivialAugmentWide + RandomErasing(0.1)": (
+            v2.Compose(base + [v2.TrivialAugmentWide()] + norm + [v2.RandomErasing(0.1)]), True),
+        "+ RandAugment(2, 9)": (v2.Compose(base + [v2.RandAugment(2, 9)] + norm), True),
+    }
+    for (name, (transform, fused)), on_cpu in [(item, False) for item in pieces.items()] + \
+            [(item, True) for item in pieces.items() if item[1][1]]:
+        label = f"piece {name}, steps on the {'CPU' if on_cpu else 'GPU'}"
+
+        def run(transform=transform, on_cpu=on_cpu, label=label):
+            saved, build.FUSED_STEPS = build.FUSED_STEPS, "cpu" if on_cpu else "gpu"
+            try:
+                loader = DaliLoader(ImageFolder(train_folder, transform=transform), batch_size=BATCH, shuffle=True,
+                                    num_workers=THREADS, device="gpu", seed=1)
+                rates = epochs_of(loader)
+                loader.close()
+            finally:
+                build.FUSED_STEPS = saved
+            report(label, rates)
+        guarded(label, run)
 
 
 def torchvision_rows(train_folder):
@@ -237,6 +274,8 @@ def main(argv=None):
     parser = argparse.ArgumentParser(prog="python -m benchmarks.gpu_probe", description=__doc__.splitlines()[0])
     parser.add_argument("--pairs", action="store_true",
                         help="only NVIDIA's example and this library's factory taking turns, val and train")
+    parser.add_argument("--pieces", action="store_true",
+                        help="only the heavy recipes a piece at a time, steps on the GPU and on the CPU")
     args = parser.parse_args(argv)
     start = time.perf_counter()
     root = make_image_folder(CACHE, N_TRAIN, N_VAL)
@@ -245,6 +284,8 @@ def main(argv=None):
           f"{THREADS} threads, {N_TRAIN} train images", flush=True)
     if args.pairs:
         pair_rows(root)
+    elif args.pieces:
+        piece_rows(train)
     else:
         val_parity(val)
         run_ahead_rows(val)

@@ -93,3 +93,20 @@ def photo_files(tmp_path_factory):
 
 # The S3 server fixture (`s3_server`): started once per session by the tests that ask for it.
 pytest_plugins = ["s3_server"]
+
+
+@pytest.fixture(params=["fused", "box", "arithmetic"])
+def erase_path(request, monkeypatch):
+    """Where a float RandomErasing runs: "fused", DaliLoadersErase (CPU graphs); or as GPU
+    graphs run it, forced onto the CPU graph: "box", DaliLoadersEraseBox and DALI's fn.erase;
+    "arithmetic", the box in DALI arithmetic (where the plugin is not built)."""
+    from dali_loaders.ops import augment, plugin
+    from dali_loaders.transforms import fused
+
+    if request.param != "arithmetic" and not plugin.augment_available():
+        pytest.skip("the augmentation plugin cannot be built here")
+    if request.param != "fused":
+        monkeypatch.setattr(fused, "erase_float", lambda *args, **kwargs: False)
+    if request.param == "arithmetic":
+        monkeypatch.setattr(augment, "box_usable", lambda: False)
+    return request.param

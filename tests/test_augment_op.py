@@ -163,6 +163,41 @@ def test_erase_sets_the_box_to_the_value(photos):
         assert np.array_equal(ours, want)
 
 
+@pytest.mark.parametrize("layout", ["CHW", "HWC"])
+def test_the_box_operator_draws_the_box_the_erase_operator_erases(layout):
+    """DaliLoadersEraseBox (GPU graphs: its box goes to DALI's fn.erase) and DaliLoadersErase,
+    fed the same draws, erase the same pixels, images of different sizes in one batch; no try
+    fitting, or the coin, gives an empty box."""
+    from nvidia.dali import fn, pipeline_def, types
+
+    rng = np.random.default_rng(3)
+    sizes = [(int(h), int(w)) for h, w in rng.integers(2, 40, (64, 2))]
+    images = [rng.normal(size=(3, h, w) if layout == "CHW" else (h, w, 3)).astype(np.float32) for h, w in sizes]
+    value = [0.5, -1.0, 2.0]
+
+    @pipeline_def(batch_size=len(images), num_threads=2, device_id=None, seed=9)
+    def pipe():
+        data = fn.external_source(source=lambda: images, batch=True, layout=layout)
+        draws, seed = op.erase_draws()
+        whole = fn.dali_loaders_erase(data, draws=draws, noise_seed=seed, probability=0.7, scale=[0.1, 0.6],
+                                      log_ratio=[math.log(0.3), math.log(3.3)], value=value)
+        shape = fn.cast(data.shape(), dtype=types.INT32)
+        height, width = (shape[1], shape[2]) if layout == "CHW" else (shape[0], shape[1])
+        anchor, box = fn.dali_loaders_erase_box(draws, height=height, width=width, probability=0.7,
+                                                scale=[0.1, 0.6], log_ratio=[math.log(0.3), math.log(3.3)])
+        return whole, fn.erase(data, anchor=anchor, shape=box, axis_names="HW", fill_value=value), box
+
+    pipeline = pipe()
+    pipeline.build()
+    whole, boxed, boxes = ([np.array(t) for t in out] for out in pipeline.run())
+    for i, (a, b) in enumerate(zip(whole, boxed)):
+        assert np.array_equal(a, b), i
+    erased = [bool(np.any(b)) for b in boxes]
+    assert 0 < sum(erased) < len(erased)   # some boxes, some images left as they were
+    for (h, w), b in zip(sizes, boxes):
+        assert (b[0] < h and b[1] < w) or not np.any(b)
+
+
 # -- bad arguments, refused by name -------------------------------------------------------------
 
 

@@ -380,7 +380,7 @@ def erasing_on_zeros(erasing, backend: str, n: int = 1536):
     return torch.stack([transform(torch.zeros(3, *ERASE_SIZE, dtype=torch.uint8)) for _ in range(n)])
 
 
-def test_random_erasing_boxes_match_torchvision():
+def test_random_erasing_boxes_match_torchvision(erase_path):
     erasing = v2.RandomErasing(p=0.6, scale=(0.02, 0.33), ratio=(0.3, 3.3), value="random")
     dali = erased_boxes(erasing_on_zeros(erasing, "dali"))
     twin = erased_boxes(erasing_on_zeros(erasing, "torchvision"))
@@ -393,14 +393,14 @@ def test_random_erasing_boxes_match_torchvision():
     assert all(h < ERASE_SIZE[0] and w < ERASE_SIZE[1] for _, h, w, _, _ in (b for b in dali if b[0]))
 
 
-def test_random_erasing_random_fill_is_standard_normal_noise():
+def test_random_erasing_random_fill_is_standard_normal_noise(erase_path):
     images = erasing_on_zeros(v2.RandomErasing(p=1.0, value="random"), "dali", n=256)
     noise = images[images != 0].numpy()
     assert len(noise) > 10000 and stats.kstest(noise, "norm").pvalue > P_MIN
 
 
 @pytest.mark.parametrize("value,want", [(0.5, [0.5] * 3), ((1.0, -2.0, 3.0), [1.0, -2.0, 3.0])])
-def test_random_erasing_fills_with_its_value(value, want):
+def test_random_erasing_fills_with_its_value(value, want, erase_path):
     images = erasing_on_zeros(v2.RandomErasing(p=1.0, value=value), "dali", n=256)
     for image in images:
         for channel, fill in zip(image, want):

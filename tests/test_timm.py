@@ -328,7 +328,7 @@ def erasing_on_ones(mode, p=0.7, n=1536, backend="dali"):
 
 
 @pytest.mark.parametrize("mode", ["const", "rand", "pixel"])
-def test_random_erasing_boxes_and_fills_as_timm(mode):
+def test_random_erasing_boxes_and_fills_as_timm(mode, erase_path):
     ours, theirs = erasing_on_ones(mode), erasing_on_ones(mode, backend="twin")
     erased = lambda out: (out != 1.0).any(axis=0)   # noqa: E731
     a, b = erased_boxes(ours, erased), erased_boxes(theirs, erased)

@@ -153,24 +153,25 @@ DECODED_ON_CPU = True
 
 
 # Whether device="gpu" runs the steps the fused CPU operator runs on the CPU (then decoding on the
-# CPU too): measured faster on an H200 with 16 cores against the GPU graphs of DALI's conditionals
-# (see graph_variant). Their GPU graphs are now a chain of operators without branches
-# (transforms/augment_chain.py), not measured on a GPU yet: benchmarks/gpu_probe.py times both.
-FUSED_STEPS_ON_CPU = True
+# CPU too), as measured on an H200 with 16 cores (docs/gpu.md): the GPU chain of operators
+# (transforms/augment_chain.py) wins for one slot (TrivialAugmentWide), the CPU for more slots,
+# timm's operations and ColorJitter (see transforms.fused_on_cpu). "cpu": every step the fused
+# operator runs on the CPU; "gpu": every step on the GPU (benchmarks/gpu_probe.py times them).
+FUSED_STEPS = "measured"
 
 
 def graph_variant(variant: str, source, recipe: transforms.Plan) -> str:
     """The graph a loader builds for its device: device="gpu" decodes on the GPU and runs the
     steps there, except where the CPU was measured faster (an H200 with 16 cores; docs/gpu.md):
-    - a recipe with steps the fused CPU operator runs (the AutoAugment family, ColorJitter,
-      RandomApply), built here: on the GPU those are per-sample branches of hundreds of small
-      operators (torchvision's ResNet-50 recipe 2,611 images/s with GPU steps, 5,372 with CPU
-      steps; timm's RandAugment recipe 884 and 3,349);
+    - a recipe with steps the fused CPU operator runs, built here, and the GPU runs slower:
+      RandAugment of two or more operations, AutoAugment, timm's, ColorJitter, RandomApply
+      (timm's RandAugment recipe 1,766 images/s with its GPU chain, 3,120 with CPU steps); not
+      TrivialAugmentWide, one operation an image (8,681 on the GPU, 6,025 with CPU steps);
     - a source of pixels (DECODED_ON_CPU): no decode to take over, and small images.
     Then "cpu-steps": decode and steps on the CPU, the batch handed over on the GPU."""
     if variant != "gpu" or recipe.python:
         return variant
-    if (FUSED_STEPS_ON_CPU and transforms.fused_on_cpu(recipe)) or \
+    if (FUSED_STEPS != "gpu" and transforms.fused_on_cpu(recipe, one_slot_on_gpu=FUSED_STEPS == "measured")) or \
             (DECODED_ON_CPU and getattr(source, "decoded", False)):
         return "cpu-steps"
     return variant

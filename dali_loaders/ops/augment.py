@@ -94,9 +94,17 @@ def erase_draws():
     random operators per graph, where the box drawn in DALI arithmetic took about a hundred."""
     from nvidia.dali import fn, types
 
-    draws = fn.random.uniform(range=[0.0, 1.0], shape=[2 * ERASE_ATTEMPTS + 3])
+    draws = box_draws()
     seed = fn.random.uniform(range=[0, 2 ** 31 - 1], dtype=types.INT32)
     return draws, seed
+
+
+def box_draws():
+    """The uniforms a box is drawn from: per try an area and a log aspect, then the coin and
+    the two offsets."""
+    from nvidia.dali import fn
+
+    return fn.random.uniform(range=[0.0, 1.0], shape=[2 * ERASE_ATTEMPTS + 3])
 
 
 def erase(data, probability: float, scale: Sequence[float], ratio: Sequence[float],
@@ -114,3 +122,24 @@ def erase(data, probability: float, scale: Sequence[float], ratio: Sequence[floa
     return fn.dali_loaders_erase(data, draws=draws, noise_seed=seed, probability=float(probability),
                                  scale=[float(s) for s in scale], log_ratio=[math.log(r) for r in ratio],
                                  value=[float(v) for v in value or []], noise=noise, attempts=ERASE_ATTEMPTS)
+
+
+def erase_box(height, width, probability: float, scale: Sequence[float], ratio: Sequence[float]):
+    """fn.dali_loaders_erase_box: (anchor, shape) per sample, float32 (top, left) and (height,
+    width), the box DaliLoadersErase would erase in a `height` x `width` image (ints, or CPU
+    int DataNodes), for DALI's fn.erase on a GPU graph; an empty box where none is drawn."""
+    import math
+
+    from nvidia.dali import fn, types
+
+    sides = [side if isinstance(side, int) else fn.cast(side, dtype=types.INT32) for side in (height, width)]
+    return fn.dali_loaders_erase_box(box_draws(), height=sides[0], width=sides[1], probability=float(probability),
+                                     scale=[float(s) for s in scale], log_ratio=[math.log(r) for r in ratio],
+                                     attempts=ERASE_ATTEMPTS)
+
+
+def box_usable() -> bool:
+    """Whether a graph (either device: the box is drawn on the CPU) can draw erase boxes so."""
+    from . import plugin
+
+    return plugin.augment_available()

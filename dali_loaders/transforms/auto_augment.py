@@ -18,6 +18,7 @@ from typing import Dict, List, Optional
 import numpy as np
 
 from ..dali_compat import unconverted_augmentation
+from ..ops import augment as augment_op
 from . import augment_chain, fused
 from ._args import random_offset
 from .augment_ops import WARPS, operations, quiet_dali, unconverted_function
@@ -89,7 +90,7 @@ def automatic_refusal(step) -> str:
 @translates("TrivialAugmentWide")
 @refuses(automatic_refusal)
 @branches
-@chains
+@chains(slots=lambda step: 1)
 @augments
 def trivial_augment_wide(step, images: Images) -> None:
     """One operation per image, uniform, at a uniform magnitude bin with a random sign."""
@@ -108,7 +109,7 @@ def trivial_augment_wide(step, images: Images) -> None:
 @translates("RandAugment")
 @refuses(automatic_refusal)
 @branches
-@chains
+@chains(slots=lambda step: step.num_ops)
 @augments
 def rand_augment(step, images: Images) -> None:
     """num_ops operations per image, each uniform (with repeats), at the one magnitude bin."""
@@ -208,6 +209,20 @@ def erase_box(step, images: Images):
     return top, left, box_h, box_w
 
 
+def erase_window(step, images: Images) -> dict:
+    """fn.erase's anchor and shape (HW) of the box erase_box draws: one DaliLoadersEraseBox
+    call where the plugin is built (the box in DALI arithmetic is some fifty one-number
+    operators a batch, each a round over every sample), else erase_box."""
+    from nvidia.dali import fn, types
+
+    if augment_op.box_usable():
+        anchor, shape = augment_op.erase_box(images.height, images.width, step.p, step.scale, step.ratio)
+        return dict(anchor=anchor, shape=shape, axis_names="HW")
+    top, left, height, width = erase_box(step, images)
+    return dict(anchor=fn.stack(fn.cast(top, dtype=types.FLOAT), fn.cast(left, dtype=types.FLOAT)),
+                shape=fn.stack(height, width), axis_names="HW")
+
+
 def uint8_erasing(step, images: Images) -> None:
     """On uint8 pixels (a CPU graph, a constant value in 0 .. 255): the fused operator's Erase;
     otherwise refused by name."""
@@ -226,10 +241,10 @@ def uint8_erasing(step, images: Images) -> None:
 @augments
 def random_erasing(step, images: Images) -> None:
     """On the output tensor (normalized, in the output layout), as torchvision's references
-    and timm do: one DaliLoadersErase call on CPU graphs, else the box drawn in DALI
-    arithmetic and DALI's fn.erase; no branches. Only a twin that erases uint8 pixels gets
-    the fused operator's Erase (uint8_erasing)."""
-    from nvidia.dali import fn, types
+    and timm do: one DaliLoadersErase call on CPU graphs, else the box drawn (erase_window)
+    and DALI's fn.erase; no branches. Only a twin that erases uint8 pixels gets the fused
+    operator's Erase (uint8_erasing)."""
+    from nvidia.dali import fn
 
     if not images.is_float:
         return uint8_erasing(step, images)
@@ -239,9 +254,7 @@ def random_erasing(step, images: Images) -> None:
         value = value * images.channels if len(value) == 1 else value
     if fused.erase_float(images, step.p, step.scale, step.ratio, value, "none" if value is not None else "pixel"):
         return
-    top, left, height, width = erase_box(step, images)
-    window = dict(anchor=fn.stack(fn.cast(top, dtype=types.FLOAT), fn.cast(left, dtype=types.FLOAT)),
-                  shape=fn.stack(height, width), axis_names="HW")
+    window = erase_window(step, images)
     if value is not None:
         images.data = fn.erase(images.data, fill_value=value, **window)
         return

@@ -25,7 +25,7 @@ from . import auto_augment as aa
 from ._args import coin
 from . import fused, timm_chain, timm_fused
 from ._core import Images, augments, branches, branches_when, chains, dtype_after, refuses, register
-from .auto_augment import erase_box
+from .auto_augment import erase_window
 from .conversion import to_image, to_tensor
 from .geometry import random_resized_crop
 
@@ -107,33 +107,33 @@ def random_erasing(step, images: Images) -> None:
         return
     box = SimpleNamespace(scale=(step.min_area, step.max_area), p=step.probability,
                           ratio=tuple(math.exp(r) for r in step.log_aspect_ratio))
-    top, left, height, width = erase_box(box, images)
-    kept = fn.erase(images.data * 0.0 + 1.0, fill_value=0.0, axis_names="HW", shape=fn.stack(height, width),
-                    anchor=fn.stack(fn.cast(top, dtype=types.FLOAT), fn.cast(left, dtype=types.FLOAT)))
+    window = erase_window(box, images)
+    kept = fn.erase(images.data * 0.0 + 1.0, fill_value=0.0, **window)
     if step.mode == "const":
         images.data = images.data * kept
         return
     if step.mode == "pixel":   # zeros around the box: (1 - kept) hides the 1 x 1 of an empty box
-        noise = box_noise(images, top, left, height, width)
+        noise = box_noise(images, window["anchor"], window["shape"])
     else:
         per_channel = [images.channels, 1, 1] if images.layout == "CHW" else [1, 1, images.channels]
         noise = images.data * 0.0 + fn.random.normal(shape=per_channel)
     images.data = images.data * kept + noise * (1.0 - kept)
 
 
-def box_noise(images: Images, top, left, height, width):
+def box_noise(images: Images, anchor, shape):
     """Normal noise per pixel inside the box, zeros around it: drawn at the box's size (at
     least 1 x 1) and placed by a padding slice, so that an image draws only its box's noise."""
     from nvidia.dali import fn, types
     from nvidia.dali import math as dmath
 
-    box = [fn.cast(dmath.max(side, 1.0), dtype=types.INT32) for side in (height, width)]
+    sides = fn.cast(dmath.max(shape, 1.0), dtype=types.INT32)
+    box = [sides[0], sides[1]]
     chw = images.layout == "CHW"
     noise = fn.random.normal(shape=fn.stack(images.channels, *box) if chw else fn.stack(*box, images.channels))
     full = [fn.cast(side, dtype=types.INT32) if not isinstance(side, int) else side
             for side in (images.height, images.width)]
-    return fn.slice(noise, start=fn.stack(0 - top, 0 - left), shape=fn.stack(*full), axes=[1, 2] if chw else [0, 1],
-                    out_of_bounds_policy="pad", fill_values=0.0)
+    return fn.slice(noise, start=0 - fn.cast(anchor, dtype=types.INT32), shape=fn.stack(*full),
+                    axes=[1, 2] if chw else [0, 1], out_of_bounds_policy="pad", fill_values=0.0)
 
 
 # -- RandAugment and AutoAugment ---------------------------------------------------------------------

@@ -9,6 +9,11 @@
 // w = round(sqrt(area / aspect)); the first with h < H and w < W wins, placed at a uniform
 // offset; none fitting (or the coin) leaves the image as it is. In the graph this took ~100
 // small arithmetic operators per batch and several passes over the image (transforms/erasing.py).
+//
+// DaliLoadersEraseBox: the same box from the same draws, for GPU graphs, which erase with DALI's
+// fn.erase: per sample its anchor (top, left) and shape (height, width), float32, from the
+// image's height and width. One CPU operator, where the box in DALI arithmetic took some fifty,
+// each a scheduling round over every sample of the batch.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -160,6 +165,61 @@ class Erase : public dali::StatelessOperator<CPUBackend> {
   std::string noise_;
 };
 
+// The box alone (a GPU graph's fn.erase fills it): outputs anchor (top, left) and shape
+// (height, width), float32 (2,), per sample; an empty box (0, 0) where none is drawn
+class EraseBoxOp : public dali::StatelessOperator<CPUBackend> {
+ public:
+  explicit EraseBoxOp(const dali::OpSpec &spec)
+      : dali::StatelessOperator<CPUBackend>(spec), height_("height", spec), width_("width", spec) {
+    scale_ = spec.GetRepeatedArgument<float>("scale");
+    log_ratio_ = spec.GetRepeatedArgument<float>("log_ratio");
+    p_ = spec.GetArgument<float>("probability");
+    attempts_ = spec.GetArgument<int>("attempts");
+    DALI_ENFORCE(scale_.size() == 2 && log_ratio_.size() == 2, "DaliLoadersEraseBox: scale and log_ratio are pairs");
+    DALI_ENFORCE(attempts_ >= 1, "DaliLoadersEraseBox: attempts must be >= 1");
+  }
+
+ protected:
+  bool SetupImpl(std::vector<dali::OutputDesc> &output_desc, const dali::Workspace &ws) override {
+    const auto &draws = ws.Input<CPUBackend>(0);
+    DALI_ENFORCE(draws.type() == DALI_FLOAT, "DaliLoadersEraseBox takes float32 draws");
+    const int n = draws.num_samples();
+    height_.Acquire(spec_, ws, n);
+    width_.Acquire(spec_, ws, n);
+    for (int i = 0; i < n; i++)
+      DALI_ENFORCE(draws.tensor_shape(i).num_elements() == 2 * attempts_ + 3,
+                   dali::make_string("DaliLoadersEraseBox: draws must have 2 * attempts + 3 values, got ",
+                                     draws.tensor_shape(i).num_elements()));
+    output_desc.resize(2);
+    const auto pair = dali::uniform_list_shape(n, dali::TensorShape<1>(2));
+    output_desc[0] = {pair, DALI_FLOAT};
+    output_desc[1] = {pair, DALI_FLOAT};
+    return true;
+  }
+
+  void RunImpl(dali::Workspace &ws) override {
+    const auto &draws = ws.Input<CPUBackend>(0);
+    auto &anchor = ws.Output<CPUBackend>(0);
+    auto &shape = ws.Output<CPUBackend>(1);
+    for (int i = 0; i < draws.num_samples(); i++) {
+      const int h = height_[i].data[0], w = width_[i].data[0];
+      DALI_ENFORCE(h >= 0 && w >= 0, dali::make_string("DaliLoadersEraseBox: sample ", i, " has size ", h, " x ", w));
+      const EraseBox box = DrawBox(draws.tensor<float>(i), attempts_, h, w, p_, scale_.data(), log_ratio_.data());
+      float *a = anchor.mutable_tensor<float>(i), *s = shape.mutable_tensor<float>(i);
+      a[0] = static_cast<float>(box.top);
+      a[1] = static_cast<float>(box.left);
+      s[0] = static_cast<float>(box.height);
+      s[1] = static_cast<float>(box.width);
+    }
+  }
+
+ private:
+  dali::ArgValue<int, 0> height_, width_;
+  std::vector<float> scale_, log_ratio_;
+  float p_;
+  int attempts_;
+};
+
 }  // namespace dali_loaders
 
 DALI_REGISTER_OPERATOR(DaliLoadersErase, ::dali_loaders::Erase, ::dali::CPU);
@@ -178,3 +238,18 @@ with `value` (per channel), or with normal noise per pixel or per channel seeded
     .AddOptionalArg("attempts", "Tries before the image is left as it is.", 10)
     .AddOptionalArg("value", "Per channel, the fill (noise \"none\"); empty: zeros.", std::vector<float>())
     .AddOptionalArg("noise", "\"none\" (value), \"pixel\" or \"channel\" (standard normal).", std::string("none"));
+
+DALI_REGISTER_OPERATOR(DaliLoadersEraseBox, ::dali_loaders::EraseBoxOp, ::dali::CPU);
+
+DALI_SCHEMA(DaliLoadersEraseBox)
+    .DocStr(R"(The box DaliLoadersErase would erase, drawn from the same per-sample uniforms `draws`
+(its input, 2 * attempts + 3 values) for an image of `height` x `width`: outputs its anchor
+(top, left) and shape (height, width) as float32 pairs, for fn.erase; (0, 0) where none is drawn.)")
+    .NumInput(1)
+    .NumOutput(2)
+    .AddArg("height", "int32 per sample: the image's height.", DALI_INT32, true)
+    .AddArg("width", "int32 per sample: the image's width.", DALI_INT32, true)
+    .AddArg("scale", "(lo, hi): the box's area as a fraction of the image's.", DALI_FLOAT_VEC)
+    .AddArg("log_ratio", "(lo, hi): the log of the box's aspect ratio.", DALI_FLOAT_VEC)
+    .AddArg("probability", "The chance that an image is erased.", DALI_FLOAT)
+    .AddOptionalArg("attempts", "Tries before the image is left as it is.", 10);

@@ -8,7 +8,6 @@ auto_augment); importing this package registers them all.
 """
 from . import affine, auto_augment, color, containers, conversion, cutout, geometry  # noqa: F401  registers
 from ._core import (
-                    CPU_STEPS,
                     TRANSLATORS,
                     Images,
                     Plan,
@@ -17,13 +16,12 @@ from ._core import (
                     check,
                     describe,
                     flatten,
-                    fused_on_cpu,
-                    needs_conditionals,
                     plan,
                     register,
                     supported_names,
                     untranslatable_reason,
 )
+from ._placement import CPU_STEPS, fused_on_cpu, needs_conditionals
 from .dali_function import DaliFunction
 from .python_fallback import as_tensor, call_step, call_steps, run_in_python, warn_slow
 

@@ -23,7 +23,8 @@ from . import augment_chain, fused
 from ._args import random_offset
 from .augment_ops import WARPS, operations, quiet_dali, unconverted_function
 from .augment_space import AUTOAUGMENT_BINS, depends_on_size, policies, space
-from ._core import Images, augments, branches, chains, describe, refuses, translates
+from ._core import Images, describe, refuses, translates
+from ._placement import augments, branches, chains
 from .affine import warp_refusal
 
 

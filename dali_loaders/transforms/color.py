@@ -2,7 +2,8 @@
 
 from . import fused
 from ._args import coin, uniform
-from ._core import Images, augments, branches, is_v1, refuses, translates
+from ._core import Images, is_v1, refuses, translates
+from ._placement import augments, branches
 from ._hsv import (
     mask,
     pil_hsv_to_rgb,

@@ -4,13 +4,13 @@ from ._args import coin
 from ._core import (
     Images,
     apply,
-    branches,
     check,
     describe,
     flatten,
     refuses,
     translates,
 )
+from ._placement import branches
 
 # -- composition -----------------------------------------------------------------------------
 

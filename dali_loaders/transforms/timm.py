@@ -24,7 +24,8 @@ from . import augment_ops
 from . import auto_augment as aa
 from ._args import coin
 from . import fused, timm_chain, timm_fused
-from ._core import Images, augments, branches, branches_when, chains, dtype_after, refuses, register
+from ._core import Images, dtype_after, refuses, register
+from ._placement import augments, branches, branches_when, chains
 from .auto_augment import erase_window
 from .conversion import to_image, to_tensor
 from .geometry import random_resized_crop

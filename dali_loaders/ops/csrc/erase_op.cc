@@ -54,20 +54,36 @@ EraseBox DrawBox(const float *u, int attempts, int h_img, int w_img, float p, co
   return box;
 }
 
+// The box's arguments, as both operators take them
+struct BoxSpec {
+  std::vector<float> scale, log_ratio;
+  float p;
+  int attempts;
+
+  BoxSpec(const dali::OpSpec &spec, const std::string &op)
+      : scale(spec.GetRepeatedArgument<float>("scale")),
+        log_ratio(spec.GetRepeatedArgument<float>("log_ratio")),
+        p(spec.GetArgument<float>("probability")),
+        attempts(spec.GetArgument<int>("attempts")) {
+    DALI_ENFORCE(scale.size() == 2 && log_ratio.size() == 2, op + ": scale and log_ratio are pairs");
+    DALI_ENFORCE(attempts >= 1, op + ": attempts must be >= 1");
+  }
+
+  int draws() const { return 2 * attempts + 3; }
+  EraseBox Draw(const float *u, int h_img, int w_img) const {
+    return DrawBox(u, attempts, h_img, w_img, p, scale.data(), log_ratio.data());
+  }
+};
+
 class Erase : public dali::StatelessOperator<CPUBackend> {
  public:
   explicit Erase(const dali::OpSpec &spec)
-      : dali::StatelessOperator<CPUBackend>(spec), draws_("draws", spec), seeds_("noise_seed", spec) {
-    scale_ = spec.GetRepeatedArgument<float>("scale");
-    log_ratio_ = spec.GetRepeatedArgument<float>("log_ratio");
+      : dali::StatelessOperator<CPUBackend>(spec), draws_("draws", spec), seeds_("noise_seed", spec),
+        box_(spec, "DaliLoadersErase") {
     value_ = spec.GetRepeatedArgument<float>("value");
-    p_ = spec.GetArgument<float>("probability");
-    attempts_ = spec.GetArgument<int>("attempts");
     noise_ = spec.GetArgument<std::string>("noise");
-    DALI_ENFORCE(scale_.size() == 2 && log_ratio_.size() == 2, "DaliLoadersErase: scale and log_ratio are pairs");
     DALI_ENFORCE(noise_ == "none" || noise_ == "pixel" || noise_ == "channel",
                  "DaliLoadersErase: noise must be \"none\", \"pixel\" or \"channel\", got \"" + noise_ + "\"");
-    DALI_ENFORCE(attempts_ >= 1, "DaliLoadersErase: attempts must be >= 1");
   }
 
  protected:
@@ -79,7 +95,7 @@ class Erase : public dali::StatelessOperator<CPUBackend> {
     draws_.Acquire(spec_, ws, n);
     seeds_.Acquire(spec_, ws, n);
     for (int i = 0; i < n; i++)
-      DALI_ENFORCE(draws_[i].shape[0] == 2 * attempts_ + 3,
+      DALI_ENFORCE(draws_[i].shape[0] == box_.draws(),
                    dali::make_string("DaliLoadersErase: draws must have 2 * attempts + 3 values, got ",
                                      draws_[i].shape[0]));
     output_desc.resize(1);
@@ -104,7 +120,7 @@ class Erase : public dali::StatelessOperator<CPUBackend> {
                      dali::make_string("DaliLoadersErase: value must have one entry per channel (", c, ")"));
         float *out = output.mutable_tensor<float>(i);
         std::memcpy(out, input.tensor<float>(i), sizeof(float) * c * h * w);
-        const EraseBox box = DrawBox(draws_[i].data, attempts_, h, w, p_, scale_.data(), log_ratio_.data());
+        const EraseBox box = box_.Draw(draws_[i].data, h, w);
         if (box.height > 0 && box.width > 0) Fill(out, box, c, h, w, chw, static_cast<uint32_t>(seeds_[i].data[0]));
       }, shape.num_elements());
     }
@@ -159,9 +175,8 @@ class Erase : public dali::StatelessOperator<CPUBackend> {
 
   dali::ArgValue<float, 1> draws_;
   dali::ArgValue<int, 0> seeds_;
-  std::vector<float> scale_, log_ratio_, value_;
-  float p_;
-  int attempts_;
+  BoxSpec box_;
+  std::vector<float> value_;
   std::string noise_;
 };
 
@@ -170,14 +185,8 @@ class Erase : public dali::StatelessOperator<CPUBackend> {
 class EraseBoxOp : public dali::StatelessOperator<CPUBackend> {
  public:
   explicit EraseBoxOp(const dali::OpSpec &spec)
-      : dali::StatelessOperator<CPUBackend>(spec), height_("height", spec), width_("width", spec) {
-    scale_ = spec.GetRepeatedArgument<float>("scale");
-    log_ratio_ = spec.GetRepeatedArgument<float>("log_ratio");
-    p_ = spec.GetArgument<float>("probability");
-    attempts_ = spec.GetArgument<int>("attempts");
-    DALI_ENFORCE(scale_.size() == 2 && log_ratio_.size() == 2, "DaliLoadersEraseBox: scale and log_ratio are pairs");
-    DALI_ENFORCE(attempts_ >= 1, "DaliLoadersEraseBox: attempts must be >= 1");
-  }
+      : dali::StatelessOperator<CPUBackend>(spec), height_("height", spec), width_("width", spec),
+        box_(spec, "DaliLoadersEraseBox") {}
 
  protected:
   bool SetupImpl(std::vector<dali::OutputDesc> &output_desc, const dali::Workspace &ws) override {
@@ -187,7 +196,7 @@ class EraseBoxOp : public dali::StatelessOperator<CPUBackend> {
     height_.Acquire(spec_, ws, n);
     width_.Acquire(spec_, ws, n);
     for (int i = 0; i < n; i++)
-      DALI_ENFORCE(draws.tensor_shape(i).num_elements() == 2 * attempts_ + 3,
+      DALI_ENFORCE(draws.tensor_shape(i).num_elements() == box_.draws(),
                    dali::make_string("DaliLoadersEraseBox: draws must have 2 * attempts + 3 values, got ",
                                      draws.tensor_shape(i).num_elements()));
     output_desc.resize(2);
@@ -204,7 +213,7 @@ class EraseBoxOp : public dali::StatelessOperator<CPUBackend> {
     for (int i = 0; i < draws.num_samples(); i++) {
       const int h = height_[i].data[0], w = width_[i].data[0];
       DALI_ENFORCE(h >= 0 && w >= 0, dali::make_string("DaliLoadersEraseBox: sample ", i, " has size ", h, " x ", w));
-      const EraseBox box = DrawBox(draws.tensor<float>(i), attempts_, h, w, p_, scale_.data(), log_ratio_.data());
+      const EraseBox box = box_.Draw(draws.tensor<float>(i), h, w);
       float *a = anchor.mutable_tensor<float>(i), *s = shape.mutable_tensor<float>(i);
       a[0] = static_cast<float>(box.top);
       a[1] = static_cast<float>(box.left);
@@ -215,12 +224,19 @@ class EraseBoxOp : public dali::StatelessOperator<CPUBackend> {
 
  private:
   dali::ArgValue<int, 0> height_, width_;
-  std::vector<float> scale_, log_ratio_;
-  float p_;
-  int attempts_;
+  BoxSpec box_;
 };
 
 }  // namespace dali_loaders
+
+// The box's arguments, the parent of both schemas
+DALI_SCHEMA(DaliLoadersEraseBoxArguments)
+    .DocStr("The arguments of an erased box (DaliLoadersErase, DaliLoadersEraseBox).")
+    .MakeInternal()
+    .AddArg("scale", "(lo, hi): the box's area as a fraction of the image's.", DALI_FLOAT_VEC)
+    .AddArg("log_ratio", "(lo, hi): the log of the box's aspect ratio.", DALI_FLOAT_VEC)
+    .AddArg("probability", "The chance that an image is erased.", DALI_FLOAT)
+    .AddOptionalArg("attempts", "Tries before the image is left as it is.", 10);
 
 DALI_REGISTER_OPERATOR(DaliLoadersErase, ::dali_loaders::Erase, ::dali::CPU);
 
@@ -230,12 +246,9 @@ per-sample uniforms `draws` (2 * attempts + 3 of them) as torchvision and timm d
 with `value` (per channel), or with normal noise per pixel or per channel seeded by `noise_seed`.)")
     .NumInput(1)
     .NumOutput(1)
+    .AddParent("DaliLoadersEraseBoxArguments")
     .AddArg("draws", "float32 (2 * attempts + 3,) uniforms in [0, 1) per sample.", DALI_FLOAT_VEC, true)
     .AddArg("noise_seed", "int32 per sample: the seed of the normal noise.", DALI_INT32, true)
-    .AddArg("scale", "(lo, hi): the box's area as a fraction of the image's.", DALI_FLOAT_VEC)
-    .AddArg("log_ratio", "(lo, hi): the log of the box's aspect ratio.", DALI_FLOAT_VEC)
-    .AddArg("probability", "The chance that an image is erased.", DALI_FLOAT)
-    .AddOptionalArg("attempts", "Tries before the image is left as it is.", 10)
     .AddOptionalArg("value", "Per channel, the fill (noise \"none\"); empty: zeros.", std::vector<float>())
     .AddOptionalArg("noise", "\"none\" (value), \"pixel\" or \"channel\" (standard normal).", std::string("none"));
 
@@ -247,9 +260,6 @@ DALI_SCHEMA(DaliLoadersEraseBox)
 (top, left) and shape (height, width) as float32 pairs, for fn.erase; (0, 0) where none is drawn.)")
     .NumInput(1)
     .NumOutput(2)
+    .AddParent("DaliLoadersEraseBoxArguments")
     .AddArg("height", "int32 per sample: the image's height.", DALI_INT32, true)
-    .AddArg("width", "int32 per sample: the image's width.", DALI_INT32, true)
-    .AddArg("scale", "(lo, hi): the box's area as a fraction of the image's.", DALI_FLOAT_VEC)
-    .AddArg("log_ratio", "(lo, hi): the log of the box's aspect ratio.", DALI_FLOAT_VEC)
-    .AddArg("probability", "The chance that an image is erased.", DALI_FLOAT)
-    .AddOptionalArg("attempts", "Tries before the image is left as it is.", 10);
+    .AddArg("width", "int32 per sample: the image's width.", DALI_INT32, true);

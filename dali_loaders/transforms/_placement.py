@@ -1,0 +1,85 @@
+"""Where a recipe's steps run and what its graph needs: the marks translators carry (they
+branch per sample, fuse into DaliLoadersAugment, chain on GPU graphs) and what follows from
+them for a whole recipe (conditionals; the fused steps on the CPU under device="gpu")."""
+from typing import Any, Callable, Optional
+
+from ._core import TRANSLATORS, Plan
+
+
+def needs_conditionals(recipe: Plan, variant: str = "gpu") -> bool:
+    """Whether the graph has per-sample `if`s: DALI then needs enable_conditionals. Where the
+    steps run on the CPU, the steps DaliLoadersAugment runs have none (see fused.py); the
+    plugin is only built when the recipe has such a step. On the GPU, the chained steps
+    have none (see augment_chain.py)."""
+    from ..ops import augment as op
+
+    # the translated steps run where the pixels are read: the CPU for Python steps
+    device = "cpu" if recipe.python or variant in CPU_STEPS else "gpu"
+    branching = [(step, t) for step, t in _branching(recipe) if not (device == "gpu" and getattr(t, "chains", False))]
+    fusing = [_fuses(step, t) for step, t in branching]
+    fused = any(fusing) and op.usable(device)
+    return bool(branching) and not (fused and all(fusing))
+
+
+CPU_STEPS = ("cpu", "cpu-steps")   # the variants whose translated steps run on the CPU (loader/build.py)
+
+
+def fused_on_cpu(recipe: Plan, one_slot_on_gpu: bool = True) -> bool:
+    """Whether a per-sample branching step of the recipe (the AutoAugment family, ColorJitter's
+    order, RandomApply, ...) is one the fused CPU operator runs, and that operator is built here;
+    with `one_slot_on_gpu`, a step whose GPU chain has one slot does not count (a GPU graph runs
+    it faster)."""
+    from ..ops import augment as op
+
+    return any(_fuses(step, t) and not (one_slot_on_gpu and _one_slot_on_gpu(step, t))
+               for step, t in _branching(recipe)) and op.usable("cpu")
+
+
+def _one_slot_on_gpu(step, translator) -> bool:
+    """A step the GPU chain runs in one slot (TrivialAugmentWide, RandAugment(1)): on an H200
+    with 16 cores, the chain of TrivialAugmentWide ran 8,681 images/s against 6,025 with the
+    fused CPU operator (decoding on the CPU then), where two slots (RandAugment(2, 9)) ran
+    4,736 against 5,241."""
+    slots = getattr(translator, "chain_slots", None)
+    return getattr(translator, "chains", False) and slots is not None and slots(step) <= 1
+
+
+def _branching(recipe: Plan):
+    steps = [(step, TRANSLATORS[type(step)]) for step in recipe.translated]
+    return [(step, t) for step, t in steps if getattr(t, "branches", lambda s: False)(step)]
+
+
+def _fuses(step, translator) -> bool:
+    return getattr(translator, "augments", False) and getattr(translator, "fuses", lambda s: True)(step)
+
+
+def branches(translator):
+    """Marks a translator that uses `if` on DataNodes (DALI's conditional execution)."""
+    translator.branches = lambda step: True
+    return translator
+
+
+def branches_when(condition: Callable[[Any], bool]):
+    """Marks a translator that uses `if` on DataNodes for the steps `condition` holds for."""
+    def mark(translator):
+        translator.branches = condition
+        return translator
+    return mark
+
+
+def chains(translator=None, *, slots: Optional[Callable[[Any], int]] = None):
+    """Marks a branching translator that on GPU graphs runs without branches (augment_chain.py);
+    `slots(step)`, where given, counts the chain's slots (operations an image goes through)."""
+    def mark(translator):
+        translator.chains = True
+        translator.chain_slots = slots
+        return translator
+    return mark(translator) if translator is not None else mark
+
+
+def augments(translator):
+    """Marks a translator that adds slots to the pending DaliLoadersAugment call where the
+    operator is usable (a CPU graph) instead of branching; it flushes them itself otherwise.
+    A translator's `fuses(step)`, where it has one, says which of its steps it fuses."""
+    translator.augments = True
+    return translator

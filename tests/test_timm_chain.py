@@ -158,20 +158,30 @@ def test_gpu_graphs_have_no_conditionals(name):
     assert kinds["WarpAffine"] == 2 * (2 if name.startswith("rand") else 2), kinds   # two slots; a cover warp each
 
 
+@pytest.mark.parametrize("box", ["arithmetic", "DaliLoadersEraseBox"])
 @pytest.mark.parametrize("recipe", ["resnet50", "timm-ra"])
-def test_the_heavy_recipes_run_whole_on_the_chain(recipe, tmp_path, monkeypatch):
+def test_the_heavy_recipes_run_whole_on_the_chain(recipe, box, tmp_path, monkeypatch):
     """torchvision's ResNet-50 recipe and timm's RandAugment recipe, through a loader with the
-    chain forced onto a CPU graph (the plugin off, so RandomErasing's box is the GPU graphs'
-    too): normalized batches of the recipe's size, two epochs, each image its own."""
+    chain forced onto a CPU graph, RandomErasing's box drawn as GPU graphs draw it (in DALI
+    arithmetic with the plugins off, or by DaliLoadersEraseBox with the fused operator kept
+    out): normalized batches of the recipe's size, two epochs, each image its own."""
     from PIL import Image
     from torchvision import datasets
 
     from dali_loaders import DaliLoader
     from dali_loaders.bench.catalog import RECIPES
-    from dali_loaders.ops import plugin
+    from dali_loaders.ops import augment, plugin
     from dali_loaders.transforms import augment_chain
 
-    monkeypatch.setenv(plugin.DISABLE_ENV, "1")   # DALI's own operators only, as on a GPU graph
+    if box == "arithmetic":
+        monkeypatch.setenv(plugin.DISABLE_ENV, "1")   # DALI's own operators only, as on a GPU graph
+    elif not plugin.augment_available():
+        pytest.skip("the augmentation plugin cannot be built here")
+    else:
+        monkeypatch.setattr(augment, "usable", lambda device: False)   # the fused operator: a CPU graph's
+        boxes = []
+        drawn = augment.erase_box
+        monkeypatch.setattr(augment, "erase_box", lambda *args, **kwargs: boxes.append(1) or drawn(*args, **kwargs))
     chained = []
     monkeypatch.setattr(augment_chain, "usable", lambda images: chained.append(1) or True)
     rng = np.random.default_rng(1)
@@ -189,3 +199,4 @@ def test_the_heavy_recipes_run_whole_on_the_chain(recipe, tmp_path, monkeypatch)
             assert images.dtype.is_floating_point and images.shape[1] == 3 and images.shape[2] == images.shape[3]
             assert torch.isfinite(images).all() and images.std() > 0.1
     assert chained
+    assert box == "arithmetic" or boxes

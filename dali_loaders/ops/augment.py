@@ -129,10 +129,12 @@ def erase_box(height, width, probability: float, scale: Sequence[float], ratio: 
     width), the box DaliLoadersErase would erase in a `height` x `width` image (ints, or CPU
     int DataNodes), for DALI's fn.erase on a GPU graph; an empty box where none is drawn."""
     import math
+    import numbers
 
     from nvidia.dali import fn, types
 
-    sides = [side if isinstance(side, int) else fn.cast(side, dtype=types.INT32) for side in (height, width)]
+    sides = [int(side) if isinstance(side, numbers.Integral) else fn.cast(side, dtype=types.INT32)
+             for side in (height, width)]
     return fn.dali_loaders_erase_box(box_draws(), height=sides[0], width=sides[1], probability=float(probability),
                                      scale=[float(s) for s in scale], log_ratio=[math.log(r) for r in ratio],
                                      attempts=ERASE_ATTEMPTS)

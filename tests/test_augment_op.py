@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 import torch
 from photos import load, photo_paths
+from resume_check import assert_resume_gives_the_rest
 from PIL import Image
 from torchvision.transforms import InterpolationMode as IM
 from torchvision.transforms import autoaugment as v1_autoaugment
@@ -196,6 +197,31 @@ def test_the_box_operator_draws_the_box_the_erase_operator_erases(layout):
     assert 0 < sum(erased) < len(erased)   # some boxes, some images left as they were
     for (h, w), b in zip(sizes, boxes):
         assert (b[0] < h and b[1] < w) or not np.any(b)
+
+
+def test_a_loader_erasing_with_the_box_operator_resumes_mid_epoch_exactly(monkeypatch):
+    """The box operator's draws are the graph's own random operator: a state saved mid-epoch
+    gives the rest of the epoch bit for bit (GPU graphs' erasing, forced onto a CPU graph)."""
+    from dali_loaders.loader import dali_loader
+    from dali_loaders.sources.arrays import ArraySource
+
+    boxes = []
+    drawn = op.erase_box
+    monkeypatch.setattr(fused, "erase_float", lambda *args, **kwargs: False)
+    monkeypatch.setattr(op, "erase_box", lambda *args, **kwargs: boxes.append(1) or drawn(*args, **kwargs))
+    pixels = np.random.default_rng(2).integers(0, 256, (48, 20, 24, 3), dtype=np.uint8)
+    recipe = v2.Compose([v2.ToImage(), v2.RandomCrop(16), v2.ToDtype(torch.float32, scale=True),
+                         v2.RandomErasing(p=0.7, value="random")])
+
+    def loader():
+        return dali_loader(ArraySource(pixels, np.arange(48), "indexed"), recipe, train=True, batch_size=8,
+                           num_threads=2, seed=5)
+
+    assert_resume_gives_the_rest(loader, taken=2, epoch=1)
+    assert boxes
+    images = torch.cat([x for x, _ in loader()])   # noise leaves 0 .. 1 where a box was erased
+    erased = ((images < 0) | (images > 1)).flatten(1).any(1).float().mean()
+    assert 0.4 < erased < 0.95, erased
 
 
 # -- bad arguments, refused by name -------------------------------------------------------------

@@ -199,6 +199,29 @@ def test_the_box_operator_draws_the_box_the_erase_operator_erases(layout):
         assert (b[0] < h and b[1] < w) or not np.any(b)
 
 
+def test_the_box_operators_graph_erases_the_boxes_the_erase_operators_graph_erases(monkeypatch):
+    """A GPU graph's erasing (DaliLoadersEraseBox and fn.erase, here forced onto a CPU graph)
+    and a CPU graph's (DaliLoadersErase), seeded alike, erase the same boxes: what lets
+    check-gpu compare them pixel for pixel."""
+    from dali_loaders.loader import dali_loader
+    from dali_loaders.sources.arrays import ArraySource
+
+    pixels = np.random.default_rng(0).integers(0, 256, (32, 48, 64, 3), dtype=np.uint8)
+    recipe = v2.Compose([v2.ToImage(), v2.ToDtype(torch.float32, scale=True), v2.RandomErasing(p=0.7, value=0.5)])
+
+    def epoch():
+        loader = dali_loader(ArraySource(pixels, np.zeros(32), "noise"), recipe, train=True, batch_size=8,
+                             num_threads=2, seed=7)
+        return torch.cat([x for x, _ in loader])
+
+    fused_erasing = epoch()
+    monkeypatch.setattr(fused, "erase_float", lambda *args, **kwargs: False)
+    boxed = epoch()
+    assert torch.equal(fused_erasing, boxed)
+    erased = (boxed == 0.5).all(dim=1).flatten(1).sum(1)
+    assert 10 < int((erased > 0).sum()) < 32
+
+
 def test_a_loader_erasing_with_the_box_operator_resumes_mid_epoch_exactly(monkeypatch):
     """The box operator's draws are the graph's own random operator: a state saved mid-epoch
     gives the rest of the epoch bit for bit (GPU graphs' erasing, forced onto a CPU graph)."""

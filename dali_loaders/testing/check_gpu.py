@@ -2,18 +2,19 @@
 checks, each with its bound, and pass / fail.
 
 Deterministic steps (random ones with their parameters pinned, so each output is determined,
-and Cutout, whose draws DALI makes on the CPU for both) are compared pixel for pixel: each
-check builds the same loader twice, the CPU variant and a GPU one, with the same seed, and
-walks both epochs together (`zip(strict=True)`: the same number of batches, the same labels,
-whole images compared, no centre crop). Its bound is the largest difference allowed in levels
-of 0..255 (a normalized output scaled back by 255 x its std): 1 where the step moves pixels
-only (a JPEG decoded by nvJPEG differs from libjpeg-turbo by a level on a few pixels), more
-where DALI's resampling or colour arithmetic is not PIL's. The truly random transforms
-(erasing, the AutoAugment family, timm's) draw other numbers on the GPU: they are compared by
-distribution with torchvision's and timm's own classes (testing/distributions.py), each with
-a parameter that, ignored, fails it. Checked too: the decode variants (cpu-decode, mixed) and
-the CIFAR and ImageNet loaders with their default recipes. Without a GPU it says so and exits
-0. `--against cpu` runs the same checks CPU against CPU: the machinery, tried on any machine.
+and Cutout and RandomErasing, whose draws DALI makes on the CPU for both) are compared pixel
+for pixel: each check builds the same loader twice, the CPU variant and a GPU one, with the
+same seed, and walks both epochs together (`zip(strict=True)`: the same number of batches, the
+same labels, whole images compared, no centre crop). Its bound is the largest difference
+allowed in levels of 0..255 (a normalized output scaled back by 255 x its std): 1 where the
+step moves pixels only (a JPEG decoded by nvJPEG differs from libjpeg-turbo by a level on a few
+pixels), more where DALI's resampling or colour arithmetic is not PIL's. The truly random
+transforms (the AutoAugment family, timm's) draw other numbers on the GPU: they, and erasing
+too, are compared by distribution with torchvision's and timm's own classes
+(testing/distributions.py), each with a parameter that, ignored, fails it. Checked too: the
+decode variants (cpu-decode, mixed) and the CIFAR and ImageNet loaders with their default
+recipes. Without a GPU it says so and exits 0. `--against cpu` runs the same checks CPU against
+CPU: the machinery, tried on any machine.
 """
 import dataclasses
 import os
@@ -83,6 +84,9 @@ def transform_cases() -> List[tuple]:
          1),
         ("ToTensor v1", _v1_to_tensor(), 1),
         ("Cutout (same seed)", v2.Compose([*FLOAT, Cutout(8)]), 1),
+        # the box drawn on the CPU for both, from the same draws (DaliLoadersErase here,
+        # DaliLoadersEraseBox + fn.erase there, where the plugin is built)
+        ("RandomErasing (same seed)", v2.Compose([*FLOAT, v2.RandomErasing(p=0.7, value=0.5)]), 1),
         ("DaliFunction", transforms.DaliFunction(_resize_20), 2),
         ("ToPureTensor", v2.Compose([*FLOAT, v2.ToPureTensor()]), 1),
     ] + _timm_cases()

@@ -9,6 +9,7 @@ median of the epochs after the first, as the bench.
 From the repository's root; the rows and $OUT/probe-extra.json (where OUT is set).
 """
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -80,12 +81,23 @@ def guarded(name, run):
         traceback.print_exc(limit=8)
 
 
+@contextlib.contextmanager
+def steps_on(where: str):
+    """device="gpu" with every step the fused CPU operator runs placed on `where` ("cpu" or
+    "gpu") meanwhile, whatever the measured placement says."""
+    from dali_loaders.loader import build
+
+    saved, build.FUSED_STEPS = build.FUSED_STEPS, where
+    try:
+        yield
+    finally:
+        build.FUSED_STEPS = saved
+
+
 def dali_rows(train_folder):
     """The heavy recipes under device="gpu" with their augmentations on the CPU (the fused
     operator) and on the GPU (the chain of operators), each forced, and under "cpu-decode"."""
     from torchvision.datasets import ImageFolder
-
-    from dali_loaders.loader import build
 
     for recipe in ("resnet50", "timm-ra"):
         make = RECIPES["imagenet"][recipe].make
@@ -94,15 +106,11 @@ def dali_rows(train_folder):
                                                          if device == "gpu" else "")
 
             def run(device=device, make=make, on_cpu=on_cpu, name=name):
-                saved, build.FUSED_STEPS = build.FUSED_STEPS, "cpu" if on_cpu else "gpu"
-                try:
-                    with Builds() as built:
-                        loader = DaliLoader(ImageFolder(train_folder, transform=make(True)), batch_size=BATCH,
-                                            shuffle=True, num_workers=THREADS, device=device, seed=1)
-                        rates = epochs_of(loader)
-                        loader.close()
-                finally:
-                    build.FUSED_STEPS = saved
+                with steps_on("cpu" if on_cpu else "gpu"), Builds() as built:
+                    loader = DaliLoader(ImageFolder(train_folder, transform=make(True)), batch_size=BATCH,
+                                        shuffle=True, num_workers=THREADS, device=device, seed=1)
+                    rates = epochs_of(loader)
+                    loader.close()
                 report(name, rates, builds=built.count)
             guarded(name, run)
 
@@ -113,8 +121,6 @@ def piece_rows(train_folder):
     chain) and, for those the fused CPU operator runs, on the CPU; where each one's time goes."""
     from torchvision.datasets import ImageFolder
     from torchvision.transforms import v2
-
-    from dali_loaders.loader import build
 
     norm = recipes.to_float(recipes.IMAGENET_MEAN, recipes.IMAGENET_STD)
     base = [v2.RandomResizedCrop(176, antialias=True), v2.RandomHorizontalFlip()]
@@ -132,14 +138,11 @@ def piece_rows(train_folder):
         label = f"piece {name}, steps on the {'CPU' if on_cpu else 'GPU'}"
 
         def run(transform=transform, on_cpu=on_cpu, label=label):
-            saved, build.FUSED_STEPS = build.FUSED_STEPS, "cpu" if on_cpu else "gpu"
-            try:
+            with steps_on("cpu" if on_cpu else "gpu"):
                 loader = DaliLoader(ImageFolder(train_folder, transform=transform), batch_size=BATCH, shuffle=True,
                                     num_workers=THREADS, device="gpu", seed=1)
                 rates = epochs_of(loader)
                 loader.close()
-            finally:
-                build.FUSED_STEPS = saved
             report(label, rates)
         guarded(label, run)
 

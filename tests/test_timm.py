@@ -231,7 +231,7 @@ def test_each_operation_matches_timm_at_a_fixed_magnitude(name, monkeypatch):
     images = photo_arrays(64)
     source = ArraySource(images, np.arange(len(images)), "photos")
     step = single_op(name)
-    monkeypatch.setattr(translators, "sign", lambda: 1.0)
+    monkeypatch.setattr(translators.timm_chain, "sign_draw", lambda: 1.0)
     monkeypatch.setattr(translators.timm_fused, "FIXED_SIGN", 1.0)
     ours = dali_outputs(source, [step, v2.PILToTensor()])
     monkeypatch.setattr(random, "random", lambda: 0.1)

@@ -188,10 +188,11 @@ def first_fitting(h, w, img_h, img_w):
     return fn.reductions.sum(chosen * h), fn.reductions.sum(chosen * w)
 
 
-def erase_box(step, images: Images):
-    """(top, left, height, width) per image as torchvision draws them: up to 10 tries of an
-    area and log-uniform aspect, the first that fits inside the image wins; none fitting, or
-    the coin (p) saying no, gives an empty box."""
+def arithmetic_erase_box(step, images: Images):
+    """(top, left, height, width) per image as torchvision draws them, in DALI arithmetic (where
+    the plugin, and with it DaliLoadersEraseBox, is not built): up to 10 tries of an area and
+    log-uniform aspect, the first that fits inside the image wins; none fitting, or the coin (p)
+    saying no, gives an empty box."""
     from nvidia.dali import fn, types
     from nvidia.dali import math as dmath
 
@@ -211,15 +212,15 @@ def erase_box(step, images: Images):
 
 
 def erase_window(step, images: Images) -> dict:
-    """fn.erase's anchor and shape (HW) of the box erase_box draws: one DaliLoadersEraseBox
+    """fn.erase's anchor and shape (HW) of the box torchvision would draw: one DaliLoadersEraseBox
     call where the plugin is built (the box in DALI arithmetic is some fifty one-number
-    operators a batch, each a round over every sample), else erase_box."""
+    operators a batch, each a round over every sample), else arithmetic_erase_box."""
     from nvidia.dali import fn, types
 
     if augment_op.box_usable():
         anchor, shape = augment_op.erase_box(images.height, images.width, step.p, step.scale, step.ratio)
         return dict(anchor=anchor, shape=shape, axis_names="HW")
-    top, left, height, width = erase_box(step, images)
+    top, left, height, width = arithmetic_erase_box(step, images)
     return dict(anchor=fn.stack(fn.cast(top, dtype=types.FLOAT), fn.cast(left, dtype=types.FLOAT)),
                 shape=fn.stack(height, width), axis_names="HW")
 
@@ -232,9 +233,12 @@ def uint8_erasing(step, images: Images) -> None:
         raise ValueError(f"{describe(step)} on uint8 pixels is not translated (but for a value in 0 .. 255 on "
                          f"the CPU): put it after ToDtype(float32, scale=True) and Normalize, as torchvision's "
                          f"references do, or pass python_fallback=True")
+    from nvidia.dali import fn
+
     images.uint8_pixels(step)
     images.decode()
-    fused.erase(step, images, erase_box(step, images), value)
+    window = erase_window(step, images)   # the plugin is built: DaliLoadersEraseBox
+    fused.erase(step, images, fn.cat(window["anchor"], window["shape"]), value)
 
 
 @translates("RandomErasing")

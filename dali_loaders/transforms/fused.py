@@ -20,7 +20,7 @@ import numpy as np
 
 from ..ops import augment as op
 from . import augment_space
-from ._args import coin, fill_values, interp_type, stack
+from ._args import coin, fill_values, interp_type
 from ._core import Images, is_v1
 
 
@@ -236,13 +236,14 @@ def random_grayscale(step, images: Images) -> None:
 
 
 def erase(step, images: Images, box, value: List[float]) -> None:
-    """RandomErasing on uint8 pixels (the twin erases its uint8 tensor): the drawn box set to
-    the value, which torchvision's copy into uint8 truncates."""
+    """RandomErasing on uint8 pixels (the twin erases its uint8 tensor): the drawn box, float32
+    (top, left, height, width) per sample, set to the value, which torchvision's copy into uint8
+    truncates."""
     from nvidia.dali import types
 
     value = value * images.channels if len(value) == 1 else value
     pending = images.pending_augment(kernels(step, images), None, warps=False, erase_value=value)
-    pending.add_direct(types.Constant(np.int32(op.CODES["Erase"])), stack(*box))
+    pending.add_direct(types.Constant(np.int32(op.CODES["Erase"])), box)
 
 
 def erase_float(images: Images, probability: float, scale, ratio, value: Optional[List[float]], noise: str) -> bool:

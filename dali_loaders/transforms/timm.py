@@ -109,10 +109,10 @@ def random_erasing(step, images: Images) -> None:
     box = SimpleNamespace(scale=(step.min_area, step.max_area), p=step.probability,
                           ratio=tuple(math.exp(r) for r in step.log_aspect_ratio))
     window = erase_window(box, images)
-    kept = fn.erase(images.data * 0.0 + 1.0, fill_value=0.0, **window)
     if step.mode == "const":
-        images.data = images.data * kept
+        images.data = fn.erase(images.data, fill_value=0.0, **window)
         return
+    kept = fn.erase(images.data * 0.0 + 1.0, fill_value=0.0, **window)
     if step.mode == "pixel":   # zeros around the box: (1 - kept) hides the 1 x 1 of an empty box
         noise = box_noise(images, window["anchor"], window["shape"])
     else:
@@ -207,11 +207,6 @@ def operations(images: Images, fill):
     return table
 
 
-def sign():
-    """timm's _randomly_negate: -1 or +1, each with probability 1/2."""
-    return timm_chain.sign_draw()
-
-
 def augment_refusal(step) -> str:
     ops = step.ops if hasattr(step, "ops") else [op for sub in step.policy for op in sub]
     unknown = sorted({op.name for op in ops} - set(KNOWN_OPS))
@@ -244,7 +239,8 @@ def apply_one_of(images: Images, ops, index, table) -> None:
             chosen = chosen & fn.cast(coin(op.prob), dtype=types.BOOL)
         argument = None
         if timm_fused.level_of(op.name, op.hparams) is not None:
-            argument = timm_chain.argument(timm_chain.op_level(op), *timm_chain.magnitude_draws([op]), sign())
+            argument = timm_chain.argument(timm_chain.op_level(op), *timm_chain.magnitude_draws([op]),
+                                           timm_chain.sign_draw())
         if chosen:
             data = table[op.name](data, argument)
     images.data = data

@@ -161,6 +161,35 @@ def test_translations_follow_the_image_size_when_it_is_known_at_build_time():
     assert not aa.depends_on_size(v2.TrivialAugmentWide(), 31) and aa.depends_on_size(step, 31)
 
 
+def test_autocontrast_leaves_a_flat_channel_as_it_is_and_stretches_the_others():
+    """A channel of one value has nothing to stretch: torchvision (and PIL) leave it; the
+    others still span 0 .. 255. Whole images of one value too."""
+    from nvidia.dali import fn, pipeline_def
+
+    from dali_loaders.transforms import augment_ops
+
+    rng = np.random.default_rng(5)
+    varied = rng.integers(40, 200, (12, 9, 3), dtype=np.uint8)
+    one_flat = varied.copy()
+    one_flat[..., 1] = 77
+    all_flat = np.full((12, 9, 3), 201, np.uint8)
+    batch = [varied, one_flat, all_flat, np.zeros((12, 9, 3), np.uint8)]
+
+    @pipeline_def(batch_size=len(batch), num_threads=1, device_id=None)
+    def pipe():
+        data = fn.external_source(source=lambda: batch, batch=True, layout="HWC")
+        return augment_ops.auto_contrast(data, None)
+
+    pipeline = pipe()
+    pipeline.build()
+    got = [np.array(image) for image in pipeline.run()[0]]
+    for image, out in zip(batch, got):
+        want = np.asarray(F.autocontrast(F.to_pil_image(image)))
+        assert np.abs(out.astype(int) - want.astype(int)).max() <= BOUNDS["AutoContrast"][0]
+    assert np.array_equal(got[1][..., 1], one_flat[..., 1]) and got[1][..., 0].max() == 255
+    assert np.array_equal(got[2], all_flat)
+
+
 # -- 2. which operation, at which magnitude: DALI's draws against torchvision's ----------------
 
 TAPE = 4   # the probe records up to this many operations per image

@@ -15,7 +15,9 @@ Every no-op parameter is exact: the identity matrix maps each output pixel centr
 input centre (nearest and linear alike); a blend with factor 1 gives d + (x - d) = x, the
 degenerate image d being whole numbers (a PIL mean is rounded, greys are whole); mask 255;
 threshold 256. Where no parameter leaves the image alone (contrast against torchvision's
-fractional mean, autocontrast, equalize), a 0/1 weight selects, w * a + (1 - w) * x, exact too.
+fractional mean, autocontrast, equalize), a mask of 0 or 255 selects, x ^ ((a ^ x) & mask), exact
+too. On a GPU graph each operator costs about as much as its pixels (docs/gpu.md), so the
+stages are written in as few as their arithmetic allows.
 """
 import numpy as np
 
@@ -36,6 +38,7 @@ NO_OP = {"angle": 0.0, "rotates": 0.0, "m0": 1.0, "m1": 0.0, "m2": 0.0, "m3": 0.
          "Color": 1.0, "Contrast": 1.0, "contrast_on": 0.0, "Sharpness": 1.0, "Posterize": 255.0,
          "posterize_bits": 8.0, "Solarize": 256.0, "SolarizeAdd": 0.0, "AutoContrast": 0.0, "Equalize": 0.0}
 COLUMN = {name: k for k, name in enumerate(NO_OP)}
+SELECTED = 255.0   # the mask of a stage whose result an image takes (contrast_on, AutoContrast, Equalize)
 MATRIX = slice(COLUMN["m0"], COLUMN["m5"] + 1)
 WARPS = {"ShearX", "ShearY", "TranslateX", "TranslateY", "Rotate"}
 KNOWN = WARPS | {"Identity", "Brightness", "Color", "Contrast", "Sharpness", "Posterize", "Solarize",
@@ -72,7 +75,7 @@ def parameter_rows(step, images: Images, table: Table) -> np.ndarray:
             row.update(angle=float(m), rotates=1.0)
         elif name in ("Brightness", "Color", "Contrast", "Sharpness"):
             row[name] = float(np.float32(1.0 + magnitude))
-            row["contrast_on"] = 1.0 if name == "Contrast" else 0.0
+            row["contrast_on"] = SELECTED if name == "Contrast" else 0.0
         elif name == "Posterize":
             row[name] = float(255 ^ (2 ** (8 - int(magnitude)) - 1))
         elif name == "Solarize":
@@ -80,7 +83,7 @@ def parameter_rows(step, images: Images, table: Table) -> np.ndarray:
         elif name == "Invert":   # 255 - x: every pixel is at or above 0
             row["Solarize"] = 0.0
         elif name in ("AutoContrast", "Equalize"):
-            row[name] = 1.0
+            row[name] = SELECTED
         out.append(row)
     return np.array([[row[c] for c in NO_OP] for row in out], np.float32)
 
@@ -118,22 +121,38 @@ def warp_matrix(images: Images, params, present: set):
     return matrix
 
 
-def selected(weight, changed, data):
-    """changed where weight is 1, data where it is 0 (both uint8)."""
-    from nvidia.dali import fn, types
+def selected(mask, changed, data):
+    """changed where the uint8 mask is SELECTED (255), data where it is 0 (all uint8)."""
+    return data ^ ((changed ^ data) & mask)
 
-    return fn.cast(weight * changed + (1.0 - weight) * data, dtype=types.UINT8)
+
+class Columns:
+    """A gathered row's columns as per-sample numbers beside the pixels, each taken once:
+    float, or uint8 (the masks and posterize's bits mask) from one cast of the whole row."""
+
+    def __init__(self, params, device: str):
+        self.params = params.gpu() if device == "gpu" else params
+        self.whole_uint8 = None
+
+    def __call__(self, name: str):
+        return self.params[COLUMN[name]]
+
+    def uint8(self, name: str):
+        from nvidia.dali import fn, types
+
+        if self.whole_uint8 is None:   # the columns read as uint8 hold whole numbers 0 .. 255
+            self.whole_uint8 = fn.cast(self.params, dtype=types.UINT8)
+        return self.whole_uint8[COLUMN[name]]
 
 
 @unconverted_function
 def chain(images: Images, params, present: set, warp_with) -> None:
     """One slot: images.data through the stages in `present`, each with the sample's own
     parameters (a gathered row, CPU); `warp_with(data, matrix)` is the step's warp."""
-    from nvidia.dali import fn, types
+    from nvidia.dali import fn
 
     data = images.data
-    on = params.gpu() if images.device == "gpu" else params   # the per-sample numbers beside the pixels
-    value = lambda name: on[COLUMN[name]]   # noqa: E731
+    value = Columns(params, images.device)
     if present & WARPS:
         data = warp_with(data, warp_matrix(images, params, present))
     if "Brightness" in present:
@@ -145,21 +164,21 @@ def chain(images: Images, params, present: set, warp_with) -> None:
         data = color(images, grey)(data, value("Color"))
     if "Contrast" in present:
         changed = contrast(images, grey)(data, value("Contrast"))
-        data = changed if images.kind == "pil" else selected(value("contrast_on"), changed, data)
+        data = changed if images.kind == "pil" else selected(value.uint8("contrast_on"), changed, data)
     if "Sharpness" in present:
         data = sharpen(images)(data, value("Sharpness"))
     if "posterize_bits" in present:
         data = posterize_bits(data, value("posterize_bits"))
     elif "Posterize" in present:
-        data = data & fn.cast(value("Posterize"), dtype=types.UINT8)
+        data = data & value.uint8("Posterize")
     if present & {"Solarize", "Invert"}:
         data = solarize(data, value("Solarize"))
     if "SolarizeAdd" in present:   # adding 0 below 128 rounds each pixel to itself
         data = solarize_add(data, value("SolarizeAdd"))
     if "AutoContrast" in present:
-        data = selected(value("AutoContrast"), auto_contrast(data, None), data)
+        data = selected(value.uint8("AutoContrast"), auto_contrast(data, None), data)
     if "Equalize" in present:   # the operator of DALI's auto_aug equalize (fn.experimental.equalize then)
-        data = selected(value("Equalize"), fn.equalize(data), data)
+        data = selected(value.uint8("Equalize"), fn.equalize(data), data)
     images.data = data
 
 

@@ -18,11 +18,13 @@ from ._hsv import (
 
 def to_uint8(values):
     """Float pixels back to uint8 as the twin stores them: PIL's blend and torchvision's
-    tensor kernels both truncate (a clamp, then a cast that drops the fraction)."""
+    tensor kernels both truncate (a clamp, then a cast that drops the fraction). DALI's cast
+    saturates, so after the floor it is the clamp: one operator fewer a blend (on a GPU graph
+    each operator costs about as much as its pixels, see docs/gpu.md)."""
     from nvidia.dali import fn, types
     from nvidia.dali import math as dmath
 
-    return fn.cast(dmath.floor(dmath.clamp(values, 0.0, 255.0)), dtype=types.UINT8)
+    return fn.cast(dmath.floor(values), dtype=types.UINT8)
 
 
 def as_float(data):
@@ -31,19 +33,27 @@ def as_float(data):
     return fn.cast(data, dtype=types.FLOAT)
 
 
+PIL_LUMA_WEIGHTS = (19595, 38470, 7471)   # convert("L"): R, G, B in 16-bit fixed point
+
+
 def luma(data, images: Images):
-    """The grey image (float, HW1) each twin computes from uint8 pixels: PIL's convert("L")
-    in 16-bit fixed point, rounded; torchvision's tensors 0.2989 R + 0.587 G + 0.114 B in
-    float32, truncated. A 1-channel image is its own grey."""
+    """The grey image (float, HW1) each twin computes from uint8 pixels:
+    PIL's convert("L") in 16-bit fixed point, rounded; torchvision's tensors 0.2989 R +
+    0.587 G + 0.114 B in float32, truncated. A 1-channel image is its own grey."""
     from nvidia.dali import fn, types
     from nvidia.dali import math as dmath
 
     if images.channels == 1:
         return as_float(data)
+    rgb = data if images.channels == 3 else data[:, :, 0:3]
     if images.kind == "pil":
-        r, g, b = (fn.cast(data[:, :, k:k + 1], dtype=types.INT32) for k in range(3))
-        return as_float((r * 19595 + g * 38470 + b * 7471 + 32768) // 65536)
-    r, g, b = (as_float(data[:, :, k:k + 1]) for k in range(3))
+        # (R w0 + G w1 + B w2 + 2^15) / 2^16, floored: each product and partial sum is a whole
+        # multiple of 2^-16 below 2^8, exact in float32 in any order (or fused): two operators
+        # where twelve did it in int32
+        weights = [w / 65536.0 for w in PIL_LUMA_WEIGHTS]
+        return dmath.floor(fn.coord_transform(rgb, M=weights, T=[0.5], dtype=types.FLOAT))
+    pixels = as_float(rgb)   # floats: torch's order of additions, one channel at a time
+    r, g, b = (pixels[:, :, k:k + 1] for k in range(3))
     return dmath.floor(r * 0.2989 + g * 0.587 + b * 0.114)
 
 

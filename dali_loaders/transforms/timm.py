@@ -155,7 +155,7 @@ def warp(fill):
             255, dtype=types.UINT8), matrix=matrix, inverse_map=True, fill_value=0.0, interp_type=types.INTERP_LINEAR,
             dtype=types.FLOAT) * (1.0 / 255.0)
         out = warped + (1.0 - cover) * types.Constant(np.array(fill, np.float32))
-        return fn.cast(augment_ops.round_to_uint8_range(out), dtype=types.UINT8)
+        return augment_ops.rounded_uint8(out)
     return op
 
 

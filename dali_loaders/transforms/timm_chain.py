@@ -56,7 +56,7 @@ def rows(ops: List, images: Optional[Images]) -> Tuple[np.ndarray, np.ndarray, n
             hot[k, augment_chain.COLUMN[column]] = 1.0
         base[k, augment_chain.COLUMN["rotates"]] = float(o.name == "Rotate")
         for flag in ("AutoContrast", "Equalize"):
-            base[k, augment_chain.COLUMN[flag]] = float(o.name == flag)
+            base[k, augment_chain.COLUMN[flag]] = augment_chain.SELECTED if o.name == flag else 0.0
         if o.name == "Invert":   # 255 - x: solarize at 0
             base[k, augment_chain.COLUMN["Solarize"]] = 0.0
         level = timm_fused.level_of(o.name, o.hparams) or timm_fused.Level()

@@ -134,6 +134,20 @@ def magnitude_draws(ops):
     return (fn.random.normal() if noisy else None), (fn.random.uniform(range=[0.0, 1.0]) if uniform else None)
 
 
+class FoldedRow:
+    """A gathered row of levels whose columns that every op shares are numbers (timm's
+    recipes give all their ops one magnitude, noise and probability): each such column is a
+    constant of the graph instead of a per-sample subscript and the arithmetic on it."""
+
+    def __init__(self, gathered, levels: np.ndarray):
+        self.gathered = gathered
+        ops = levels[1:]   # row 0, the skipped slot, is multiplied by a one-hot of zeros
+        self.numbers = {k: float(ops[0, k]) for k in range(ops.shape[1]) if len(ops) and np.all(ops[:, k] == ops[0, k])}
+
+    def __getitem__(self, k: int):
+        return self.numbers[k] if k in self.numbers else self.gathered[k]
+
+
 def draws(step, images: Images):
     """Per slot (the drawn row of flat_ops, -1 where it does not apply; the argument): made
     in the graph, so checkpoints resume them."""
@@ -144,7 +158,7 @@ def draws(step, images: Images):
     sometimes = any(float(o.prob) < 1.0 for o in ops if o is not None)
     drawn, table = [], augment_chain.constant_table(levels)
     for index in timm_fused.slot_indices(step):
-        level = augment_chain.gathered(table, index)
+        level = FoldedRow(augment_chain.gathered(table, index), levels)
         if sometimes:   # timm applies the op unless random() > prob
             applied = fn.random.uniform(range=[0.0, 1.0]) <= level[L["probability"]]
             index = (index + 1) * fn.cast(applied, dtype=types.INT32) - 1

@@ -145,20 +145,22 @@ def sharpen(images: Images):
     """torchvision's adjust_sharpness: a blend with the image smoothed by PIL's SMOOTH kernel,
     whose 1-pixel border keeps the input; the smoothed image is rounded to uint8 first."""
     from nvidia.dali import fn, types
-    from nvidia.dali import math as dmath
 
     kernel = np.array([[1, 1, 1], [1, 5, 1], [1, 1, 1]], dtype=np.float32) / 13
 
     def op(data, factor):
-        inner = dmath.floor(fn.filter(data, kernel, dtype=types.FLOAT, mode="valid") + 0.5)
+        # uint8 out: DALI rounds to nearest, which is PIL's half up here since a sum of whole
+        # numbers over 13 is never within float error of a half
+        inner = fn.filter(data, kernel, mode="valid")
         # the change smoothing makes inside the border, padded with 0 to the image's size as
         # the graph knows it on the CPU (data.shape() of GPU pixels would be a GPU -> CPU
-        # edge, which DALI's executors stall on or refuse): added to the image, it is the
-        # smoothed image inside and the image itself on the border, exactly (whole numbers)
+        # edge, which DALI's executors stall on or refuse); added to the image it gives the
+        # smoothed image inside and the image itself on the border, exactly: uint8 arithmetic
+        # wraps modulo 256 and the result is a level
         change = fn.slice(inner - data[1:-1, 1:-1], start=[-1, -1], shape=stack(images.height, images.width,
                                                                                  integer=True),
-                          axis_names="HW", out_of_bounds_policy="pad", fill_values=0.0)
-        return blend(data + change, data, factor)
+                          axis_names="HW", out_of_bounds_policy="pad", fill_values=0)
+        return blend(fn.cast(data + change, dtype=types.FLOAT), data, factor)   # the blend subtracts it
     return op
 
 

@@ -9,22 +9,22 @@ operations are augment_ops.py's, the conditional graphs' own, so the pixels are 
 Why: DALI's conditionals split and merge the batch at each of the 14 operations and work the
 magnitudes out per branch in one-number CPU operators: torchvision's ResNet-50 recipe made a
 GPU graph of 529 operators, 141 of them splitting and merging (docs/gpu.md). A chain is about
-a hundred operators a slot, none splitting the batch, whatever the number of operations.
+fifty operators a slot, none splitting the batch, whatever the number of operations. On a GPU
+graph an operator costs about the same whatever its work (docs/gpu.md), so the stages are
+written in as few as their arithmetic allows.
 
 Every no-op parameter is exact: the identity matrix maps each output pixel centre onto its own
-input centre (nearest and linear alike); a blend with factor 1 gives d + (x - d) = x, the
-degenerate image d being whole numbers (a PIL mean is rounded, greys are whole); mask 255;
-threshold 256. Where no parameter leaves the image alone (contrast against torchvision's
-fractional mean, autocontrast, equalize), a mask of 0 or 255 selects, x ^ ((a ^ x) & mask), exact
-too. On a GPU graph each operator costs about as much as its pixels (docs/gpu.md), so the
-stages are written in as few as their arithmetic allows.
+input centre (nearest and linear alike); the enhance blend (brightness, colour, contrast,
+sharpness in one) with factor 1 gives d + (x - d) = x, the degenerate image d being 0 where the
+image drew none of them; mask 255; threshold 256. Where no parameter leaves the image alone
+(autocontrast, equalize), a mask of 0 or 255 selects, x ^ ((a ^ x) & mask), exact too.
 """
 import numpy as np
 
 from ..ops import augment as op
 from .augment_ops import (
-    auto_contrast, brightness, color, contrast, posterize_bits, rotation_matrix, sharpen, shear_matrix,
-    solarize, solarize_add, solarize_threshold, unconverted_function, warp, whole_pixels)
+    auto_contrast, blend, mean_grey, posterize_bits, rotation_matrix, shear_matrix, smoothed, solarize, solarize_add,
+    solarize_threshold, unconverted_function, warp, whole_pixels)
 from ._core import Images
 from .color import luma
 from .fused import Table
@@ -34,11 +34,14 @@ from .fused import Table
 # fraction_x/y: timm's, a fraction of the size as it is. posterize_bits: timm's posterize (8: all
 # kept), where torchvision's tables give the mask. SolarizeAdd: timm's amount added below 128.
 NO_OP = {"angle": 0.0, "rotates": 0.0, "m0": 1.0, "m1": 0.0, "m2": 0.0, "m3": 0.0, "m4": 1.0, "m5": 0.0,
-         "relative_x": 0.0, "relative_y": 0.0, "fraction_x": 0.0, "fraction_y": 0.0, "Brightness": 1.0,
-         "Color": 1.0, "Contrast": 1.0, "contrast_on": 0.0, "Sharpness": 1.0, "Posterize": 255.0,
+         "relative_x": 0.0, "relative_y": 0.0, "fraction_x": 0.0, "fraction_y": 0.0, "factor": 1.0,
+         "grey_weight": 0.0, "mean_weight": 0.0, "smooth_weight": 0.0, "Posterize": 255.0,
          "posterize_bits": 8.0, "Solarize": 256.0, "SolarizeAdd": 0.0, "AutoContrast": 0.0, "Equalize": 0.0}
 COLUMN = {name: k for k, name in enumerate(NO_OP)}
-SELECTED = 255.0   # the mask of a stage whose result an image takes (contrast_on, AutoContrast, Equalize)
+SELECTED = 255.0   # the mask of a stage whose result an image takes (AutoContrast, Equalize)
+ENHANCE = ("Brightness", "Color", "Contrast", "Sharpness")   # one blend, factor and degenerate image per row
+# the degenerate image each blends with, as a 0/1 weight (Brightness: none, 0)
+DEGENERATE = {"Color": "grey_weight", "Contrast": "mean_weight", "Sharpness": "smooth_weight"}
 MATRIX = slice(COLUMN["m0"], COLUMN["m5"] + 1)
 WARPS = {"ShearX", "ShearY", "TranslateX", "TranslateY", "Rotate"}
 KNOWN = WARPS | {"Identity", "Brightness", "Color", "Contrast", "Sharpness", "Posterize", "Solarize",
@@ -73,9 +76,10 @@ def parameter_rows(step, images: Images, table: Table) -> np.ndarray:
                 row["m2" if axis == "x" else "m5"] = float(np.float32(0.0) - np.float32(np.trunc(m)))
         elif name == "Rotate":
             row.update(angle=float(m), rotates=1.0)
-        elif name in ("Brightness", "Color", "Contrast", "Sharpness"):
-            row[name] = float(np.float32(1.0 + magnitude))
-            row["contrast_on"] = SELECTED if name == "Contrast" else 0.0
+        elif name in ENHANCE:
+            row["factor"] = float(np.float32(1.0 + magnitude))
+            if name in DEGENERATE:
+                row[DEGENERATE[name]] = 1.0
         elif name == "Posterize":
             row[name] = float(255 ^ (2 ** (8 - int(magnitude)) - 1))
         elif name == "Solarize":
@@ -145,6 +149,23 @@ class Columns:
         return self.whole_uint8[COLUMN[name]]
 
 
+def enhanced(images: Images, data, present: set, value):
+    """Brightness, colour, contrast and sharpness as one blend: an image draws one of them a
+    slot, so its degenerate image is the weighted sum of the candidates with one weight 1
+    (exact: 0 times a level is 0), none for brightness (0); its factor is 1 where it drew none
+    of them, which gives the image back exactly (0 + 1 * (x - 0) = x)."""
+    terms = []
+    grey = luma(data, images) if present & {"Color", "Contrast"} else None   # a 1-channel image is its grey
+    if "Color" in present:
+        terms.append(value(DEGENERATE["Color"]) * grey)
+    if "Contrast" in present:
+        terms.append(value(DEGENERATE["Contrast"]) * mean_grey(images, grey))
+    if "Sharpness" in present:
+        terms.append(value(DEGENERATE["Sharpness"]) * smoothed(images, data))
+    degenerate = sum(terms[1:], terms[0]) if terms else 0.0
+    return blend(degenerate, data, value("factor"))
+
+
 @unconverted_function
 def chain(images: Images, params, present: set, warp_with) -> None:
     """One slot: images.data through the stages in `present`, each with the sample's own
@@ -155,18 +176,8 @@ def chain(images: Images, params, present: set, warp_with) -> None:
     value = Columns(params, images.device)
     if present & WARPS:
         data = warp_with(data, warp_matrix(images, params, present))
-    if "Brightness" in present:
-        data = brightness(data, value("Brightness"))
-    # One grey image for both: an image that colour or contrast changes reaches its stage
-    # unchanged by the stages before it, so the grey of these pixels is its own
-    grey = luma(data, images) if {"Color", "Contrast"} <= present else None
-    if "Color" in present:
-        data = color(images, grey)(data, value("Color"))
-    if "Contrast" in present:
-        changed = contrast(images, grey)(data, value("Contrast"))
-        data = changed if images.kind == "pil" else selected(value.uint8("contrast_on"), changed, data)
-    if "Sharpness" in present:
-        data = sharpen(images)(data, value("Sharpness"))
+    if present & set(ENHANCE):
+        data = enhanced(images, data, present, value)
     if "posterize_bits" in present:
         data = posterize_bits(data, value("posterize_bits"))
     elif "Posterize" in present:

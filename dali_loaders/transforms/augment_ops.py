@@ -130,15 +130,19 @@ def color(images: Images, grey=None):
 
 
 def contrast(images: Images, grey=None):
-    """A blend with the mean grey level (PIL rounds the mean; torchvision's tensors do not);
-    `grey` as color's."""
+    """A blend with the mean grey level; `grey` as color's."""
+    def op(data, factor):
+        return blend(mean_grey(images, luma(data, images) if grey is None else grey), data, factor)
+    return op
+
+
+def mean_grey(images: Images, grey):
+    """The mean grey level, (1, 1, 1): PIL rounds it, torchvision's tensors do not."""
     from nvidia.dali import fn
     from nvidia.dali import math as dmath
 
-    def op(data, factor):
-        mean = fn.reductions.mean(luma(data, images) if grey is None else grey, axis_names="HWC", keep_dims=True)
-        return blend(dmath.floor(mean + 0.5) if images.kind == "pil" else mean, data, factor)
-    return op
+    mean = fn.reductions.mean(grey, axis_names="HWC", keep_dims=True)
+    return dmath.floor(mean + 0.5) if images.kind == "pil" else mean
 
 
 def sharpen(images: Images):
@@ -146,22 +150,28 @@ def sharpen(images: Images):
     whose 1-pixel border keeps the input; the smoothed image is rounded to uint8 first."""
     from nvidia.dali import fn, types
 
-    kernel = np.array([[1, 1, 1], [1, 5, 1], [1, 1, 1]], dtype=np.float32) / 13
-
     def op(data, factor):
-        # uint8 out: DALI rounds to nearest, which is PIL's half up here since a sum of whole
-        # numbers over 13 is never within float error of a half
-        inner = fn.filter(data, kernel, mode="valid")
-        # the change smoothing makes inside the border, padded with 0 to the image's size as
-        # the graph knows it on the CPU (data.shape() of GPU pixels would be a GPU -> CPU
-        # edge, which DALI's executors stall on or refuse); added to the image it gives the
-        # smoothed image inside and the image itself on the border, exactly: uint8 arithmetic
-        # wraps modulo 256 and the result is a level
-        change = fn.slice(inner - data[1:-1, 1:-1], start=[-1, -1], shape=stack(images.height, images.width,
-                                                                                 integer=True),
-                          axis_names="HW", out_of_bounds_policy="pad", fill_values=0)
-        return blend(fn.cast(data + change, dtype=types.FLOAT), data, factor)   # the blend subtracts it
+        return blend(fn.cast(smoothed(images, data), dtype=types.FLOAT), data, factor)   # the blend subtracts it
     return op
+
+
+def smoothed(images: Images, data):
+    """The image smoothed by PIL's SMOOTH kernel inside its 1-pixel border, itself on the
+    border (uint8)."""
+    from nvidia.dali import fn
+
+    kernel = np.array([[1, 1, 1], [1, 5, 1], [1, 1, 1]], dtype=np.float32) / 13
+    # uint8 out: DALI rounds to nearest, which is PIL's half up here since a sum of whole
+    # numbers over 13 is never within float error of a half
+    inner = fn.filter(data, kernel, mode="valid")
+    # the change smoothing makes inside the border, padded with 0 to the image's size as the
+    # graph knows it on the CPU (data.shape() of GPU pixels would be a GPU -> CPU edge, which
+    # DALI's executors stall on or refuse); added to the image it gives the smoothed image
+    # inside and the image itself on the border, exactly: uint8 arithmetic wraps modulo 256
+    # and the result is a level
+    change = fn.slice(inner - data[1:-1, 1:-1], start=[-1, -1], shape=stack(images.height, images.width, integer=True),
+                      axis_names="HW", out_of_bounds_policy="pad", fill_values=0)
+    return data + change
 
 
 def solarize(data, threshold):

@@ -29,7 +29,7 @@ STAGES = {
     "Solarize": ({"Solarize"}, "Solarize"), "SolarizeIncreasing": ({"Solarize"}, "Solarize"),
     "SolarizeAdd": ({"SolarizeAdd"}, "SolarizeAdd"),
     "AutoContrast": ({"AutoContrast"}, None), "Equalize": ({"Equalize"}, None), "Invert": ({"Invert"}, None),
-    **{name: ({name}, name) for name in ENHANCE}, **{name + "Increasing": ({name}, name) for name in ENHANCE},
+    **{name: ({name}, "factor") for name in ENHANCE}, **{name + "Increasing": ({name}, "factor") for name in ENHANCE},
 }
 LEVEL = ("magnitude", "std", "uniform", "upper", "scale", "offset", "flip", "floor", "hi", "lo", "signed",
          "probability")
@@ -54,6 +54,9 @@ def rows(ops: List, images: Optional[Images]) -> Tuple[np.ndarray, np.ndarray, n
         if column is not None:
             base[k, augment_chain.COLUMN[column]] = 0.0
             hot[k, augment_chain.COLUMN[column]] = 1.0
+        degenerate = augment_chain.DEGENERATE.get(o.name.replace("Increasing", ""))
+        if degenerate is not None:   # the enhance ops' blend: its degenerate image
+            base[k, augment_chain.COLUMN[degenerate]] = 1.0
         base[k, augment_chain.COLUMN["rotates"]] = float(o.name == "Rotate")
         for flag in ("AutoContrast", "Equalize"):
             base[k, augment_chain.COLUMN[flag]] = augment_chain.SELECTED if o.name == flag else 0.0

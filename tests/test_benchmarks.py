@@ -76,5 +76,9 @@ def test_graph_sizes_counts_the_heavy_recipes_gpu_graphs_without_conditionals():
     rows = {cells[0]: [int(c) for c in cells[1:]] for cells in
             ([c.strip() for c in line.strip("|").split("|")] for line in done.stdout.splitlines()
              if line.startswith("| ") and not line.startswith("| recipe") and not line.startswith("| ---"))}
-    assert rows["resnet50"][2] == 0 and 0 < rows["resnet50"][0] < 300, rows
+    assert rows["resnet50"][3] == 0 and 0 < rows["resnet50"][0] < 300, rows
+    assert rows["resnet50"][1] + rows["resnet50"][2] == rows["resnet50"][0]
+    # the chain's stages in few GPU operators (each costs a batch about the same whatever its
+    # work): TrivialAugmentWide's chain, decoding and the rest of the recipe took 104 once, 60 now
+    assert rows["resnet50"][2] <= 70, rows
     assert rows["default"][0] < rows["resnet50"][0]

@@ -33,7 +33,7 @@ from .fused import Table
 # relative_x/y: torchvision's translation, a fraction of the size made whole pixels (to the left);
 # fraction_x/y: timm's, a fraction of the size as it is. posterize_bits: timm's posterize (8: all
 # kept), where torchvision's tables give the mask. SolarizeAdd: timm's amount added below 128.
-NO_OP = {"angle": 0.0, "rotates": 0.0, "m0": 1.0, "m1": 0.0, "m2": 0.0, "m3": 0.0, "m4": 1.0, "m5": 0.0,
+NO_OP = {"angle": 0.0, "m0": 1.0, "m1": 0.0, "m2": 0.0, "m3": 0.0, "m4": 1.0, "m5": 0.0,
          "relative_x": 0.0, "relative_y": 0.0, "fraction_x": 0.0, "fraction_y": 0.0, "factor": 1.0,
          "grey_weight": 0.0, "mean_weight": 0.0, "smooth_weight": 0.0, "Posterize": 255.0,
          "posterize_bits": 8.0, "Solarize": 256.0, "SolarizeAdd": 0.0, "AutoContrast": 0.0, "Equalize": 0.0}
@@ -75,7 +75,7 @@ def parameter_rows(step, images: Images, table: Table) -> np.ndarray:
             else:   # 0 - int(m) pixels, as translation_matrix computes it
                 row["m2" if axis == "x" else "m5"] = float(np.float32(0.0) - np.float32(np.trunc(m)))
         elif name == "Rotate":
-            row.update(angle=float(m), rotates=1.0)
+            row["angle"] = float(m)
         elif name in ENHANCE:
             row["factor"] = float(np.float32(1.0 + magnitude))
             if name in DEGENERATE:
@@ -120,8 +120,9 @@ def warp_matrix(images: Images, params, present: set):
         dx, dy = params[COLUMN["fraction_x"]] * width, params[COLUMN["fraction_y"]] * height
         matrix = matrix + fn.reshape(fn.stack(0.0, 0.0, dx, 0.0, 0.0, dy), shape=[2, 3])
     if "Rotate" in present:
-        rotates = params[COLUMN["rotates"]]
-        matrix = rotates * rotation_matrix(images)(params[COLUMN["angle"]]) + (1.0 - rotates) * matrix
+        # a rotation's row holds the identity, every other row the angle 0, whose rotation is
+        # the identity exactly: their product is the other one, exactly (products of 1 and 0)
+        matrix = fn.transforms.combine(matrix, rotation_matrix(images)(params[COLUMN["angle"]]))
     return matrix
 
 

@@ -57,7 +57,6 @@ def rows(ops: List, images: Optional[Images]) -> Tuple[np.ndarray, np.ndarray, n
         degenerate = augment_chain.DEGENERATE.get(o.name.replace("Increasing", ""))
         if degenerate is not None:   # the enhance ops' blend: its degenerate image
             base[k, augment_chain.COLUMN[degenerate]] = 1.0
-        base[k, augment_chain.COLUMN["rotates"]] = float(o.name == "Rotate")
         for flag in ("AutoContrast", "Equalize"):
             base[k, augment_chain.COLUMN[flag]] = augment_chain.SELECTED if o.name == flag else 0.0
         if o.name == "Invert":   # 255 - x: solarize at 0

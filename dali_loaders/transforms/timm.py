@@ -145,17 +145,16 @@ SIGNED = {"Rotate", "ShearX", "ShearY", "TranslateX", "TranslateY", "TranslateXR
 
 def warp(fill):
     """PIL's Image.transform(AFFINE, inverse map) with fillcolor per channel: DALI's bilinear
-    warp with fill 0, and the fill blended in where the warped image's coverage is missing."""
+    warp of the image less the fill, with fill 0, and the fill added back: where the warp's
+    coverage of the image is c, that is the warp plus (1 - c) times the fill (a bilinear warp
+    is linear), in four GPU operators fewer than warping the coverage too."""
     from nvidia.dali import fn, types
 
     def op(data, matrix):
-        warped = fn.warp_affine(data, matrix=matrix, inverse_map=True, fill_value=0.0, interp_type=types.INTERP_LINEAR,
-                                dtype=types.FLOAT)
-        cover = fn.warp_affine(data[:, :, 0:1] * types.Constant(0, dtype=types.UINT8) + types.Constant(
-            255, dtype=types.UINT8), matrix=matrix, inverse_map=True, fill_value=0.0, interp_type=types.INTERP_LINEAR,
-            dtype=types.FLOAT) * (1.0 / 255.0)
-        out = warped + (1.0 - cover) * types.Constant(np.array(fill, np.float32))
-        return augment_ops.rounded_uint8(out)
+        colour = types.Constant(np.array(fill, np.float32))
+        warped = fn.warp_affine(data - colour, matrix=matrix, inverse_map=True, fill_value=0.0,
+                                interp_type=types.INTERP_LINEAR, dtype=types.FLOAT)
+        return augment_ops.rounded_uint8(warped + colour)
     return op
 
 

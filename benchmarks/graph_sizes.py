@@ -2,7 +2,8 @@
 graph (train), counted without a GPU: all, those on the CPU, those on the GPU (the mixed
 decoder included), and the conditionals' splits and merges. Each operator costs the executor a
 scheduling round a batch, so the count is what a graph pays besides its pixels (on an H200 a GPU
-operator cost a batch of 128 about 0.1 ms whatever its work: docs/gpu.md). Runs anywhere DALI does (the graph is serialized, not run).
+operator of the augmentation chain cost a batch of 128 some 0.05 to 0.1 ms, whatever its work:
+docs/gpu.md). Runs anywhere DALI does (the graph is serialized, not run).
 """
 import collections
 import os

@@ -12,14 +12,14 @@ def test_they_are_not_in_the_package():
 
     package = os.path.dirname(dali_loaders.bench.__file__)
     for name in ("augment_kernels", "stages", "cifar_stages", "first_build", "screening", "gpu_probe",
-                 "graph_sizes"):
+                 "graph_sizes", "chain_on_cpu"):
         assert not os.path.exists(os.path.join(package, name + ".py"))
         assert os.path.isfile(os.path.join(REPO, "benchmarks", name + ".py"))
 
 
 def test_each_one_answers_help_from_the_repository_root():
     for name in ("augment_kernels", "stages", "cifar_stages", "first_build", "screening", "gpu_probe",
-                 "graph_sizes"):
+                 "graph_sizes", "chain_on_cpu"):
         done = subprocess.run([sys.executable, "-m", f"benchmarks.{name}", "--help"], capture_output=True,
                               text=True, timeout=120, cwd=REPO)
         assert done.returncode == 0, (name, done.stderr[-2000:])
@@ -84,3 +84,12 @@ def test_graph_sizes_counts_the_heavy_recipes_gpu_graphs_without_conditionals():
     # timm's level columns its ops share are constants, a rotation one operator: 193 CPU ones once, 151 now
     assert rows["timm-ra"][1] <= 155, rows
     assert rows["default"][0] < rows["resnet50"][0]
+
+
+def test_chain_on_cpu_times_the_chain_and_counts_its_operators():
+    done = subprocess.run([sys.executable, "-m", "benchmarks.chain_on_cpu", "--batch", "4", "--size", "24",
+                           "--rounds", "1", "--runs", "1", "--threads", "1"],
+                          capture_output=True, text=True, timeout=300, cwd=REPO)
+    assert done.returncode == 0, done.stderr[-3000:]
+    words = done.stdout.split()
+    assert float(words[words.index("ms") - 1]) > 0 and int(words[words.index("operators") - 1]) > 10, done.stdout

@@ -13,7 +13,7 @@ import numpy as np
 
 from ._args import fill_values, interp_type, stack
 from ._core import Images
-from .color import luma
+from .color import luma, to_uint8
 
 RENAMED = re.compile(r"`nvidia\.dali\.fn\.experimental\.\w+` is now deprecated")
 ZERO_PROBABILITY = r"The augmentation `\w+` in policy `.*` is used with probability 0"
@@ -108,13 +108,10 @@ def whole_pixels(pixels):
 def blend(degenerate, data, factor):
     """PIL's ImageEnhance and torchvision's _blend: degenerate + factor * (image - degenerate),
     truncated to uint8 (both truncate; neither rounds)."""
-    from nvidia.dali import fn, types
-    from nvidia.dali import math as dmath
-
     # with 0 (brightness) the same numbers: x - 0 and 0 + y are x and y exactly
     mixed = factor * data if isinstance(degenerate, float) and degenerate == 0.0 else \
         degenerate + factor * (data - degenerate)
-    return fn.cast(dmath.floor(mixed), dtype=types.UINT8)   # DALI's cast saturates: the clamp
+    return to_uint8(mixed)
 
 
 def brightness(data, factor):
@@ -202,11 +199,8 @@ def posterize_bits(data, bits):
 
 def rounded_uint8(x):
     """x rounded half up and clamped to 0 .. 255, as uint8 (PIL's resampling filters and point
-    tables): DALI's cast saturates, so it is the clamp."""
-    from nvidia.dali import fn, types
-    from nvidia.dali import math as dmath
-
-    return fn.cast(dmath.floor(x + 0.5), dtype=types.UINT8)
+    tables)."""
+    return to_uint8(x + 0.5)
 
 
 def solarize_threshold(images: Images, step):
@@ -224,7 +218,7 @@ def solarize_threshold(images: Images, step):
 def auto_contrast(data, _):
     """Each channel stretched to [0, 255] and truncated, as PIL and torchvision do; a flat
     channel is left as it is."""
-    from nvidia.dali import fn, types
+    from nvidia.dali import fn
     from nvidia.dali import math as dmath
 
     # uint8 throughout where exact: x - lo and hi - lo cannot go below 0. A flat channel
@@ -233,7 +227,7 @@ def auto_contrast(data, _):
     lo = fn.reductions.min(data, axis_names="HW", keep_dims=True)
     hi = fn.reductions.max(data, axis_names="HW", keep_dims=True)
     scale = 255.0 / dmath.max(hi - lo, 1)
-    stretched = fn.cast(dmath.floor((data - lo) * scale), dtype=types.UINT8)   # the cast saturates
+    stretched = to_uint8((data - lo) * scale)
     return stretched + (hi == lo) * lo
 
 

@@ -19,8 +19,8 @@ from ._hsv import (
 def to_uint8(values):
     """Float pixels back to uint8 as the twin stores them: PIL's blend and torchvision's
     tensor kernels both truncate (a clamp, then a cast that drops the fraction). DALI's cast
-    saturates, so after the floor it is the clamp: one operator fewer a blend (on a GPU graph
-    each operator costs about as much as its pixels, see docs/gpu.md)."""
+    saturates, so after the floor it is the clamp (on a GPU graph an operator fewer is time
+    saved, see docs/gpu.md)."""
     from nvidia.dali import fn, types
     from nvidia.dali import math as dmath
 

@@ -11,7 +11,7 @@ import torch
 from scipy import stats
 from test_augment_chain import BATCH, HEIGHT, WIDTH, constant_batch, gpu_graph_counts, photos
 
-from dali_loaders.transforms import Images, timm_chain, timm_fused
+from dali_loaders.transforms import Images, augment_chain, timm_chain, timm_fused
 
 timm = pytest.importorskip("timm")
 from timm.data import auto_augment as timm_aa  # noqa: E402
@@ -140,6 +140,44 @@ def test_drawn_ops_probabilities_and_arguments_follow_timms_sampling(policy):
             assert np.allclose(mine, theirs[0], rtol=1e-5, atol=1e-5), o.name
         else:
             assert stats.ks_2samp(mine, theirs).pvalue > P_MIN, (o.name, mine[:8], theirs[:8])
+
+
+@pytest.mark.parametrize("sized", [True, False], ids=["size-known", "size-per-sample"])
+@pytest.mark.parametrize("policy", ["rand-m9-mstd0.5-inc1", "rand-m9-mstd101-inc0", "rand-m7-n3-mstd0",
+                                    "rand-m9-mstd0.5-inc1-p0.5", "v0", "original"])
+def test_the_rows_operator_gives_the_graphs_rows_bit_for_bit(policy, sized):
+    """DaliLoadersTimmRows against the same rows in DALI arithmetic (the graph that the tests
+    above compare with timm), from the same draws: every slot of every sample, exactly, over
+    batches whose draws skip slots, flip signs and add noise."""
+    from nvidia.dali import fn, pipeline_def, types
+
+    from dali_loaders.ops import plugin
+
+    if not plugin.augment_available():
+        pytest.skip("the augmentation plugin cannot be built here")
+    make = timm_aa.auto_augment_transform if policy in ("v0", "original") else timm_aa.rand_augment_transform
+    step = make(policy, dict(HPARAMS))
+
+    @pipeline_def(batch_size=BATCH, num_threads=2, device_id=None, seed=5)
+    def pipe():
+        data = fn.cast(fn.random.uniform(range=[0, 255], shape=[HEIGHT, WIDTH, 3]), dtype=types.UINT8)
+        shape = fn.cast(data.shape(), dtype=types.INT32)
+        images = Images(data, *((HEIGHT, WIDTH) if sized else (shape[0], shape[1])), 3, "cpu", kind="pil")
+        draws = timm_chain.slot_draws(step)
+        graph = timm_chain.graph_rows(step, images, timm_chain.graph_draws(step, images, *draws))
+        return (*timm_chain.operator_rows(step, images, *draws), *graph)
+
+    pipeline = pipe()
+    pipeline.build()
+    changed = 0
+    for _ in range(4):
+        outputs = [np.stack([np.array(t) for t in out]) for out in pipeline.run()]
+        slots = len(outputs) // 2
+        for mine, theirs in zip(outputs[:slots], outputs[slots:]):
+            assert mine.shape == theirs.shape
+            assert np.array_equal(mine.view(np.uint32), theirs.view(np.uint32)), np.argwhere(mine != theirs)[:4]
+            changed += int((mine != np.array(list(augment_chain.NO_OP.values()), np.float32)).any(-1).sum())
+    assert changed > BATCH   # most slots drew an op that changes its row
 
 
 def test_a_noise_that_is_ignored_fails_the_comparison():

@@ -36,6 +36,9 @@ ROW = {name[len("Row"):]: column for name, column in _ENUMS["TableColumn"].items
 LEVEL_COLUMNS = _ENUMS["Widths"]["LevelColumns"]
 LEVEL = {name[len("Level"):]: column for name, column in _ENUMS["LevelColumn"].items()}
 LEVEL_DRAWS = _ENUMS["Widths"]["LevelDraws"]
+# a GPU graph's timm rows (DaliLoadersTimmRows): each level's column, in order
+CHAIN_LEVEL = {name[len("Chain"):].lower(): column for name, column in _ENUMS["ChainLevel"].items()
+               if name != "ChainWidth"}
 _RESAMPLE = _ENUMS["Resample"]   # PIL's numbers, as the operator takes them
 RESAMPLE = {"INTERP_NN": _RESAMPLE["Nearest"], "INTERP_LINEAR": _RESAMPLE["Bilinear"],
             "INTERP_CUBIC": _RESAMPLE["Bicubic"]}
@@ -140,8 +143,28 @@ def erase_box(height, width, probability: float, scale: Sequence[float], ratio: 
                                      attempts=ERASE_ATTEMPTS)
 
 
+def rows_usable() -> bool:
+    """Whether a graph (either device: the rows are drawn on the CPU) can have timm's chain
+    rows made by DaliLoadersTimmRows."""
+    from . import plugin
+
+    return plugin.augment_available()
+
+
 def box_usable() -> bool:
     """Whether a graph (either device: the box is drawn on the CPU) can draw erase boxes so."""
     from . import plugin
 
     return plugin.augment_available()
+
+
+def timm_rows(indices, uniforms, normals, levels, base, hot, per_level: float, noisy: bool, uniform: bool):
+    """fn.dali_loaders_timm_rows: per sample (S, columns) float32, each slot's row of a GPU
+    graph's chain from its draws: `indices` int32 (S,), `uniforms` (S, 3), `normals` (S,)
+    (csrc/timm_rows_op.cc); `levels`, `base` and `hot` the tables (numpy, rows + 1 each)."""
+    from nvidia.dali import fn
+
+    return fn.dali_loaders_timm_rows(indices, uniforms, normals, levels=[float(v) for v in levels.reshape(-1)],
+                                     base=[float(v) for v in base.reshape(-1)],
+                                     hot=[float(v) for v in hot.reshape(-1)], columns=int(base.shape[1]),
+                                     per_level=float(per_level), noisy=bool(noisy), uniform=bool(uniform))

@@ -76,7 +76,7 @@ RESIZE = Library("libdali_loaders_resize.so", "DaliLoadersResize", "dali_loaders
 # with explicit fused multiply-adds where torch's vectorized loops use them: in hardware
 # when the CPU has FMA (the flag is in the build's key, so another CPU builds its own).
 AUGMENT = Library("libdali_loaders_augment.so", "DaliLoadersAugment", "dali_loaders_augment",
-                  ("augment_op.cc", "erase_op.cc"),
+                  ("augment_op.cc", "erase_op.cc", "timm_rows_op.cc"),
                   ("augment_color.cc", "augment_geometry.cc", "augment_hue.cc"),
                   ("augment_kernels.h", "augment_codes.h", "simd.h"),
                   ("-ffp-contract=off",), "the augmentation plugin",

@@ -13,6 +13,7 @@ from typing import List, Optional, Tuple
 
 import numpy as np
 
+from ..ops import augment as op
 from . import augment_chain, timm_fused
 from .augment_ops import unconverted_function
 from ._core import Images
@@ -31,9 +32,8 @@ STAGES = {
     "AutoContrast": ({"AutoContrast"}, None), "Equalize": ({"Equalize"}, None), "Invert": ({"Invert"}, None),
     **{name: ({name}, "factor") for name in ENHANCE}, **{name + "Increasing": ({name}, "factor") for name in ENHANCE},
 }
-LEVEL = ("magnitude", "std", "uniform", "upper", "scale", "offset", "flip", "floor", "hi", "lo", "signed",
-         "probability")
-L = {name: k for k, name in enumerate(LEVEL)}
+LEVEL = tuple(sorted(op.CHAIN_LEVEL, key=op.CHAIN_LEVEL.get))   # csrc/augment_codes.h's ChainLevel
+L = op.CHAIN_LEVEL
 
 
 def rows(ops: List, images: Optional[Images]) -> Tuple[np.ndarray, np.ndarray, np.ndarray, set]:
@@ -119,21 +119,26 @@ def op_level(o) -> np.ndarray:
 
 
 def sign_draw():
-    """timm's _randomly_negate: -1 or +1, each with probability 1/2."""
+    """timm's _randomly_negate: -1 or +1, each with probability 1/2 (the conditional graphs)."""
     from nvidia.dali import fn, types
 
     return fn.cast(fn.random.coin_flip(probability=0.5), dtype=types.FLOAT) * 2.0 - 1.0
 
 
 def magnitude_draws(ops):
-    """(noise, fraction): a N(0, 1) draw where an op has Gaussian noise, a uniform one where
-    one has mstd=inf; None where none does."""
+    """(noise, fraction) for the conditional graphs: a N(0, 1) draw where an op has Gaussian
+    noise, a uniform one where one has mstd=inf; None where none does."""
     from nvidia.dali import fn
 
-    present = [o for o in ops if o is not None]
-    noisy = any(0 < float(o.magnitude_std) < float("inf") for o in present)
-    uniform = any(float(o.magnitude_std) == float("inf") for o in present)
+    noisy, uniform = kinds_of_noise(ops)
     return (fn.random.normal() if noisy else None), (fn.random.uniform(range=[0.0, 1.0]) if uniform else None)
+
+
+def kinds_of_noise(ops) -> Tuple[bool, bool]:
+    """(whether an op has Gaussian noise, whether one has mstd=inf: uniform in 0 .. m)."""
+    present = [o for o in ops if o is not None]
+    return (any(0 < float(o.magnitude_std) < float("inf") for o in present),
+            any(float(o.magnitude_std) == float("inf") for o in present))
 
 
 class FoldedRow:
@@ -150,35 +155,76 @@ class FoldedRow:
         return self.numbers[k] if k in self.numbers else self.gathered[k]
 
 
-def draws(step, images: Images):
-    """Per slot (the drawn row of flat_ops, -1 where it does not apply; the argument): made
-    in the graph, so checkpoints resume them."""
+def slot_draws(step):
+    """The graph's draws for every slot: (the rows drawn, one a slot; uniforms (S, 3): whether
+    the slot applies, its sign, the fraction of an mstd=inf magnitude; normals (S,): the
+    magnitude's noise). Made in the graph, so checkpoints resume them."""
+    from nvidia.dali import fn
+
+    indices = timm_fused.slot_indices(step)
+    return (indices, fn.random.uniform(range=[0.0, 1.0], shape=[len(indices), 3]),
+            fn.random.normal(shape=[len(indices)]))
+
+
+def graph_draws(step, images: Images, indices, uniforms, normals):
+    """Per slot (the drawn row of flat_ops, -1 where it does not apply; the argument), in DALI
+    arithmetic: where the plugin is not built, and the reference of operator_rows."""
     from nvidia.dali import fn, types
 
     ops = timm_fused.flat_ops(step)
     _, _, levels, _ = rows(ops, images)
     sometimes = any(float(o.prob) < 1.0 for o in ops if o is not None)
+    noisy, uniform = kinds_of_noise(ops)
     drawn, table = [], augment_chain.constant_table(levels)
-    for index in timm_fused.slot_indices(step):
+    for k, index in enumerate(indices):
         level = FoldedRow(augment_chain.gathered(table, index), levels)
         if sometimes:   # timm applies the op unless random() > prob
-            applied = fn.random.uniform(range=[0.0, 1.0]) <= level[L["probability"]]
+            applied = uniforms[k, 0] <= level[L["probability"]]
             index = (index + 1) * fn.cast(applied, dtype=types.INT32) - 1
-        sign = sign_draw()
-        noise, fraction = magnitude_draws(ops)
-        drawn.append((index, argument(level, noise, fraction, sign)))
+        sign = fn.cast(uniforms[k, 1] >= 0.5, dtype=types.FLOAT) * 2.0 - 1.0
+        drawn.append((index, argument(level, normals[k] if noisy else None, uniforms[k, 2] if uniform else None,
+                                      sign)))
     return drawn
+
+
+def draws(step, images: Images):
+    """graph_draws of the graph's slot_draws."""
+    return graph_draws(step, images, *slot_draws(step))
+
+
+def graph_rows(step, images: Images, drawn) -> list:
+    """Each slot's (row, argument) as its row of the chain's parameters: the row's constants
+    plus the argument in its column."""
+    ops = timm_fused.flat_ops(step)
+    base, hot, _, _ = rows(ops, images)
+    base, hot = augment_chain.constant_table(base), augment_chain.constant_table(hot)
+    return [base[index + 1] + arg * hot[index + 1] for index, arg in drawn]   # row -1 (not applied): the first
+
+
+def operator_rows(step, images: Images, indices, uniforms, normals) -> list:
+    """graph_rows(graph_draws(...)) in one CPU operator of ours (DaliLoadersTimmRows), bit
+    for bit, where it took some seventy one-number operators a slot; then one subscript a slot."""
+    from nvidia.dali import fn, types
+
+    ops = timm_fused.flat_ops(step)
+    base, hot, levels, _ = rows(ops, images)
+    noisy, uniform = kinds_of_noise(ops)
+    stacked = fn.stack(*[fn.constant(idata=index, shape=[], dtype=types.INT32) if isinstance(index, int) else index
+                         for index in indices])
+    table = op.timm_rows(stacked, uniforms, normals, levels, base, hot, 1.0 / timm_fused.LEVEL_DENOM, noisy, uniform)
+    return [table[k] for k in range(len(indices))]
 
 
 def apply(step, images: Images, drawn, warp_with) -> None:
     """Each slot's (row, argument) through one chain."""
-    ops = timm_fused.flat_ops(step)
-    base, hot, _, stages = rows(ops, images)
-    base, hot = augment_chain.constant_table(base), augment_chain.constant_table(hot)
-    for index, arg in drawn:
-        position = index + 1   # row -1 (not applied) is the tables' first row
-        params = base[position] + arg * hot[position]
-        augment_chain.chain(images, params, stages, warp_with)
+    chain_rows(step, images, graph_rows(step, images, drawn), warp_with)
+
+
+def chain_rows(step, images: Images, params: list, warp_with) -> None:
+    """Each slot's row of parameters through one chain."""
+    stages = rows(timm_fused.flat_ops(step), images)[3]
+    for row in params:
+        augment_chain.chain(images, row, stages, warp_with)
 
 
 @unconverted_function
@@ -191,6 +237,9 @@ def translate(step, images: Images, warp_with) -> bool:
     images.flush_mirror()
     ops = [o for o in timm_fused.flat_ops(step) if o is not None]
     if ops and not (hasattr(step, "ops") and step.num_layers == 0):
-        apply(step, images, draws(step, images), warp_with)
+        if op.rows_usable():
+            chain_rows(step, images, operator_rows(step, images, *slot_draws(step)), warp_with)
+        else:
+            apply(step, images, draws(step, images), warp_with)
     return True
 

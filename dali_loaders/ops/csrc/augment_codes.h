@@ -77,6 +77,24 @@ enum LevelColumn : int {
   kLevelNoisy = 19,
 };
 
+// A row of timm's levels on a GPU graph's chain (transforms/timm_chain.py, DaliLoadersTimmRows):
+// how one op's magnitude becomes its argument there
+enum ChainLevel : int {
+  kChainMagnitude = 0,
+  kChainStd = 1,           // the magnitude's Gaussian noise
+  kChainUniform = 2,       // 1: the magnitude drawn uniform in 0 .. magnitude instead
+  kChainUpper = 3,         // the magnitude's clip
+  kChainScale = 4,
+  kChainOffset = 5,
+  kChainFlip = 6,
+  kChainFloor = 7,
+  kChainHi = 8,
+  kChainLo = 9,
+  kChainSigned = 10,
+  kChainProbability = 11,
+  kChainWidth = 12,        // the row's width
+};
+
 // A warp's resample: PIL's numbers (bicubic: PIL flavour only)
 enum Resample : int {
   kNearest = 0,

@@ -165,19 +165,27 @@ def test_the_rows_operator_gives_the_graphs_rows_bit_for_bit(policy, sized):
         images = Images(data, *((HEIGHT, WIDTH) if sized else (shape[0], shape[1])), 3, "cpu", kind="pil")
         draws = timm_chain.slot_draws(step)
         graph = timm_chain.graph_rows(step, images, timm_chain.graph_draws(step, images, *draws))
-        return (*timm_chain.operator_rows(step, images, *draws), *graph)
+        stages = timm_chain.rows(timm_fused.flat_ops(step), images)[3] - {"Rotate"}   # the map before it
+        graph_maps = [augment_chain.warp_matrix(images, row, stages) for row in graph]
+        mine = [value for pair in timm_chain.operator_rows(step, images, *draws) for value in pair]
+        return (*mine, *[value for pair in zip(graph, graph_maps) for value in pair])
 
     pipeline = pipe()
     pipeline.build()
-    changed = 0
+    changed = moved = 0
     for _ in range(4):
         outputs = [np.stack([np.array(t) for t in out]) for out in pipeline.run()]
-        slots = len(outputs) // 2
-        for mine, theirs in zip(outputs[:slots], outputs[slots:]):
+        half = len(outputs) // 2
+        for k, (mine, theirs) in enumerate(zip(outputs[:half], outputs[half:])):
             assert mine.shape == theirs.shape
-            assert np.array_equal(mine.view(np.uint32), theirs.view(np.uint32)), np.argwhere(mine != theirs)[:4]
-            changed += int((mine != np.array(list(augment_chain.NO_OP.values()), np.float32)).any(-1).sum())
+            if k % 2 == 0:   # the rows: bit for bit
+                assert np.array_equal(mine.view(np.uint32), theirs.view(np.uint32)), np.argwhere(mine != theirs)[:4]
+                changed += int((mine != np.array(list(augment_chain.NO_OP.values()), np.float32)).any(-1).sum())
+            else:            # the maps: equal values (a zero's sign aside)
+                assert np.array_equal(mine, theirs), np.argwhere(mine != theirs)[:4]
+                moved += int((mine[:, :, 2] != 0).any(-1).sum())
     assert changed > BATCH   # most slots drew an op that changes its row
+    assert moved > 0 or not policy.startswith("rand")   # and some a translation (RandAugment's are fractions)
 
 
 def test_a_noise_that_is_ignored_fails_the_comparison():

@@ -158,13 +158,23 @@ def box_usable() -> bool:
     return plugin.augment_available()
 
 
-def timm_rows(indices, uniforms, normals, levels, base, hot, per_level: float, noisy: bool, uniform: bool):
+def timm_rows(indices, uniforms, normals, levels, base, hot, per_level: float, noisy: bool, uniform: bool,
+              matrix_column: int, fraction_columns: Sequence[int], height, width):
     """fn.dali_loaders_timm_rows: per sample (S, columns) float32, each slot's row of a GPU
     graph's chain from its draws: `indices` int32 (S,), `uniforms` (S, 3), `normals` (S,)
-    (csrc/timm_rows_op.cc); `levels`, `base` and `hot` the tables (numpy, rows + 1 each)."""
-    from nvidia.dali import fn
+    (csrc/timm_rows_op.cc); `levels`, `base` and `hot` the tables (numpy, rows + 1 each); and
+    (S, 2, 3) each row's inverse warp map before its rotation, for a `height` x `width` image
+    (ints, or CPU int DataNodes)."""
+    import numbers
 
+    from nvidia.dali import fn, types
+
+    sides = [int(side) if isinstance(side, numbers.Integral) else fn.cast(side, dtype=types.INT32)
+             for side in (height, width)]
     return fn.dali_loaders_timm_rows(indices, uniforms, normals, levels=[float(v) for v in levels.reshape(-1)],
                                      base=[float(v) for v in base.reshape(-1)],
                                      hot=[float(v) for v in hot.reshape(-1)], columns=int(base.shape[1]),
-                                     per_level=float(per_level), noisy=bool(noisy), uniform=bool(uniform))
+                                     per_level=float(per_level), noisy=bool(noisy), uniform=bool(uniform),
+                                     matrix_column=int(matrix_column),
+                                     fraction_columns=[int(c) for c in fraction_columns],
+                                     height=sides[0], width=sides[1])

@@ -104,11 +104,14 @@ def gathered(table, index):
     return table[index + 1]
 
 
-def warp_matrix(images: Images, params, present: set):
+def warp_matrix(images: Images, params, present: set, translated=None):
     """The inverse map (2, 3), CPU: the table's matrix, plus relative translations in whole
-    pixels of this image's size, timm's fractions of it, or the rotation about its centre."""
+    pixels of this image's size, timm's fractions of it (or `translated`, where an operator
+    has made all that), then the rotation about its centre."""
     from nvidia.dali import fn, types
 
+    if translated is not None:
+        return rotated(images, translated, params, present)
     matrix = fn.reshape(params[MATRIX], shape=[2, 3])
     if present & {"relative_x", "relative_y"}:
         dx = 0.0 - whole_pixels(params[COLUMN["relative_x"]] * images.width)
@@ -119,6 +122,13 @@ def warp_matrix(images: Images, params, present: set):
                          for side in (images.width, images.height))
         dx, dy = params[COLUMN["fraction_x"]] * width, params[COLUMN["fraction_y"]] * height
         matrix = matrix + fn.reshape(fn.stack(0.0, 0.0, dx, 0.0, 0.0, dy), shape=[2, 3])
+    return rotated(images, matrix, params, present)
+
+
+def rotated(images: Images, matrix, params, present: set):
+    """The matrix and the row's rotation about the image's centre, combined."""
+    from nvidia.dali import fn
+
     if "Rotate" in present:
         # a rotation's row holds the identity, every other row the angle 0, whose rotation is
         # the identity exactly: their product is the other one, exactly (products of 1 and 0)
@@ -168,15 +178,16 @@ def enhanced(images: Images, data, present: set, value):
 
 
 @unconverted_function
-def chain(images: Images, params, present: set, warp_with) -> None:
+def chain(images: Images, params, present: set, warp_with, translated=None) -> None:
     """One slot: images.data through the stages in `present`, each with the sample's own
-    parameters (a gathered row, CPU); `warp_with(data, matrix)` is the step's warp."""
+    parameters (a gathered row, CPU); `warp_with(data, matrix)` is the step's warp;
+    `translated` as warp_matrix takes it."""
     from nvidia.dali import fn
 
     data = images.data
     value = Columns(params, images.device)
     if present & WARPS:
-        data = warp_with(data, warp_matrix(images, params, present))
+        data = warp_with(data, warp_matrix(images, params, present, translated))
     if present & set(ENHANCE):
         data = enhanced(images, data, present, value)
     if "posterize_bits" in present:

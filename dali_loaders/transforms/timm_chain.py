@@ -202,8 +202,10 @@ def graph_rows(step, images: Images, drawn) -> list:
 
 
 def operator_rows(step, images: Images, indices, uniforms, normals) -> list:
-    """graph_rows(graph_draws(...)) in one CPU operator of ours (DaliLoadersTimmRows), bit
-    for bit, where it took some seventy one-number operators a slot; then one subscript a slot."""
+    """Per slot (its row, its inverse warp map before the rotation): graph_rows(graph_draws(...))
+    and the chain's translation of timm's fractions of the size, in one CPU operator of ours
+    (DaliLoadersTimmRows), bit for bit, where they took some ninety one-number operators a
+    slot; then two subscripts a slot."""
     from nvidia.dali import fn, types
 
     ops = timm_fused.flat_ops(step)
@@ -211,20 +213,23 @@ def operator_rows(step, images: Images, indices, uniforms, normals) -> list:
     noisy, uniform = kinds_of_noise(ops)
     stacked = fn.stack(*[fn.constant(idata=index, shape=[], dtype=types.INT32) if isinstance(index, int) else index
                          for index in indices])
-    table = op.timm_rows(stacked, uniforms, normals, levels, base, hot, 1.0 / timm_fused.LEVEL_DENOM, noisy, uniform)
-    return [table[k] for k in range(len(indices))]
+    column = augment_chain.COLUMN
+    table, maps = op.timm_rows(stacked, uniforms, normals, levels, base, hot, 1.0 / timm_fused.LEVEL_DENOM, noisy,
+                               uniform, column["m0"], (column["fraction_x"], column["fraction_y"]),
+                               images.height, images.width)
+    return [(table[k], maps[k]) for k in range(len(indices))]
 
 
 def apply(step, images: Images, drawn, warp_with) -> None:
     """Each slot's (row, argument) through one chain."""
-    chain_rows(step, images, graph_rows(step, images, drawn), warp_with)
+    chain_rows(step, images, [(row, None) for row in graph_rows(step, images, drawn)], warp_with)
 
 
-def chain_rows(step, images: Images, params: list, warp_with) -> None:
-    """Each slot's row of parameters through one chain."""
+def chain_rows(step, images: Images, slots: list, warp_with) -> None:
+    """Each slot's (row of parameters, its warp map or None: the chain makes it) through one chain."""
     stages = rows(timm_fused.flat_ops(step), images)[3]
-    for row in params:
-        augment_chain.chain(images, row, stages, warp_with)
+    for row, warp_map in slots:
+        augment_chain.chain(images, row, stages, warp_with, warp_map)
 
 
 @unconverted_function

@@ -110,10 +110,28 @@ def rows_covering(labels, seed: int) -> np.ndarray:
     return np.array(chosen[:BATCH], np.int32)
 
 
+@pytest.fixture(params=["DaliLoadersChainTail", "DALI operators"])
+def stages_in(request, monkeypatch):
+    """The stages after the warp in our operator (chain_tail.h), or in DALI's operators (what
+    GPU graphs run unless the operator's GPU build is asked for): both must give the pixels."""
+    from dali_loaders.ops import chain_tail, plugin
+
+    calls = []
+    if request.param == "DALI operators":
+        monkeypatch.setattr(chain_tail, "usable", lambda device: False)
+    elif not plugin.chain_available():
+        pytest.skip("the chain plugin cannot be built here")
+    else:
+        made = chain_tail.call
+        monkeypatch.setattr(chain_tail, "call", lambda *args, **kwargs: calls.append(1) or made(*args, **kwargs))
+    yield calls
+    assert bool(calls) == (request.param == "DaliLoadersChainTail")
+
+
 @pytest.mark.parametrize("sized", [True, False], ids=["size-known", "size-per-sample"])
 @pytest.mark.parametrize("kind", ["tensor", "pil"])
 @pytest.mark.parametrize("name", list(STEPS))
-def test_each_sample_gets_exactly_its_drawn_operation(name, kind, sized):
+def test_each_sample_gets_exactly_its_drawn_operation(name, kind, sized, stages_in):
     make_step, make_slots = STEPS[name]
     step = make_step()
     pixels = photos(seed=len(name))
@@ -137,7 +155,7 @@ def test_each_sample_gets_exactly_its_drawn_operation(name, kind, sized):
 
 
 @pytest.mark.parametrize("kind", ["tensor", "pil"])
-def test_grey_images_get_exactly_their_drawn_operation(kind):
+def test_grey_images_get_exactly_their_drawn_operation(kind, stages_in):
     step, make_slots = v2.TrivialAugmentWide(), fused.trivial_augment_slots
     pixels = photos(seed=2, channels=1)
     _, _, labels = run_chain_and_reference(step, make_slots, kind, True, np.full(BATCH, -1, np.int32), pixels)
@@ -272,3 +290,16 @@ def test_rand_augment_on_the_chain_matches_torchvision_by_distribution(tmp_path,
     assert found["distance"] <= found["bound"], found
     ignored = compare_distribution(check, "cpu", folder, transform=check.ignored)
     assert ignored["distance"] > ignored["bound"], ignored
+
+
+def test_the_chain_operator_check_passes_on_the_cpu():
+    """`python -m dali_loaders.testing.chain_tail_check`, the check the GPU operator must pass
+    on a GPU, run on the CPU operator: every case the same pixels as DALI's operators."""
+    from dali_loaders.ops import plugin
+    from dali_loaders.testing import chain_tail_check
+
+    if not plugin.chain_available():
+        pytest.skip("the chain plugin cannot be built here")
+    results = chain_tail_check.compare("cpu")
+    assert len(results) >= 6 and {kind for _, kind, _, _ in results} == {"pil", "tensor"}
+    assert all(largest == 0 for _, _, largest, _ in results), results

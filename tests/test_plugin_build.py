@@ -12,7 +12,8 @@ import pytest
 pytest.importorskip("nvidia.dali")
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-LIBRARIES = ("libdali_loaders_resize.so", "libdali_loaders_augment.so", "libdali_loaders_normalize.so")
+LIBRARIES = ("libdali_loaders_resize.so", "libdali_loaders_augment.so", "libdali_loaders_normalize.so",
+             "libdali_loaders_chain.so")
 
 # In a fresh process: the resize operator built on first use, then run on a random image
 # beside PIL's own Image.resize.
@@ -52,7 +53,8 @@ def without_toolkit(cache: str, tmp_path) -> dict:
     include path from the environment, a fresh cache."""
     env = {k: v for k, v in os.environ.items()
            if k not in ("CUDA_HOME", "CUDA_PATH", "CPATH", "CPLUS_INCLUDE_PATH", "C_INCLUDE_PATH",
-                        "DALI_LOADERS_NO_PLUGIN", "DALI_LOADERS_NO_AUGMENT_PLUGIN", "DALI_LOADERS_NO_NORMALIZE_PLUGIN")}
+                        "DALI_LOADERS_NO_PLUGIN", "DALI_LOADERS_NO_AUGMENT_PLUGIN", "DALI_LOADERS_NO_NORMALIZE_PLUGIN",
+                        "DALI_LOADERS_NO_CHAIN_PLUGIN", "DALI_LOADERS_CUDA_ARCH")}
     env.update(DALI_LOADERS_CACHE=cache, DALI_LOADERS_CUDA_HOME=str(tmp_path / "no-cuda-toolkit"),
                PYTHONPATH=REPO + os.pathsep + env.get("PYTHONPATH", ""))
     return env
@@ -90,7 +92,7 @@ def test_first_use_and_build_plugins_compile_with_pip_cuda_headers_alone(tmp_pat
     report = {line.split(":")[0]: line for line in built.stdout.splitlines() if line.startswith("libdali_loaders")}
     assert set(report) == set(LIBRARIES), built.stdout
     assert "already built" in report["libdali_loaders_resize.so"]   # the first use's, reused
-    for name in ("libdali_loaders_augment.so", "libdali_loaders_normalize.so"):
+    for name in LIBRARIES[1:]:
         assert "compiled in" in report[name]
     paths = {name: report[name].rsplit(": ", 1)[1] for name in LIBRARIES}
     for name, path in paths.items():
@@ -105,6 +107,38 @@ def test_first_use_and_build_plugins_compile_with_pip_cuda_headers_alone(tmp_pat
     assert "dali_loaders: compiling" not in loaded.stderr
     assert sorted(line.split()[1] for line in loaded.stdout.splitlines() if line.startswith("LOADED")) == \
         sorted(paths.values())
+
+
+# In a fresh process: the chain library built with nvcc for a named GPU architecture (no GPU
+# needed to compile), its GPU operator registered beside the CPU one
+GPU_BUILD = """
+from nvidia.dali import backend
+from dali_loaders.ops import plugin
+
+assert plugin.chain_available(), plugin._states[plugin.CHAIN.file]
+assert plugin.gpu_operator_loaded("DaliLoadersChainTail") and "DaliLoadersChainTail" in backend.RegisteredCPUOps()
+print("COMMANDS", open(plugin.loaded_path(plugin.CHAIN)[:-len(plugin.CHAIN.file)] + plugin.COMMANDS_FILE).read())
+"""
+
+
+@pytest.mark.skipif(not shutil.which("nvcc") or not shutil.which(os.environ.get("CXX") or "g++"),
+                    reason="needs nvcc and a C++ compiler")
+def test_the_chain_operator_compiles_for_the_gpu_with_nvcc(tmp_path):
+    """The GPU operator (chain_tail_op.cu) compiles, links with CUDA's static runtime and
+    registers, as it will on a machine with a GPU; here for sm_90 by name."""
+    import nvidia.dali.sysconfig as dali_config  # noqa: F401  (DALI present)
+
+    from dali_loaders.ops import plugin
+
+    if not any(os.path.exists(os.path.join(folder, "libcudart_static.a"))
+               for folder in plugin._runtime_folders(shutil.which("nvcc"))):
+        pytest.skip("nvcc's toolkit has no static CUDA runtime")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DALI_LOADERS_")}
+    env.update(DALI_LOADERS_CACHE=str(tmp_path / "cache"), DALI_LOADERS_CUDA_ARCH="sm_90",
+               PYTHONPATH=REPO + os.pathsep + env.get("PYTHONPATH", ""))
+    done = run(["-c", GPU_BUILD], env, tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "--fmad=false" in done.stdout and "-arch=sm_90" in done.stdout, done.stdout[-2000:]
 
 
 def test_build_plugins_without_a_compiler_exits_1_saying_so(tmp_path):

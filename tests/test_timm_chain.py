@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 from scipy import stats
-from test_augment_chain import BATCH, HEIGHT, WIDTH, constant_batch, gpu_graph_counts, photos
+from test_augment_chain import BATCH, HEIGHT, WIDTH, constant_batch, gpu_graph_counts, photos, stages_in  # noqa: F401
 
 from dali_loaders.transforms import Images, augment_chain, timm_chain, timm_fused
 
@@ -69,7 +69,7 @@ def run_chain_and_reference(step, sized: bool, rows: np.ndarray, args: np.ndarra
 
 @pytest.mark.parametrize("sized", [True, False], ids=["size-known", "size-per-sample"])
 @pytest.mark.parametrize("name", list(STEPS))
-def test_each_sample_gets_exactly_its_operation_at_its_argument(name, sized):
+def test_each_sample_gets_exactly_its_operation_at_its_argument(name, sized, stages_in):
     step = STEPS[name]()
     ops = timm_fused.flat_ops(step)
     rng = np.random.default_rng(len(name))

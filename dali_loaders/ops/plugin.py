@@ -1,8 +1,11 @@
 """Our DALI operators (csrc/): each compiled on first use against the DALI installed now,
-cached per DALI build, loaded once per process. Three libraries, built and failing apart:
+cached per DALI build, loaded once per process. Four libraries, built and failing apart:
 RESIZE (DaliLoadersResize, PIL's Image.resize), AUGMENT (DaliLoadersAugment, the
-per-sample augmentation sequences of the AutoAugment family and ColorJitter) and NORMALIZE
-(DaliLoadersNormalize, the CPU graphs' last step: flip, conversion, normalization, layout).
+per-sample augmentation sequences of the AutoAugment family and ColorJitter, and the
+erase box and timm rows of GPU graphs), NORMALIZE (DaliLoadersNormalize, the CPU graphs'
+last step: flip, conversion, normalization, layout) and CHAIN (DaliLoadersChainTail, the
+GPU chain's pixel stages; its GPU operator is compiled by nvcc where a GPU and nvcc are,
+or for DALI_LOADERS_CUDA_ARCH).
 
 Why on first use and not at `pip install`: a DALI plugin is bound to the exact DALI build it
 was compiled against (C++ ABI, no stable plugin interface). At install time DALI may be
@@ -15,7 +18,8 @@ all of these; a second process waits on a lock file and reuses the result.
 Whatever goes wrong (no compiler, no CUDA headers, which DALI's headers include, a build or
 load error) the loaders use DALI's own operators instead, after one warning per library.
 DALI_LOADERS_NO_PLUGIN=1 turns all off, DALI_LOADERS_NO_AUGMENT_PLUGIN=1 the augmentation
-operator alone, DALI_LOADERS_NO_NORMALIZE_PLUGIN=1 the normalization one; CXX picks the
+operator alone, DALI_LOADERS_NO_NORMALIZE_PLUGIN=1 the normalization one,
+DALI_LOADERS_NO_CHAIN_PLUGIN=1 the chain's; CXX picks the
 compiler; DALI_LOADERS_CACHE the cache directory (default ~/.cache/dali_loaders);
 DALI_LOADERS_CUDA_HOME the CUDA toolkit whose headers to use (default: CUDA_HOME, CUDA_PATH,
 nvcc's, /usr/local/cuda): a folder without one means pip's CUDA header packages alone, which
@@ -42,6 +46,8 @@ from typing import Dict, List, Optional, Tuple
 DISABLE_ENV = "DALI_LOADERS_NO_PLUGIN"
 DISABLE_AUGMENT_ENV = "DALI_LOADERS_NO_AUGMENT_PLUGIN"
 DISABLE_NORMALIZE_ENV = "DALI_LOADERS_NO_NORMALIZE_PLUGIN"
+DISABLE_CHAIN_ENV = "DALI_LOADERS_NO_CHAIN_PLUGIN"
+CUDA_ARCH_ENV = "DALI_LOADERS_CUDA_ARCH"   # nvcc's -arch for the GPU operators (default: the GPUs here, "native")
 CACHE_ENV = "DALI_LOADERS_CACHE"
 CUDA_HOME_ENV = "DALI_LOADERS_CUDA_HOME"
 SOURCE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "csrc")
@@ -63,10 +69,11 @@ class Library:
     what: str             # for the warning: what is missing, and what is used instead
     instead: str
     disable_env: Optional[str] = None
+    gpu_operators: Tuple[str, ...] = ()   # CUDA sources: built with nvcc where it and a GPU are (else left out)
 
     @property
     def sources(self) -> Tuple[str, ...]:
-        return (*self.operators, *self.kernels, *self.headers)
+        return (*self.operators, *self.kernels, *self.headers, *self.gpu_operators)
 
 
 RESIZE = Library("libdali_loaders_resize.so", "DaliLoadersResize", "dali_loaders_resize", ("resize_op.cc",),
@@ -86,13 +93,18 @@ NORMALIZE = Library("libdali_loaders_normalize.so", "DaliLoadersNormalize", "dal
                     ("normalize_kernels.h", "gather_windows.h", "simd.h"), ("-ffp-contract=off",),
                     "the normalization plugin", "normalizing with DALI's crop_mirror_normalize instead",
                     DISABLE_NORMALIZE_ENV)
-LIBRARIES = (RESIZE, AUGMENT, NORMALIZE)
+# The AutoAugment family's chain: its pixel stages after a slot's warp in one pass, on the
+# GPU where nvcc and a GPU are (CPU alone elsewhere: what the tests compare with DALI's operators)
+CHAIN = Library("libdali_loaders_chain.so", "DaliLoadersChainTail", "dali_loaders_chain_tail", ("chain_tail_op.cc",),
+                (), ("chain_tail.h", "chain_tail_op.h"), ("-ffp-contract=off",), "the chain plugin",
+                "running the chain's stages as DALI's operators instead", DISABLE_CHAIN_ENV, ("chain_tail_op.cu",))
+LIBRARIES = (RESIZE, AUGMENT, NORMALIZE, CHAIN)
 LIBRARY = RESIZE.file
 SOURCES = RESIZE.sources
 
 _lock = threading.Lock()
 # "ok" once tried; "why": the failure
-_states: Dict[str, dict] = {RESIZE.file: {}, AUGMENT.file: {}, NORMALIZE.file: {}}
+_states: Dict[str, dict] = {library.file: {} for library in LIBRARIES}
 _state = _states[RESIZE.file]
 
 
@@ -138,6 +150,10 @@ def available(library: Library = RESIZE) -> bool:
 
 def augment_available() -> bool:
     return available(AUGMENT)
+
+
+def chain_available() -> bool:
+    return available(CHAIN)
 
 
 def normalize_available() -> bool:
@@ -280,10 +296,51 @@ def _commands(library: Library, compiler: str, work: str) -> List[List[str]]:
     objects = [os.path.join(work, name[:-3] + ".o") for name in library.kernels]
     commands = [[*common, "-O3", *library.kernel_flags, "-c", os.path.join(SOURCE_DIR, name), "-o", obj]
                 for name, obj in zip(library.kernels, objects)]
+    gpu, runtime = _gpu_commands(library, work)
+    commands += gpu
+    objects += [command[-1] for command in gpu]
     return commands + [[*common, "-O1", *library.kernel_flags, "-shared", *cuda,
                         *(os.path.join(SOURCE_DIR, name) for name in library.operators), *objects,
                         "-o", os.path.join(work, library.file), *dali_config.get_link_flags(),
-                        f"-Wl,-rpath,{dali_config.get_lib_dir()}"]]
+                        f"-Wl,-rpath,{dali_config.get_lib_dir()}", *runtime]]
+
+
+def _gpu_commands(library: Library, work: str) -> Tuple[List[List[str]], List[str]]:
+    """nvcc's commands for the library's CUDA sources, and the CUDA runtime to link (static,
+    as DALI's plugins link it), where nvcc, its static runtime and a GPU (or DALI_LOADERS_CUDA_ARCH)
+    are; else none: the library is built for the CPU alone."""
+    import nvidia.dali.sysconfig as dali_config
+
+    home = os.environ.get(CUDA_HOME_ENV)
+    nvcc = os.path.join(home, "bin", "nvcc") if home else shutil.which("nvcc")
+    nvcc = nvcc if nvcc and os.path.isfile(nvcc) else None
+    arch = os.environ.get(CUDA_ARCH_ENV) or ("native" if glob.glob("/dev/nvidia[0-9]*") else None)
+    if not library.gpu_operators or not nvcc or not arch:
+        return [], []
+    lib = next((folder for folder in _runtime_folders(nvcc) if os.path.exists(os.path.join(folder, "libcudart_static.a"))),
+               None)
+    if lib is None:
+        return [], []
+    commands = [[nvcc, "-std=c++17", "-O3", "--fmad=false", f"-arch={arch}", "-w", "-Xcompiler",
+                 "-fPIC,-ffp-contract=off", *dali_config.get_compile_flags(), "-I", SOURCE_DIR, "-c",
+                 os.path.join(SOURCE_DIR, name), "-o", os.path.join(work, name[:-3] + "_cu.o")]
+                for name in library.gpu_operators]
+    return commands, ["-L", lib, "-lcudart_static", "-ldl", "-lrt", "-lpthread"]
+
+
+def _runtime_folders(nvcc: str) -> List[str]:
+    """Where the CUDA runtime's libraries may be: beside nvcc's toolkit, then the toolkits
+    whose headers the build would use."""
+    toolkits = [os.path.dirname(os.path.dirname(os.path.realpath(nvcc)))]
+    toolkits += [os.path.dirname(folder) for folder in _toolkit_includes()]
+    return [os.path.join(toolkit, lib) for toolkit in toolkits for lib in ("lib64", os.path.join("targets", "x86_64-linux", "lib"))]
+
+
+def gpu_operator_loaded(schema: str) -> bool:
+    """Whether a GPU operator of that name is registered in DALI (a library built with nvcc)."""
+    from nvidia.dali import backend
+
+    return schema in backend.RegisteredGPUOps()
 
 
 def _cpu_has_fma() -> bool:

@@ -22,9 +22,10 @@ image drew none of them; mask 255; threshold 256. Where no parameter leaves the 
 import numpy as np
 
 from ..ops import augment as op
+from ..ops import chain_tail
 from .augment_ops import (
-    auto_contrast, blend, mean_grey, posterize_bits, rotation_matrix, shear_matrix, smoothed, solarize, solarize_add,
-    solarize_threshold, unconverted_function, warp, whole_pixels)
+    auto_contrast, blend, mean_grey, posterize_bits, rotation_matrix, shear_matrix, smoothed, smoothed_inside, solarize,
+    solarize_add, solarize_threshold, unconverted_function, warp, whole_pixels)
 from ._core import Images
 from .color import luma
 from .fused import Table
@@ -188,6 +189,9 @@ def chain(images: Images, params, present: set, warp_with, translated=None) -> N
     value = Columns(params, images.device)
     if present & WARPS:
         data = warp_with(data, warp_matrix(images, params, present, translated))
+    if chain_tail.usable(images.device):
+        images.data = tail(images, data, present, value)
+        return
     if present & set(ENHANCE):
         data = enhanced(images, data, present, value)
     if "posterize_bits" in present:
@@ -203,6 +207,51 @@ def chain(images: Images, params, present: set, warp_with, translated=None) -> N
     if "Equalize" in present:   # the operator of DALI's auto_aug equalize (fn.experimental.equalize then)
         data = selected(value.uint8("Equalize"), fn.equalize(data), data)
     images.data = data
+
+
+# the chain's column for each of DaliLoadersChainTail's (ops/chain_tail.py's COLUMNS)
+TAIL_COLUMNS = {"Factor": "factor", "GreyWeight": "grey_weight", "MeanWeight": "mean_weight",
+                "SmoothWeight": "smooth_weight", "Posterize": "Posterize", "PosterizeBitsColumn": "posterize_bits",
+                "SolarizeColumn": "Solarize", "SolarizeAddColumn": "SolarizeAdd",
+                "AutoContrastColumn": "AutoContrast", "EqualizeColumn": "Equalize"}
+
+
+def tail(images: Images, data, present: set, value):
+    """The stages after the warp in one operator (DaliLoadersChainTail, the same pixels): an
+    image draws one operation a slot, so the statistics of the stage it drew are those of
+    `data`, computed here by DALI's operators."""
+    from nvidia.dali import fn
+
+    stages, inputs = [], {}
+    if present & set(ENHANCE):
+        stages.append("Enhance")
+        if "Color" in present:
+            stages.append("Color")
+        if "Contrast" in present:
+            stages.append("Contrast")
+            inputs["mean"] = mean_grey(images, luma(data, images))
+        if "Sharpness" in present:
+            stages.append("Sharpness")
+            inputs["inner"] = smoothed_inside(data)
+    if "posterize_bits" in present:
+        stages.append("PosterizeBits")
+    elif "Posterize" in present:
+        stages.append("PosterizeMask")
+    if present & {"Solarize", "Invert"}:
+        stages.append("Solarize")
+    if "SolarizeAdd" in present:
+        stages.append("SolarizeAdd")
+    if "AutoContrast" in present:
+        stages.append("AutoContrast")
+        inputs["lo"] = fn.reductions.min(data, axis_names="HW", keep_dims=True)
+        inputs["hi"] = fn.reductions.max(data, axis_names="HW", keep_dims=True)
+    if "Equalize" in present:
+        stages.append("Equalize")
+        inputs["equalized"] = fn.equalize(data)
+    if images.kind == "pil":
+        stages.append("PilGrey")
+    return chain_tail.call(data, value.params, stages, [COLUMN[TAIL_COLUMNS[name]] for name in chain_tail.COLUMNS],
+                           **inputs)
 
 
 def automatic(step, images: Images, make_slots) -> None:

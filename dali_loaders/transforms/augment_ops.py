@@ -158,10 +158,7 @@ def smoothed(images: Images, data):
     border (uint8)."""
     from nvidia.dali import fn
 
-    kernel = np.array([[1, 1, 1], [1, 5, 1], [1, 1, 1]], dtype=np.float32) / 13
-    # uint8 out: DALI rounds to nearest, which is PIL's half up here since a sum of whole
-    # numbers over 13 is never within float error of a half
-    inner = fn.filter(data, kernel, mode="valid")
+    inner = smoothed_inside(data)
     # the change smoothing makes inside the border, padded with 0 to the image's size as the
     # graph knows it on the CPU (data.shape() of GPU pixels would be a GPU -> CPU edge, which
     # DALI's executors stall on or refuse); added to the image it gives the smoothed image
@@ -170,6 +167,17 @@ def smoothed(images: Images, data):
     change = fn.slice(inner - data[1:-1, 1:-1], start=[-1, -1], shape=stack(images.height, images.width, integer=True),
                       axis_names="HW", out_of_bounds_policy="pad", fill_values=0)
     return data + change
+
+
+def smoothed_inside(data):
+    """The image smoothed by PIL's SMOOTH kernel, inside its 1-pixel border (uint8, 2 pixels
+    less each way)."""
+    from nvidia.dali import fn
+
+    kernel = np.array([[1, 1, 1], [1, 5, 1], [1, 1, 1]], dtype=np.float32) / 13
+    # uint8 out: DALI rounds to nearest, which is PIL's half up here since a sum of whole
+    # numbers over 13 is never within float error of a half
+    return fn.filter(data, kernel, mode="valid")
 
 
 def solarize(data, threshold):

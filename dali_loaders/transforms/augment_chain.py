@@ -228,8 +228,10 @@ def tail(images: Images, data, present: set, value):
         if "Color" in present:
             stages.append("Color")
         if "Contrast" in present:
-            stages.append("Contrast")
-            inputs["mean"] = mean_grey(images, luma(data, images))
+            stages.append("Contrast")   # the mean unrounded: the operator rounds it as mean_grey does
+            inputs["mean"] = fn.reductions.mean(luma(data, images), axis_names="HWC", keep_dims=True)
+            if images.kind == "pil":
+                stages.append("RoundMean")
         if "Sharpness" in present:
             stages.append("Sharpness")
             inputs["inner"] = smoothed_inside(data)

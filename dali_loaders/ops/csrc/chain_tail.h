@@ -9,7 +9,8 @@
 // An image draws one operation a slot, and every other stage leaves it exactly as it is (its
 // row's no-op parameters), so the statistics a drawn stage needs are those of the slot's input:
 // the graph computes them there, in DALI's operators (the mean grey level, the smoothed inner
-// image, each channel's min and max, the equalized image), and hands them in.
+// image, each channel's min and max, the equalized image), and hands them in; the mean
+// unrounded, rounded here (two GPU operators fewer a slot).
 //
 // Python reads the enums below (ops/chain_tail.py): keep each entry `kName = integer,` on a line.
 #pragma once
@@ -40,6 +41,7 @@ enum Stage : int {
   kAutoContrast = 256,
   kEqualize = 512,
   kPilGrey = 1024,       // the grey image is PIL's convert("L"), else torchvision's tensors'
+  kRoundMean = 2048,     // the mean grey level comes unrounded: rounded here as PIL rounds it
 };
 
 // The row's columns each stage reads (the columns argument, in this order)
@@ -117,7 +119,10 @@ CHAIN_TAIL_HD inline void Pixel(const Sample &s, const Columns &col, int stages,
           first = false;
         };
         if (stages & kColor) add(row[col.at[kGreyWeight]] * grey);
-        if (stages & kContrast) add(row[col.at[kMeanWeight]] * s.mean[0]);
+        if (stages & kContrast) {   // augment_ops.mean_grey: floor(mean + 0.5) for PIL
+          const float mean = (stages & kRoundMean) ? floorf(s.mean[0] + 0.5f) : s.mean[0];
+          add(row[col.at[kMeanWeight]] * mean);
+        }
         if (stages & kSharpness) {
           const uint8_t smooth = inside ? s.inner[((static_cast<int64_t>(y) - 1) * (s.width - 2) + (x - 1)) * c_count + c]
                                         : v;

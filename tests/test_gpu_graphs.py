@@ -85,6 +85,26 @@ def test_no_recipe_has_a_gpu_to_cpu_edge(images, arrays, variant):
     assert {"imagenet default train", "imagenet default val", "imagenet resnet50 train"} <= set(seen)
 
 
+def test_the_chain_operator_adds_no_gpu_to_cpu_edge(images, arrays, monkeypatch):
+    """The recipes' GPU graphs with the chain's stages in DaliLoadersChainTail (as
+    DALI_LOADERS_GPU_CHAIN_TAIL=1 gives them where its GPU operator is built): none has a
+    GPU -> CPU edge, and the chains do use the operator."""
+    from dali_loaders.ops import chain_tail, plugin
+
+    if not plugin.chain_available():
+        pytest.skip("the chain plugin cannot be built here")
+    monkeypatch.setattr(chain_tail, "usable", lambda device: True)
+    found, used = {}, []
+    for name, kind, transform in recipe_cases():
+        graph = serialized_gpu_graph(images if kind == "images" else arrays, transform, variant="gpu")
+        used += [name for op_kind, *_ in dali_compat.graph_operators(graph) if op_kind == "DaliLoadersChainTail"]
+        edges = gpu_to_cpu_edges(graph)
+        if edges:
+            found[name] = edges
+    assert found == {}
+    assert "imagenet resnet50 train" in used
+
+
 def test_the_check_finds_an_edge(images):
     # a graph that asks for the GPU pixels' shape on the CPU: the check must see it
     def resized_by_own_shape(pixels):

@@ -2,7 +2,8 @@
 chain of operators (PIL arithmetic), forced onto a CPU graph: milliseconds a batch and the
 graph's operators. A CPU operator works per sample where a GPU one pays per batch, so this
 stands in for, and does not measure, the chain's cost on a GPU; it shows what a change to the
-chain's stages does, run before and after it on the same machine.
+chain's stages does, run before and after it on the same machine. `--chain-tail`: the stages
+after the warp in DaliLoadersChainTail (DALI_LOADERS_CHAIN_TAIL=1), else DALI's operators.
 """
 import argparse
 import time
@@ -55,9 +56,17 @@ def main(argv=None) -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--runs", type=int, default=8, help="batches a round")
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--chain-tail", action="store_true", help="the stages in DaliLoadersChainTail")
     args = parser.parse_args(argv)
+    if args.chain_tail:
+        import os
+
+        from dali_loaders.ops import chain_tail
+
+        os.environ[chain_tail.ENV] = "1"
     ms, operators = measure(args.batch, args.size, args.rounds, args.runs, args.threads)
-    print(f"TrivialAugmentWide chain on a CPU graph, {args.batch} images of {args.size} x {args.size}, "
+    print(f"TrivialAugmentWide chain on a CPU graph{' (DaliLoadersChainTail)' if args.chain_tail else ''}, "
+          f"{args.batch} images of {args.size} x {args.size}, "
           f"{args.threads} threads: {ms:.1f} ms a batch (best of {args.rounds} x {args.runs}), {operators} operators")
 
 

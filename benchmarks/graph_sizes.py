@@ -5,7 +5,7 @@ scheduling round a batch, so the count is what a graph pays besides its pixels (
 operator of the augmentation chain cost a batch of 128 some 0.05 to 0.1 ms, whatever its work:
 docs/gpu.md). Runs anywhere DALI does (the graph is serialized, not run). The last two columns
 count the same graph with the chain's pixel stages in DaliLoadersChainTail (the chain plugin's
-GPU operator, used where it is built and DALI_LOADERS_GPU_CHAIN_TAIL=1 asks for it).
+GPU operator, used where it is built and DALI_LOADERS_CHAIN_TAIL=1 asks for it).
 """
 import collections
 import os

@@ -108,5 +108,5 @@ def erase_path(request, monkeypatch):
     if request.param != "fused":
         monkeypatch.setattr(fused, "erase_float", lambda *args, **kwargs: False)
     if request.param == "arithmetic":
-        monkeypatch.setattr(augment, "box_usable", lambda: False)
+        monkeypatch.setattr(augment, "draws_usable", lambda: False)
     return request.param

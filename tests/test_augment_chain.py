@@ -112,16 +112,15 @@ def rows_covering(labels, seed: int) -> np.ndarray:
 
 @pytest.fixture(params=["DaliLoadersChainTail", "DALI operators"])
 def stages_in(request, monkeypatch):
-    """The stages after the warp in our operator (chain_tail.h), or in DALI's operators (what
-    GPU graphs run unless the operator's GPU build is asked for): both must give the pixels."""
+    """The stages after the warp in our operator (chain_tail.h, asked for as users ask), or in
+    DALI's operators (what GPU graphs run unasked): both must give the pixels."""
     from dali_loaders.ops import chain_tail, plugin
 
     calls = []
-    if request.param == "DALI operators":
-        monkeypatch.setattr(chain_tail, "usable", lambda device: False)
-    elif not plugin.chain_available():
+    monkeypatch.setenv(chain_tail.ENV, "1" if request.param == "DaliLoadersChainTail" else "0")
+    if request.param == "DaliLoadersChainTail" and not plugin.chain_available():
         pytest.skip("the chain plugin cannot be built here")
-    else:
+    if request.param == "DaliLoadersChainTail":
         made = chain_tail.call
         monkeypatch.setattr(chain_tail, "call", lambda *args, **kwargs: calls.append(1) or made(*args, **kwargs))
     yield calls
@@ -231,7 +230,7 @@ def test_a_gpu_graph_erases_with_a_few_operators(box, monkeypatch):
     from dali_loaders.ops import augment, plugin
 
     if box == "arithmetic":
-        monkeypatch.setattr(augment, "box_usable", lambda: False)
+        monkeypatch.setattr(augment, "draws_usable", lambda: False)
     elif not plugin.augment_available():
         pytest.skip("the augmentation plugin cannot be built here")
     total, kinds = gpu_graph_counts(v2.Compose([v2.ToDtype(torch.float32, scale=True), v2.RandomErasing(p=0.5)]))

@@ -87,7 +87,7 @@ def test_no_recipe_has_a_gpu_to_cpu_edge(images, arrays, variant):
 
 def test_the_chain_operator_adds_no_gpu_to_cpu_edge(images, arrays, monkeypatch):
     """The recipes' GPU graphs with the chain's stages in DaliLoadersChainTail (as
-    DALI_LOADERS_GPU_CHAIN_TAIL=1 gives them where its GPU operator is built): none has a
+    DALI_LOADERS_CHAIN_TAIL=1 gives them where its GPU operator is built): none has a
     GPU -> CPU edge, and the chains do use the operator."""
     from dali_loaders.ops import chain_tail, plugin
 

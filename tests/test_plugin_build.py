@@ -141,6 +141,34 @@ def test_the_chain_operator_compiles_for_the_gpu_with_nvcc(tmp_path):
     assert "--fmad=false" in done.stdout and "-arch=sm_90" in done.stdout, done.stdout[-2000:]
 
 
+# In a fresh process: the chain library where nvcc cannot build its GPU operator
+CPU_ALONE = """
+import warnings
+from dali_loaders.ops import plugin
+
+with warnings.catch_warnings(record=True) as warned:
+    warnings.simplefilter("always")
+    assert plugin.chain_available(), plugin._states[plugin.CHAIN.file]
+assert not plugin.gpu_operator_loaded("DaliLoadersChainTail")
+print("WARNED", [str(w.message) for w in warned])
+"""
+
+
+@pytest.mark.skipif(not shutil.which("nvcc") or not shutil.which(os.environ.get("CXX") or "g++"),
+                    reason="needs nvcc and a C++ compiler")
+def test_a_gpu_operator_nvcc_cannot_build_leaves_the_cpu_operator(tmp_path):
+    """nvcc refusing the GPU operator (here an architecture that does not exist, as an nvcc too
+    old for -arch=native would) costs the GPU operator alone, said once: the library is built
+    for the CPU."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DALI_LOADERS_")}
+    env.update(DALI_LOADERS_CACHE=str(tmp_path / "cache"), DALI_LOADERS_CUDA_ARCH="sm_1",
+               PYTHONPATH=REPO + os.pathsep + env.get("PYTHONPATH", ""))
+    done = run(["-c", CPU_ALONE], env, tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    warned = [line for line in done.stdout.splitlines() if line.startswith("WARNED")]
+    assert warned and "GPU operator did not compile" in warned[0] and "CPU operator alone" in warned[0], done.stdout
+
+
 def test_build_plugins_without_a_compiler_exits_1_saying_so(tmp_path):
     env = without_toolkit(str(tmp_path / "cache"), tmp_path)
     env["CXX"] = str(tmp_path / "no-such-compiler")

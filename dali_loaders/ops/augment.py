@@ -143,16 +143,9 @@ def erase_box(height, width, probability: float, scale: Sequence[float], ratio: 
                                      attempts=ERASE_ATTEMPTS)
 
 
-def rows_usable() -> bool:
-    """Whether a graph (either device: the rows are drawn on the CPU) can have timm's chain
-    rows made by DaliLoadersTimmRows."""
-    from . import plugin
-
-    return plugin.augment_available()
-
-
-def box_usable() -> bool:
-    """Whether a graph (either device: the box is drawn on the CPU) can draw erase boxes so."""
+def draws_usable() -> bool:
+    """Whether a graph (either device: these run on the CPU) can work its draws out in our
+    operators: RandomErasing's box (DaliLoadersEraseBox), timm's chain rows (DaliLoadersTimmRows)."""
     from . import plugin
 
     return plugin.augment_available()

@@ -2,11 +2,12 @@
 family's chain, its pixel stages after the warp in one operator. Its stage flags and columns
 are the header's, read from it here.
 
-On GPU graphs it runs where the library was built with nvcc (a GPU and the CUDA toolkit at the
-first build) and DALI_LOADERS_GPU_CHAIN_TAIL=1 asks for it: the GPU operator has not yet run on a
-GPU beside the chain's DALI operators, so it stays a choice until it has. The CPU operator (the
-same arithmetic, chain_tail.h) is what tests compare with those operators here, wherever a
-chain runs on a CPU graph."""
+A chain runs it where DALI_LOADERS_CHAIN_TAIL=1 asks for it, on either device (the same graph,
+other device names): on a GPU graph where the library was built with nvcc (a GPU and the CUDA
+toolkit at its first build). Unasked, a chain's stages are DALI's operators, as GPU graphs run
+them by default: the GPU operator has not yet run on a GPU beside them, so it stays a choice
+until `python -m dali_loaders.testing.chain_tail_check` has passed there. The tests ask for it
+on CPU graphs, where it gives DALI's operators' pixels."""
 import os
 from typing import Sequence
 
@@ -16,16 +17,19 @@ HEADER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "csrc", "chain
 _ENUMS = read_enums(HEADER)
 STAGE = _ENUMS["Stage"]
 COLUMNS = [name for name, _ in sorted(_ENUMS["Column"].items(), key=lambda item: item[1]) if name != "NumColumns"]
-GPU_ENV = "DALI_LOADERS_GPU_CHAIN_TAIL"
+ENV = "DALI_LOADERS_CHAIN_TAIL"
+
+
+def asked() -> bool:
+    return os.environ.get(ENV, "").strip() not in ("", "0", "false", "False")
 
 
 def usable(device: str) -> bool:
-    """Whether a graph on `device` runs the chain's stages in the operator."""
+    """Whether a chain on `device` runs its stages in the operator (asked for, and built for
+    that device; unasked, the plugin is not even built)."""
     from . import plugin
 
-    if device != "cpu" and os.environ.get(GPU_ENV, "").strip() in ("", "0", "false", "False"):
-        return False   # not asked for: the plugin is not even built
-    return plugin.chain_available() and (device == "cpu" or plugin.gpu_operator_loaded(plugin.CHAIN.schema))
+    return asked() and plugin.chain_available() and (device == "cpu" or plugin.gpu_operator_loaded(plugin.CHAIN.schema))
 
 
 def call(data, row, stages: Sequence[str], columns: Sequence[int], mean=None, inner=None, lo=None, hi=None,

@@ -194,9 +194,22 @@ def build(library: Library = RESIZE, announce: bool = True) -> str:
 
 
 def _build(library: Library, announce: bool) -> Tuple[str, bool]:
-    """(the library's path, whether this call compiled it)."""
+    """(the library's path, whether this call compiled it). A library whose GPU operators nvcc
+    fails to build (an nvcc too old for -arch=native, a host compiler it refuses) is built for
+    the CPU alone, saying so once."""
+    try:
+        return _build_for(library, announce, gpu=True)
+    except Unavailable as e:
+        if not _gpu_commands(library, "FOLDER")[0]:
+            raise
+        warnings.warn(f"dali_loaders: {library.what}'s GPU operator did not compile ({e}); building its CPU "
+                      f"operator alone", RuntimeWarning, stacklevel=4)
+        return _build_for(library, announce, gpu=False)
+
+
+def _build_for(library: Library, announce: bool, gpu: bool) -> Tuple[str, bool]:
     compiler = _compiler()
-    folder = os.path.join(_cache_root(), _key(library, _commands(library, compiler, "FOLDER")))
+    folder = os.path.join(_cache_root(), _key(library, _commands(library, compiler, "FOLDER", gpu)))
     os.makedirs(folder, exist_ok=True)
     path, failed = os.path.join(folder, library.file), os.path.join(folder, "failed.log")
     with open(os.path.join(folder, ".lock"), "w") as lock:
@@ -213,7 +226,7 @@ def _build(library: Library, announce: bool) -> Tuple[str, bool]:
                   f"`python -m dali_loaders build-plugins` builds all ahead)", file=sys.stderr, flush=True)
         work = tempfile.mkdtemp(prefix=".build-", dir=folder)
         try:
-            commands = _commands(library, compiler, work)
+            commands = _commands(library, compiler, work, gpu)
             for command in commands:
                 _compile(command, failed)
             with open(os.path.join(folder, COMMANDS_FILE), "w") as record:
@@ -283,7 +296,7 @@ def _compiler() -> str:
     return path
 
 
-def _commands(library: Library, compiler: str, work: str) -> List[List[str]]:
+def _commands(library: Library, compiler: str, work: str, gpu: bool = True) -> List[List[str]]:
     """The kernels at -O3 alone (seconds), then the operator, whose DALI headers take most of
     the time, at -O1 (it only loops over samples), linked with them."""
     import nvidia.dali.sysconfig as dali_config
@@ -296,9 +309,9 @@ def _commands(library: Library, compiler: str, work: str) -> List[List[str]]:
     objects = [os.path.join(work, name[:-3] + ".o") for name in library.kernels]
     commands = [[*common, "-O3", *library.kernel_flags, "-c", os.path.join(SOURCE_DIR, name), "-o", obj]
                 for name, obj in zip(library.kernels, objects)]
-    gpu, runtime = _gpu_commands(library, work)
-    commands += gpu
-    objects += [command[-1] for command in gpu]
+    nvcc, runtime = _gpu_commands(library, work) if gpu else ([], [])
+    commands += nvcc
+    objects += [command[-1] for command in nvcc]
     return commands + [[*common, "-O1", *library.kernel_flags, "-shared", *cuda,
                         *(os.path.join(SOURCE_DIR, name) for name in library.operators), *objects,
                         "-o", os.path.join(work, library.file), *dali_config.get_link_flags(),

@@ -1,8 +1,8 @@
 """`python -m dali_loaders.testing.chain_tail_check [--device gpu|cpu]`: the AutoAugment
 family's chain with its pixel stages in DaliLoadersChainTail against the same chain in DALI's
 operators, on the same images and the same drawn rows, pixel for pixel: a table, exit 1 on any
-difference. On a GPU it is the check the GPU operator must pass before GPU graphs use it by
-default (ops/chain_tail.py); on the CPU, the same machinery (the tests run it)."""
+difference. On a GPU it is the check the GPU operator must pass before GPU graphs use it unasked
+(ops/chain_tail.py); on the CPU, the same machinery (the tests run it)."""
 import argparse
 import contextlib
 import os
@@ -36,21 +36,18 @@ def _steps() -> Dict[str, object]:
 
 @contextlib.contextmanager
 def _stages_in_operator(on: bool):
+    """DALI_LOADERS_CHAIN_TAIL set to ask for the operator, or not, meanwhile."""
     from ..ops import chain_tail
 
-    before = os.environ.get(chain_tail.GPU_ENV)
-    os.environ[chain_tail.GPU_ENV] = "1" if on else "0"
-    real = chain_tail.usable
-    if not on:
-        chain_tail.usable = lambda device: False
+    before = os.environ.get(chain_tail.ENV)
+    os.environ[chain_tail.ENV] = "1" if on else "0"
     try:
         yield
     finally:
-        chain_tail.usable = real
         if before is None:
-            del os.environ[chain_tail.GPU_ENV]
+            del os.environ[chain_tail.ENV]
         else:
-            os.environ[chain_tail.GPU_ENV] = before
+            os.environ[chain_tail.ENV] = before
 
 
 def _images(seed: int) -> List[np.ndarray]:

@@ -217,7 +217,7 @@ def erase_window(step, images: Images) -> dict:
     operators a batch, each a round over every sample), else arithmetic_erase_box."""
     from nvidia.dali import fn, types
 
-    if augment_op.box_usable():
+    if augment_op.draws_usable():
         anchor, shape = augment_op.erase_box(images.height, images.width, step.p, step.scale, step.ratio)
         return dict(anchor=anchor, shape=shape, axis_names="HW")
     top, left, height, width = arithmetic_erase_box(step, images)

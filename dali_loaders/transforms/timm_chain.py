@@ -242,7 +242,7 @@ def translate(step, images: Images, warp_with) -> bool:
     images.flush_mirror()
     ops = [o for o in timm_fused.flat_ops(step) if o is not None]
     if ops and not (hasattr(step, "ops") and step.num_layers == 0):
-        if op.rows_usable():
+        if op.draws_usable():
             chain_rows(step, images, operator_rows(step, images, *slot_draws(step)), warp_with)
         else:
             apply(step, images, draws(step, images), warp_with)

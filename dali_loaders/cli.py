@@ -114,7 +114,21 @@ def _build_plugins(args) -> int:
         else:
             how = f"compiled in {built.seconds:.0f} s" if built.compiled else "already built"
             print(f"{built.library.file}: {how}: {built.path}")
-    return 1 if any(built.error for built in results) else 0
+    memory_built = _build_batch_memory()
+    return 1 if any(built.error for built in results) or not memory_built else 0
+
+
+def _build_batch_memory() -> bool:
+    """The batch memory (torch's side, ops/batch_memory.py), said as the plugins are."""
+    from .ops import batch_memory, plugin
+
+    try:
+        path, compiled = batch_memory.build()
+    except plugin.Unavailable as e:
+        print(f"{batch_memory.FILE}: FAILED ({e}); collate_fn and batch_transform callables use torch's own allocator")
+        return False
+    print(f"{batch_memory.FILE}: {'compiled' if compiled else 'already built'}: {path}")
+    return True
 
 
 def build_parser() -> argparse.ArgumentParser:

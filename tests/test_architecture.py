@@ -16,7 +16,7 @@ ALLOWED = {
     "transforms": {"seeds", "ops", "dali_compat"},
     "recipes": {"transforms"},
     "sources": {"ops", "transforms", "recipes", "seeds", "distributed"},
-    "loader": {"seeds", "transforms", "sources", "distributed", "recipes", "version", "dali_compat"},
+    "loader": {"seeds", "ops", "transforms", "sources", "distributed", "recipes", "version", "dali_compat"},
     "datasets": {"sources", "loader", "transforms", "recipes", "seeds", "distributed"},
 }
 TOP = {"integrations", "bench", "cli", "demo", "testing", "lightning", "timm", "__init__", "__main__"}  # may import anything

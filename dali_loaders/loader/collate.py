@@ -19,6 +19,9 @@ are, and the generators put back afterwards: set_epoch and a resumed state repro
 batch, and the training script's own draws do not follow the loader's. It runs on one torch
 thread, as in DataLoader's worker processes: torch's thread pool beside DALI's busy threads made
 torchvision's MixUp/CutMix 5x slower on a 2-core machine (37 against 7 ms a CIFAR batch of 256).
+Its CPU tensors come from the library's batch memory (ops/batch_memory.py): torchvision's
+MixUp/CutMix make two new batches each time, which fresh pages made 20-25 ms dearer a default
+ImageNet train batch.
 The twin runs collate_fn as DataLoader does (in its workers, with DataLoader's seeds), on the
 same items.
 """
@@ -28,6 +31,7 @@ from typing import Callable, Optional, Sequence, Tuple
 import torch
 from torch.utils.data import default_collate
 
+from ..ops import batch_memory
 from ..seeds import derived_seed
 from ..transforms.python_fallback import seeded_globals
 from .outputs import LabelTable
@@ -86,7 +90,7 @@ class DaliCollate:
     def __call__(self, images: torch.Tensor, labels: torch.Tensor, epoch: int, batch_index: int):
         items = list(zip(batch_rows(images), *self.labels(labels)))
         seed = derived_seed(self.order.seed, epoch, self.order.rank, batch_index, COLLATE_STREAM)
-        with seeded_globals(seed, images.device), one_torch_thread():
+        with seeded_globals(seed, images.device), one_torch_thread(), batch_memory.allocations():
             batch = self.collate_fn(items)
         return placed(batch, None, True) if self.pin else batch
 

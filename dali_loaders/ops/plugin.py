@@ -41,7 +41,7 @@ import time
 import warnings
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Dict, List, Optional, Tuple
+from typing import Callable, Dict, List, Optional, Tuple
 
 DISABLE_ENV = "DALI_LOADERS_NO_PLUGIN"
 DISABLE_AUGMENT_ENV = "DALI_LOADERS_NO_AUGMENT_PLUGIN"
@@ -208,30 +208,43 @@ def _build(library: Library, announce: bool) -> Tuple[str, bool]:
 
 
 def _build_for(library: Library, announce: bool, gpu: bool) -> Tuple[str, bool]:
-    compiler = _compiler()
-    folder = os.path.join(_cache_root(), _key(library, _commands(library, compiler, "FOLDER", gpu)))
-    os.makedirs(folder, exist_ok=True)
-    path, failed = os.path.join(folder, library.file), os.path.join(folder, "failed.log")
-    with open(os.path.join(folder, ".lock"), "w") as lock:
-        import fcntl
+    cxx = compiler()
+    folder = os.path.join(_cache_root(), _key(library, _commands(library, cxx, "FOLDER", gpu)))
 
-        fcntl.flock(lock, fcntl.LOCK_EX)   # one process compiles, the others wait and reuse it
-        if os.path.exists(path):
-            return path, False
-        if os.path.exists(failed):   # same sources, DALI and toolchain: it would fail again
-            raise Unavailable(f"compiling it failed before, see {failed}")
+    def say():
         if announce:
             print(f"dali_loaders: compiling {library.what} ({library.file}) for DALI {_dali_version()}, once per "
                   f"DALI build: {USUAL_TIME}; cached in {_cache_root()} (set {CACHE_ENV} to move it; "
                   f"`python -m dali_loaders build-plugins` builds all ahead)", file=sys.stderr, flush=True)
+
+    return compile_once(folder, library.file, lambda work: _commands(library, cxx, work, gpu), say)
+
+
+def compile_once(folder: str, file: str, commands: Callable[[str], List[List[str]]],
+                 before: Callable[[], None] = lambda: None) -> Tuple[str, bool]:
+    """(folder/file, whether this call compiled it): there already, or made by running
+    commands(a work folder), which must write `file` into it. One process compiles, the others
+    wait on a lock file and reuse it; a failure is remembered beside it (the same sources and
+    toolchain would fail again): Unavailable. `before` runs just before compiling."""
+    os.makedirs(folder, exist_ok=True)
+    path, failed = os.path.join(folder, file), os.path.join(folder, "failed.log")
+    with open(os.path.join(folder, ".lock"), "w") as lock:
+        import fcntl
+
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if os.path.exists(path):
+            return path, False
+        if os.path.exists(failed):
+            raise Unavailable(f"compiling it failed before, see {failed}")
+        before()
         work = tempfile.mkdtemp(prefix=".build-", dir=folder)
         try:
-            commands = _commands(library, compiler, work, gpu)
-            for command in commands:
+            made = commands(work)
+            for command in made:
                 _compile(command, failed)
             with open(os.path.join(folder, COMMANDS_FILE), "w") as record:
-                record.write("\n".join(" ".join(command) for command in commands) + "\n")
-            os.replace(os.path.join(work, library.file), path)   # atomic: never half a library
+                record.write("\n".join(" ".join(command) for command in made) + "\n")
+            os.replace(os.path.join(work, file), path)   # atomic: never half a library
         finally:
             shutil.rmtree(work, ignore_errors=True)
     return path, True
@@ -251,7 +264,7 @@ def build_all(libraries: Tuple[Library, ...] = LIBRARIES, workers: Optional[int]
     """Builds the libraries in parallel (one compiler at a time per library, up to
     os.cpu_count() of them), without the first-use lines. Raises Unavailable at once when
     there is no compiler; any other failure is reported in its Built."""
-    _compiler()
+    compiler()
     workers = max(1, min(len(libraries), workers or os.cpu_count() or 1))
 
     def one(library: Library) -> Built:
@@ -288,7 +301,8 @@ def _compile(command: List[str], failed: str) -> None:
         raise Unavailable(f"compiling it failed, see {failed}")
 
 
-def _compiler() -> str:
+def compiler() -> str:
+    """The C++ compiler's path (CXX, else g++, c++ or clang++), or Unavailable."""
     name = os.environ.get("CXX") or next((c for c in ("g++", "c++", "clang++") if shutil.which(c)), "g++")
     path = shutil.which(name)
     if not path:

@@ -18,6 +18,7 @@ from typing import Callable, List, Optional, Tuple
 
 import torch
 
+from ..ops import batch_memory
 from ..seeds import derived_seed
 
 NUMPY_TYPES = (torch.float32, torch.float64, torch.float16, torch.uint8)   # what numpy holds as torch does
@@ -123,14 +124,22 @@ def numpy_blend(images: torch.Tensor, lam: float, partner: str) -> torch.Tensor:
     import numpy as np
 
     batch = images.numpy()
-    mixed = np.empty_like(batch)   # the same strides: channels_last stays channels_last
+    result, product = _like(images), _like(images)
+    mixed = result.numpy()
     if partner == "flip":
         np.multiply(batch[::-1], 1.0 - lam, out=mixed)
     else:
         np.multiply(batch[:-1], 1.0 - lam, out=mixed[1:])
         np.multiply(batch[-1:], 1.0 - lam, out=mixed[:1])
-    mixed += batch * lam
-    return torch.from_numpy(mixed)
+    mixed += np.multiply(batch, lam, out=product.numpy())
+    return result
+
+
+def _like(images: torch.Tensor) -> torch.Tensor:
+    """An empty tensor like the batch (its strides: channels_last stays channels_last), from the
+    batch memory: a fresh batch-sized block every batch costs more in new pages than the mixing."""
+    with batch_memory.allocations():
+        return torch.empty_like(images)
 
 
 def cutmix(images: torch.Tensor, lam: float, generator: torch.Generator):
@@ -146,9 +155,11 @@ def cutmix(images: torch.Tensor, lam: float, generator: torch.Generator):
         import numpy as np
 
         batch = images.numpy()
-        mixed = batch.copy(order="K")
+        result = _like(images)
+        mixed = result.numpy()
+        np.copyto(mixed, batch)
         mixed[..., y1:y2, x1:x2] = np.roll(batch[..., y1:y2, x1:x2], 1, axis=0)
-        return torch.from_numpy(mixed), box
+        return result, box
     mixed = images.clone(memory_format=_memory_format(images))
     mixed[..., y1:y2, x1:x2] = images[..., y1:y2, x1:x2].roll(1, 0)   # only the box is rolled
     return mixed, box
@@ -213,7 +224,7 @@ class CallableBatchTransform:
         from .python_fallback import seeded_globals
 
         seed = derived_seed(self.sampler.seed, epoch, self.sampler.shard.rank, batch_index, MIXING_STREAM)
-        with seeded_globals(seed, images.device):
+        with seeded_globals(seed, images.device), batch_memory.allocations():   # its new batches: see there
             out = self.function(images, labels.long())
         if not (isinstance(out, (tuple, list)) and len(out) == 2 and all(isinstance(t, torch.Tensor) for t in out)):
             got = f"{type(out).__name__} of {len(out)}" if isinstance(out, (tuple, list)) else type(out).__name__

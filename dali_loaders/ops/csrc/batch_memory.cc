@@ -1,0 +1,151 @@
+// torch's CPU allocator while the loader runs a user's batch code (collate_fn=, a callable
+// batch_transform=): see ops/batch_memory.py for why.
+//
+// Blocks of 2 MB or more are 2 MB aligned and advised as huge pages (as torch's own
+// THP_MEM_ALLOC_ENABLE does), and up to kKeptBlocks of them are kept when freed and handed
+// out again for the same size: a batch-sized tensor made every batch then costs no fresh
+// pages. Smaller ones are torch's usual 64-byte aligned heap blocks. Every block carries its
+// own deleter, so a tensor made here may be freed anywhere, in any thread, at any time later.
+#include <c10/core/Allocator.h>
+#include <c10/core/CPUAllocator.h>
+#include <pthread.h>
+#include <sys/mman.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <new>
+#include <unordered_map>
+#include <vector>
+
+namespace {
+
+constexpr size_t kHugePage = size_t(2) << 20;
+constexpr size_t kSmallAlignment = 64;   // torch's gAlignment
+constexpr size_t kKeptBlocks = 4;        // a batch's few tensors, two batches in flight
+
+// Held for a map lookup. A child forked while another thread held it gets it afresh.
+pthread_mutex_t busy = PTHREAD_MUTEX_INITIALIZER;
+struct Locked {
+  Locked() { pthread_mutex_lock(&busy); }
+  ~Locked() { pthread_mutex_unlock(&busy); }
+};
+
+std::unordered_map<void*, size_t>& large_sizes() {   // the large blocks out, by address
+  static auto* sizes = new std::unordered_map<void*, size_t>();   // never destroyed: frees may come at exit
+  return *sizes;
+}
+std::vector<std::pair<void*, size_t>>& kept() {   // freed large blocks, oldest first
+  static auto* blocks = new std::vector<std::pair<void*, size_t>>();
+  return *blocks;
+}
+
+void release(void* data) {
+  if (data == nullptr) return;
+  void* dropped = nullptr;
+  {
+    Locked lock;
+    auto found = large_sizes().find(data);
+    if (found == large_sizes().end()) {
+      std::free(data);   // a small block (posix_memalign'd)
+      return;
+    }
+    kept().emplace_back(data, found->second);
+    large_sizes().erase(found);
+    if (kept().size() > kKeptBlocks) {
+      dropped = kept().front().first;
+      kept().erase(kept().begin());
+    }
+  }
+  std::free(dropped);
+}
+
+void* reuse(size_t bytes) {
+  Locked lock;
+  auto& blocks = kept();
+  for (auto it = blocks.end(); it != blocks.begin();) {   // the newest of that size: its pages are warm
+    --it;
+    if (it->second == bytes) {
+      void* data = it->first;
+      blocks.erase(it);
+      large_sizes().emplace(data, bytes);
+      return data;
+    }
+  }
+  return nullptr;
+}
+
+void* fresh(size_t bytes, size_t alignment) {
+  void* data = nullptr;
+  if (posix_memalign(&data, alignment, bytes) != 0) throw std::bad_alloc();
+  return data;
+}
+
+struct BatchMemory final : c10::Allocator {
+  c10::DataPtr allocate(size_t nbytes) override {
+    const c10::Device cpu(c10::DeviceType::CPU);
+    if (nbytes == 0) return {nullptr, nullptr, &release, cpu};
+    if (nbytes < kHugePage) {
+      void* data = fresh(nbytes, kSmallAlignment);
+      return {data, data, &release, cpu};
+    }
+    size_t bytes = (nbytes + kHugePage - 1) / kHugePage * kHugePage;
+    void* data = reuse(bytes);
+    if (data == nullptr) {
+      data = fresh(bytes, kHugePage);
+      madvise(data, bytes, MADV_HUGEPAGE);   // advice only: without huge pages it is plain memory
+      Locked lock;
+      large_sizes().emplace(data, bytes);
+    }
+    return {data, data, &release, cpu};
+  }
+  c10::DeleterFnPtr raw_deleter() const override { return &release; }
+  void copy_data(void* dest, const void* src, std::size_t count) const override {
+    std::memcpy(dest, src, count);
+  }
+};
+
+BatchMemory the_allocator;
+
+void forked_child() { pthread_mutex_init(&busy, nullptr); }
+const int registered = pthread_atfork(nullptr, nullptr, &forked_child);
+
+}  // namespace
+
+extern "C" {
+
+// torch's CPU allocator now.
+void* dali_loaders_cpu_allocator() { return c10::GetCPUAllocator(); }
+
+// Makes `allocator` (nullptr: this library's) torch's CPU allocator at `priority`; 1 where
+// it is torch's afterwards (torch keeps an allocator of a higher priority).
+int dali_loaders_set_cpu_allocator(void* allocator, unsigned char priority) {
+  c10::Allocator* chosen = allocator ? static_cast<c10::Allocator*>(allocator) : &the_allocator;
+  c10::SetCPUAllocator(chosen, priority);
+  return c10::GetCPUAllocator() == chosen;
+}
+
+void* dali_loaders_batch_memory() { return &the_allocator; }
+
+// Frees the kept blocks; returns how many bytes they held.
+size_t dali_loaders_release_kept() {
+  std::vector<std::pair<void*, size_t>> blocks;
+  {
+    Locked lock;
+    blocks.swap(kept());
+  }
+  size_t total = 0;
+  for (auto& block : blocks) {
+    total += block.second;
+    std::free(block.first);
+  }
+  return total;
+}
+
+// (blocks kept, large blocks out): for tests.
+void dali_loaders_batch_memory_counts(size_t* kept_blocks, size_t* large_out) {
+  Locked lock;
+  *kept_blocks = kept().size();
+  *large_out = large_sizes().size();
+}
+
+}  // extern "C"

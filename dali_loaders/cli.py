@@ -1,6 +1,7 @@
 """`python -m dali_loaders demo|bench|verify|index|check-gpu|build-plugins` (installed as `dali-loaders` too)."""
 import argparse
 import sys
+import time
 
 
 def _demo(args) -> int:
@@ -122,12 +123,14 @@ def _build_batch_memory() -> bool:
     """The batch memory (torch's side, ops/batch_memory.py), said as the plugins are."""
     from .ops import batch_memory, plugin
 
+    start = time.monotonic()
     try:
         path, compiled = batch_memory.build()
     except plugin.Unavailable as e:
         print(f"{batch_memory.FILE}: FAILED ({e}); collate_fn and batch_transform callables use torch's own allocator")
         return False
-    print(f"{batch_memory.FILE}: {'compiled' if compiled else 'already built'}: {path}")
+    how = f"compiled in {time.monotonic() - start:.0f} s" if compiled else "already built"
+    print(f"{batch_memory.FILE}: {how}: {path}")
     return True
 
 

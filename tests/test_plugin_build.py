@@ -90,6 +90,8 @@ def test_first_use_and_build_plugins_compile_with_pip_cuda_headers_alone(tmp_pat
     built = run(["-m", "dali_loaders", "build-plugins"], env, tmp_path)
     assert built.returncode == 0, built.stdout + built.stderr[-3000:]
     report = {line.split(":")[0]: line for line in built.stdout.splitlines() if line.startswith("libdali_loaders")}
+    memory = report.pop("libdali_loaders_batch_memory.so", "")   # built against torch: no CUDA headers
+    assert "compiled in" in memory and memory.rsplit(": ", 1)[1].startswith(os.path.join(cache, "plugins")), memory
     assert set(report) == set(LIBRARIES), built.stdout
     assert "already built" in report["libdali_loaders_resize.so"]   # the first use's, reused
     for name in LIBRARIES[1:]:

@@ -1,7 +1,7 @@
 """The batch memory (ops/batch_memory.py): torch's CPU allocator while the loader runs a
 collate_fn or a batch_transform callable. Its blocks (2 MB aligned from 2 MB up, kept when freed
-and reused for the same size, at most four), torch's allocator put back after nested and
-overlapping calls, an allocator of higher priority left alone, the switch and the fallback
+and reused for the same size, at most four and 1 GiB), torch's allocator put back after nested
+and overlapping calls, an allocator of higher priority left alone, the switch and the fallback
 without a compiler, tensors freed after the call and in a forked child, and the loaders'
 callables running inside it."""
 import multiprocessing
@@ -63,6 +63,14 @@ def test_at_most_four_freed_blocks_are_kept():
         blocks = [torch.empty(BATCH[0] - i, *BATCH[1:]) for i in range(6)]
     del blocks
     assert batch_memory.kept_blocks() == (4, 0)
+
+
+def test_at_most_a_gib_is_kept():
+    with batch_memory.allocations():
+        blocks = [torch.empty(300 << 20, dtype=torch.uint8) for _ in range(4)]   # 4 x 300 MiB, untouched
+    del blocks
+    assert batch_memory.kept_blocks() == (3, 0)
+    assert batch_memory.release_kept() == 3 * (300 << 20)
 
 
 def test_outside_the_call_torchs_allocator_makes_the_tensors():

@@ -11,13 +11,13 @@ torch's THP_MEM_ALLOC_ENABLE switch does the same for torch, but only when set b
 makes its first tensor, which a loader cannot do.
 
 So while the loader runs a collate_fn (or a batch_transform callable) on the CPU, blocks of 2 MB
-or more come 2 MB aligned and advised as huge pages, and up to four of them are kept when freed
-and handed out again for the same size: in a steady loop the batches' tensors cost no fresh
+or more come 2 MB aligned and advised as huge pages, and up to four of them (1 GiB in all) are
+kept when freed and handed out again for the same size: in a steady loop the batches' tensors cost no fresh
 pages at all. Nothing else changes: the tensors are ordinary CPU tensors, each with its own
 deleter (freed anywhere, any time later), and torch's allocator is put back when the call
 returns (other threads that allocate meanwhile get such blocks too, which is harmless).
 Where torch holds an allocator of higher priority than its default, it is left alone. Costs:
-up to four freed blocks stay kept (four batches' worth); torch's memory profiler does not see
+up to four freed blocks stay kept (1 GiB at most); torch's memory profiler does not see
 allocations made during the call.
 
 The library is compiled on first use against the installed torch (its C++ allocator interface

@@ -2,9 +2,9 @@
 // batch_transform=): see ops/batch_memory.py for why.
 //
 // Blocks of 2 MB or more are 2 MB aligned and advised as huge pages (as torch's own
-// THP_MEM_ALLOC_ENABLE does), and up to kKeptBlocks of them are kept when freed and handed
-// out again for the same size: a batch-sized tensor made every batch then costs no fresh
-// pages. Smaller ones are torch's usual 64-byte aligned heap blocks. Every block carries its
+// THP_MEM_ALLOC_ENABLE does), and up to kKeptBlocks of them (kKeptBytes in all) are kept
+// when freed and handed out again for the same size: a batch-sized tensor made every batch
+// then costs no fresh pages. Smaller ones are torch's usual 64-byte aligned heap blocks. Every block carries its
 // own deleter, so a tensor made here may be freed anywhere, in any thread, at any time later.
 #include <c10/core/Allocator.h>
 #include <c10/core/CPUAllocator.h>
@@ -22,6 +22,7 @@ namespace {
 constexpr size_t kHugePage = size_t(2) << 20;
 constexpr size_t kSmallAlignment = 64;   // torch's gAlignment
 constexpr size_t kKeptBlocks = 4;        // a batch's few tensors, two batches in flight
+constexpr size_t kKeptBytes = size_t(1) << 30;   // and never more than this kept
 
 // Held for a map lookup. A child forked while another thread held it gets it afresh.
 pthread_mutex_t busy = PTHREAD_MUTEX_INITIALIZER;
@@ -39,9 +40,15 @@ std::vector<std::pair<void*, size_t>>& kept() {   // freed large blocks, oldest 
   return *blocks;
 }
 
+size_t kept_bytes() {
+  size_t total = 0;
+  for (auto& block : kept()) total += block.second;
+  return total;
+}
+
 void release(void* data) {
   if (data == nullptr) return;
-  void* dropped = nullptr;
+  std::vector<void*> dropped;
   {
     Locked lock;
     auto found = large_sizes().find(data);
@@ -51,12 +58,12 @@ void release(void* data) {
     }
     kept().emplace_back(data, found->second);
     large_sizes().erase(found);
-    if (kept().size() > kKeptBlocks) {
-      dropped = kept().front().first;
+    while (!kept().empty() && (kept().size() > kKeptBlocks || kept_bytes() > kKeptBytes)) {
+      dropped.push_back(kept().front().first);   // the oldest first
       kept().erase(kept().begin());
     }
   }
-  std::free(dropped);
+  for (void* block : dropped) std::free(block);
 }
 
 void* reuse(size_t bytes) {

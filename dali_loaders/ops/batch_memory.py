@@ -5,20 +5,18 @@ Why: a collate_fn such as torchvision's reference `mixup_cutmix(*default_collate
 new batch-sized tensors every batch (MixUp: the rolled batch and a product; CutMix: a clone and
 the rolled batch). torch asks glibc for each, glibc maps anything over 32 MiB afresh from the
 kernel, and the kernel hands it out one zeroed 4 KB page at a time: 18,800 page faults and about
-30 ms of system time for a 64 x 3 x 224 x 224 float32 batch on a 2-core machine, more than the
-mixing's own arithmetic (numpy, which the library's own mixing uses, asks for huge pages).
-torch's THP_MEM_ALLOC_ENABLE switch does the same for torch, but only when set before torch
-makes its first tensor, which a loader cannot do.
+30 ms of system time a call for a 64 x 3 x 224 x 224 float32 batch on a 2-core machine, more
+than the mixing's own arithmetic. No setting reaches it from a loader: torch reads its
+THP_MEM_ALLOC_ENABLE before its first tensor, and glibc's mmap threshold is the process's.
 
-So while the loader runs a collate_fn (or a batch_transform callable) on the CPU, blocks of 2 MB
-or more come 2 MB aligned and advised as huge pages, and up to four of them (1 GiB in all) are
-kept when freed and handed out again for the same size: in a steady loop the batches' tensors cost no fresh
-pages at all. Nothing else changes: the tensors are ordinary CPU tensors, each with its own
-deleter (freed anywhere, any time later), and torch's allocator is put back when the call
-returns (other threads that allocate meanwhile get such blocks too, which is harmless).
-Where torch holds an allocator of higher priority than its default, it is left alone. Costs:
-up to four freed blocks stay kept (1 GiB at most); torch's memory profiler does not see
-allocations made during the call.
+So while the loader runs a collate_fn (or a batch_transform callable), blocks of 2 MB or more
+are kept when freed, up to four of them (1 GiB in all), and handed out again for the same size:
+in a steady loop the batches' tensors cost no fresh pages at all. Nothing else changes: the
+tensors are ordinary CPU tensors, 64-byte aligned as torch's, each with its own deleter (freed
+anywhere, any time later), and torch's allocator is put back when the call returns (other
+threads that allocate meanwhile get such blocks too, which is harmless). Where torch holds an
+allocator of higher priority than its default, it is left alone. Costs: up to four freed blocks
+stay kept (1 GiB at most); torch's memory profiler does not see allocations made during the call.
 
 The library is compiled on first use against the installed torch (its C++ allocator interface
 is not ABI-stable), into the plugins' cache, in about a second. Without a compiler, on another
@@ -87,7 +85,7 @@ def _folder(compiler: str) -> str:
 def build() -> Tuple[str, bool]:
     """(the compiled library's path, whether this call compiled it), or plugin.Unavailable."""
     if not sys.platform.startswith("linux"):
-        raise plugin.Unavailable("huge pages are advised on Linux only")
+        raise plugin.Unavailable("built for Linux only")
     compiler = plugin.compiler()
     return plugin.compile_once(_folder(compiler), FILE, lambda work: _commands(compiler, work))
 

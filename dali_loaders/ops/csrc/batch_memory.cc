@@ -1,15 +1,15 @@
 // torch's CPU allocator while the loader runs a user's batch code (collate_fn=, a callable
 // batch_transform=): see ops/batch_memory.py for why.
 //
-// Blocks of 2 MB or more are 2 MB aligned and advised as huge pages (as torch's own
-// THP_MEM_ALLOC_ENABLE does), and up to kKeptBlocks of them (kKeptBytes in all) are kept
-// when freed and handed out again for the same size: a batch-sized tensor made every batch
-// then costs no fresh pages. Smaller ones are torch's usual 64-byte aligned heap blocks. Every block carries its
-// own deleter, so a tensor made here may be freed anywhere, in any thread, at any time later.
+// Blocks of kLarge bytes or more are kept when freed, up to kKeptBlocks of them (kKeptBytes in
+// all), and handed out again for the same size: a batch-sized tensor made every batch then
+// costs no fresh pages. Every block is 64-byte aligned, as torch's, and carries its own
+// deleter, so a tensor made here may be freed anywhere, in any thread, at any time later.
+// No huge pages: a fresh block advised as huge pages cost 4x the time of plain pages to fault
+// in (the kernel compacts memory for them), and a kept block faults in nothing either way.
 #include <c10/core/Allocator.h>
 #include <c10/core/CPUAllocator.h>
 #include <pthread.h>
-#include <sys/mman.h>
 
 #include <cstdlib>
 #include <cstring>
@@ -19,8 +19,8 @@
 
 namespace {
 
-constexpr size_t kHugePage = size_t(2) << 20;
-constexpr size_t kSmallAlignment = 64;   // torch's gAlignment
+constexpr size_t kLarge = size_t(2) << 20;   // below this, glibc's heap reuses memory anyway
+constexpr size_t kAlignment = 64;              // torch's gAlignment
 constexpr size_t kKeptBlocks = 4;        // a batch's few tensors, two batches in flight
 constexpr size_t kKeptBytes = size_t(1) << 30;   // and never more than this kept
 
@@ -53,7 +53,7 @@ void release(void* data) {
     Locked lock;
     auto found = large_sizes().find(data);
     if (found == large_sizes().end()) {
-      std::free(data);   // a small block (posix_memalign'd)
+      std::free(data);   // a small block
       return;
     }
     kept().emplace_back(data, found->second);
@@ -81,9 +81,9 @@ void* reuse(size_t bytes) {
   return nullptr;
 }
 
-void* fresh(size_t bytes, size_t alignment) {
+void* fresh(size_t bytes) {
   void* data = nullptr;
-  if (posix_memalign(&data, alignment, bytes) != 0) throw std::bad_alloc();
+  if (posix_memalign(&data, kAlignment, bytes) != 0) throw std::bad_alloc();
   return data;
 }
 
@@ -91,17 +91,15 @@ struct BatchMemory final : c10::Allocator {
   c10::DataPtr allocate(size_t nbytes) override {
     const c10::Device cpu(c10::DeviceType::CPU);
     if (nbytes == 0) return {nullptr, nullptr, &release, cpu};
-    if (nbytes < kHugePage) {
-      void* data = fresh(nbytes, kSmallAlignment);
+    if (nbytes < kLarge) {
+      void* data = fresh(nbytes);
       return {data, data, &release, cpu};
     }
-    size_t bytes = (nbytes + kHugePage - 1) / kHugePage * kHugePage;
-    void* data = reuse(bytes);
+    void* data = reuse(nbytes);
     if (data == nullptr) {
-      data = fresh(bytes, kHugePage);
-      madvise(data, bytes, MADV_HUGEPAGE);   // advice only: without huge pages it is plain memory
+      data = fresh(nbytes);
       Locked lock;
-      large_sizes().emplace(data, bytes);
+      large_sizes().emplace(data, nbytes);
     }
     return {data, data, &release, cpu};
   }

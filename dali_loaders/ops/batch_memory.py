@@ -46,7 +46,7 @@ _previous = None     # torch's allocator before the outermost of them
 
 
 def disabled() -> bool:
-    return os.environ.get(DISABLE_ENV, "").strip() not in ("", "0", "false", "False")
+    return plugin.flag(DISABLE_ENV)
 
 
 def _torch_folders() -> Tuple[str, str]:

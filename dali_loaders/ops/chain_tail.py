@@ -21,7 +21,9 @@ ENV = "DALI_LOADERS_CHAIN_TAIL"
 
 
 def asked() -> bool:
-    return os.environ.get(ENV, "").strip() not in ("", "0", "false", "False")
+    from . import plugin
+
+    return plugin.flag(ENV)
 
 
 def usable(device: str) -> bool:

@@ -112,9 +112,14 @@ class Unavailable(RuntimeError):
     """Why the plugin cannot be used here."""
 
 
+def flag(name: str) -> bool:
+    """Whether the environment variable `name` is set to something other than 0 / false."""
+    return os.environ.get(name, "").strip() not in ("", "0", "false", "False")
+
+
 def disabled(library: Library = RESIZE) -> bool:
     names = [DISABLE_ENV] + ([library.disable_env] if library.disable_env else [])
-    return any(os.environ.get(name, "").strip() not in ("", "0", "false", "False") for name in names)
+    return any(flag(name) for name in names)
 
 
 def _not_traced(function):

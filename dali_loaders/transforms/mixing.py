@@ -124,7 +124,7 @@ def numpy_blend(images: torch.Tensor, lam: float, partner: str) -> torch.Tensor:
     import numpy as np
 
     batch = images.numpy()
-    result, product = _like(images), _like(images)
+    result, product = _like(images, 2)
     mixed = result.numpy()
     if partner == "flip":
         np.multiply(batch[::-1], 1.0 - lam, out=mixed)
@@ -135,11 +135,11 @@ def numpy_blend(images: torch.Tensor, lam: float, partner: str) -> torch.Tensor:
     return result
 
 
-def _like(images: torch.Tensor) -> torch.Tensor:
-    """An empty tensor like the batch (its strides: channels_last stays channels_last), from the
-    batch memory: a fresh batch-sized block every batch costs more in new pages than the mixing."""
+def _like(images: torch.Tensor, count: int) -> tuple:
+    """`count` empty tensors like the batch (its strides: channels_last stays channels_last), from
+    the batch memory: a fresh batch-sized block every batch costs more in new pages than the mixing."""
     with batch_memory.allocations():
-        return torch.empty_like(images)
+        return tuple(torch.empty_like(images) for _ in range(count))
 
 
 def cutmix(images: torch.Tensor, lam: float, generator: torch.Generator):
@@ -155,7 +155,7 @@ def cutmix(images: torch.Tensor, lam: float, generator: torch.Generator):
         import numpy as np
 
         batch = images.numpy()
-        result = _like(images)
+        (result,) = _like(images, 1)
         mixed = result.numpy()
         np.copyto(mixed, batch)
         mixed[..., y1:y2, x1:x2] = np.roll(batch[..., y1:y2, x1:x2], 1, axis=0)

@@ -19,7 +19,7 @@
 
 namespace {
 
-constexpr size_t kLarge = size_t(2) << 20;   // below this, glibc's heap reuses memory anyway
+constexpr size_t kLarge = size_t(2) << 20;   // smaller blocks are made and freed as torch makes them
 constexpr size_t kAlignment = 64;              // torch's gAlignment
 constexpr size_t kKeptBlocks = 4;        // a batch's few tensors, two batches in flight
 constexpr size_t kKeptBytes = size_t(1) << 30;   // and never more than this kept

@@ -19,7 +19,8 @@ class Requests:
     (GetObject, HeadObject, ListObjectsV2), each with the Range it asks for (or None):
     obstore's functions wrapped where the library looks them up."""
 
-    CALLS = {"get": "GetObject", "head": "HeadObject", "list": "ListObjectsV2", "list_with_delimiter": "ListObjectsV2"}
+    CALLS = {"get": "GetObject", "get_range_async": "GetObject", "head": "HeadObject", "list": "ListObjectsV2",
+             "list_with_delimiter": "ListObjectsV2"}
 
     def __init__(self):
         self.calls, self.saved = [], {}
@@ -35,6 +36,8 @@ class Requests:
     def _counting(self, original, name):
         def counted(store, path=None, *args, options=None, **kwargs):
             wanted = (options or {}).get("range")
+            if "start" in kwargs:   # get_range_async(store, path, start=, end=)
+                wanted = (kwargs["start"], kwargs["end"])
             if isinstance(wanted, tuple):
                 wanted = f"bytes={wanted[0]}-{wanted[1] - 1}"
             elif isinstance(wanted, dict):

@@ -334,3 +334,25 @@ def test_an_epoch_order_carried_on_maps_the_sources_iterations_to_each_epochs_ba
     assert [feed.batch(i, 2).tolist() for i in (3, 4)] == [[10, 11], [12, 13]]
     assert [feed.holds(i, 2) for i in (2, 3, 4, 5)] == [False, True, True, False]
     assert len(feed.batch(5, 2)) == 2                                              # past the end: any full batch
+
+
+def test_an_epoch_order_reads_ahead_into_the_epoch_expected_next_asking_once():
+    import numpy as np
+
+    from dali_loaders.loader.pipeline import EpochOrder
+
+    feed = EpochOrder()
+    feed.set(EpochOrder(np.arange(5), 1, np.array([0, 2, 4, 5])))                 # [0 1] [2 3] [4]
+    asked = []
+    expected = EpochOrder(np.arange(20, 25), 2, np.array([0, 2, 4, 5]))           # [20 21] [22 23] [24]
+    feed.upcoming = lambda: asked.append(1) or expected
+    ahead = [feed.read_ahead(i, 2) for i in range(7)]
+    assert [None if a is None else a.tolist() for a in ahead] == [[0, 1], [2, 3], [4], [20, 21], [22, 23], [24],
+                                                                  None]
+    assert asked == [1]                       # the loader's plan for the next epoch, made once
+    feed.set(EpochOrder(np.arange(5), 3, np.array([0, 2, 4, 5])))                 # the next epoch starts afresh
+    assert feed.read_ahead(3, 2) is None      # nothing expected of the epoch after it yet
+    feed.upcoming = lambda: None              # a user's sampler: unknown until it starts
+    assert feed.read_ahead(3, 2) is None and feed.read_ahead(1, 2).tolist() == [2, 3]
+    feed.following = EpochOrder(np.arange(10, 12), 4, np.array([0, 2]))           # runs carried on: its own
+    assert feed.read_ahead(3, 2).tolist() == [10, 11] and feed.read_ahead(4, 2) is None

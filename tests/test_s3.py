@@ -110,6 +110,84 @@ def test_train_epochs_read_ahead_equal_the_local_folders_epochs(val_url, folder)
         assert ids == one_pass(local) and sorted(ids[0]) == list(range(sum(COUNTS.values())))
 
 
+def test_each_image_is_one_get_of_its_listed_size_and_the_next_epoch_is_read_before_it_starts(val_url, monkeypatch):
+    """An image is one GET, ranged to one byte past the size the listing gave (the whole object
+    in one call); near an epoch's end the next epoch's first batches are asked for, so that
+    epoch starts on bytes already read."""
+    from dali_loaders.sources import url_reads
+
+    started, start = [], url_reads.BatchReads.start
+    monkeypatch.setattr(url_reads.BatchReads, "start", lambda self, urls: started.append(urls) or start(self, urls))
+    loader = get_imagefolder_iter_dali(val_url, 4, True, 1, seed=2, transform=recipe())
+    files, n = loader.dataset.files, sum(COUNTS.values())
+    with Requests() as first:
+        assert sorted(one_pass(loader)[0]) == list(range(n))
+    sizes = storage.list_tree(val_url)
+    gets = [r for name, r in first.calls if name == "GetObject"]
+    asked = [u for urls in started for u in urls]
+    assert sorted(gets) == sorted(f"bytes=0-{sizes[u][0]}" for u in asked)   # one each, the size + 1 byte
+    before = len(started)
+    second = one_pass(loader)[0]
+    assert sorted(second) == list(range(n))
+    assert [files[i] for i in second[:4]] in started[:before]   # asked for during the first epoch
+    assert [files[i] for i in second[:4]] not in started[before:]
+
+
+def test_an_object_grown_since_the_listing_is_read_whole(s3_server, folder, tmp_path, monkeypatch):
+    """The listing's size asks for one byte more: an answer that long means the object grew
+    since, and it is read again whole (a large image in place of a small one, another colour)."""
+    from image_data import solid_colour
+    from PIL import Image
+
+    monkeypatch.setenv("HOME", str(tmp_path))
+    url = "s3://growing/val"
+    s3_server.upload_folder(folder, url)
+    loader = get_imagefolder_iter_dali(url, 4, False, 1, transform=recipe())
+    listed = storage.getsize(f"{url}/cat/000.jpg")
+    larger = tmp_path / "larger.jpg"
+    Image.new("RGB", (1500, 1500), solid_colour(9)).save(larger, "JPEG", quality=100)
+    assert os.path.getsize(larger) > 4 * listed
+    s3_server.client().upload_file(str(larger), "growing", "val/cat/000.jpg")
+    with Requests() as reads:
+        ids = one_pass(loader)[0]
+    assert ids == [9] + list(range(1, sum(COUNTS.values())))
+    whole = reads.calls.count(("GetObject", None))   # (a val loader may also read the next epoch ahead)
+    assert whole >= 1 and whole == reads.calls.count(("GetObject", f"bytes=0-{listed}"))
+
+
+def test_reads_work_from_a_thread_running_an_event_loop_of_its_own(val_url):
+    """A notebook runs its cells inside an event loop: the reads' own loop then runs on another thread."""
+    import asyncio
+
+    from dali_loaders.sources import url_reads
+
+    urls = sorted(storage.list_tree(val_url))[:5]
+
+    async def notebook_cell():
+        reads = url_reads.BatchReads()
+        return reads.collect(urls, reads.start(urls))
+
+    got = asyncio.run(notebook_cell())
+    assert [bytes(b) for b in got] == [bytes(url_reads.get_object(u)) for u in urls]
+
+
+def test_several_listings_are_kept_and_the_oldest_dropped(s3_server, folder, val_url):
+    """A train and a val root both keep their listing (the reads take the sizes from it): the
+    newest KEPT_TREES are kept, and a path helper answers from them without a request."""
+    kept = [f"s3://kept/{i}" for i in range(storage.KEPT_TREES + 1)]
+    for url in kept:
+        s3_server.upload_folder(folder, url)
+    for url in kept:
+        storage.list_tree(url)
+    with Requests() as asked:
+        assert all(storage.listed_size(f"{url}/cat/000.jpg") for url in kept[1:])
+        assert sorted(u[len(kept[1]):] for u in storage.tree(kept[1])) == \
+            sorted(u[len(kept[-1]):] for u in storage.tree(kept[-1]))
+        assert storage.isfile(f"{kept[2]}/dog/000.jpg") and not storage.isfile(f"{kept[2]}/dog/999.jpg")
+    assert asked.calls == []
+    assert storage.listed_size(f"{kept[0]}/cat/000.jpg") is None   # the oldest, dropped: no request made
+
+
 # -- screening: ranged header reads, cached by ETag --------------------------------------
 
 

@@ -65,13 +65,15 @@ def test_a_server_restarted_mid_epoch_costs_no_error_and_serves_every_image_once
     import obstore
 
     down, during = threading.Event(), []
-    get = obstore.get
 
-    def noting(*args, **kwargs):   # which GETs were sent while the server was down
-        during.append(down.is_set())
-        return get(*args, **kwargs)
+    def noting(get):   # which GETs were sent while the server was down
+        def sent(*args, **kwargs):
+            during.append(down.is_set())
+            return get(*args, **kwargs)
+        return sent
 
-    monkeypatch.setattr(obstore, "get", noting)
+    for name in ("get", "get_range_async"):   # a read ahead, and one sent again after a failure
+        monkeypatch.setattr(obstore, name, noting(getattr(obstore, name)))
     loader = make()
     loader.set_epoch(1)
     ids, restarting = [], None

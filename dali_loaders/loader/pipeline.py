@@ -51,7 +51,10 @@ class EpochOrder:
 
     Runs carried on from an earlier epoch (LivePipeline: a graph without random state) keep
     counting the sources' iterations: this epoch's batch k is then read at `base` + k, and
-    the runs past its end read the epoch that follows (`following`, an EpochOrder of its own)."""
+    the runs past its end read the epoch that follows (`following`, an EpochOrder of its own).
+    Otherwise the pipeline starts the next epoch afresh, and `upcoming()` (where the loader
+    knows it) gives the order that epoch is expected to have, so that a source whose reads
+    take long may start the first ones early (read_ahead)."""
 
     def __init__(self, indices=(), seed: Optional[int] = None, bounds=None):
         self.indices = np.asarray(indices, dtype=np.int64)
@@ -59,6 +62,8 @@ class EpochOrder:
         self.bounds = bounds
         self.base = 0
         self.following: Optional["EpochOrder"] = None
+        self.upcoming: Optional[Callable[[], Optional["EpochOrder"]]] = None
+        self._expected: Optional[tuple] = None   # (upcoming's answer,) once asked
 
     @classmethod
     def of(cls, order) -> "EpochOrder":
@@ -70,6 +75,7 @@ class EpochOrder:
         """This epoch is `epoch`, its batch 0 read at the sources' iteration 0."""
         self.indices, self.seed, self.bounds = epoch.indices, epoch.seed, epoch.bounds
         self.base, self.following = 0, None
+        self.upcoming, self._expected = None, None
 
     def carry_on(self) -> None:
         """The epoch that follows becomes this one, its batch 0 read at the iteration after
@@ -78,6 +84,7 @@ class EpochOrder:
         self.base += len(self.bounds) - 1
         self.indices, self.seed, self.bounds = following.indices, following.seed, following.bounds
         self.following = None
+        self.upcoming, self._expected = None, None
 
     def holds(self, iteration: int, batch_size: int) -> bool:
         """Whether the run at the sources' `iteration` reads a batch of this epoch or of the one
@@ -101,6 +108,24 @@ class EpochOrder:
         # A run past the end (DALI prefetches ahead of a short epoch): any full batch, dropped
         # unseen. Never StopIteration: that would end the pipeline's life, not the epoch.
         return self.indices[np.arange(batch_size) % max(len(self.indices), 1)]
+
+    def read_ahead(self, iteration: int, batch_size: int) -> Optional[np.ndarray]:
+        """The samples a read started now for the run at `iteration` should fetch: that run's
+        batch if it is this epoch's (or the following's); past their end, the batch as many
+        runs into the epoch expected next (`upcoming`), which starts afresh; None where
+        neither is known. A guess about the next epoch: whoever reads ahead keys the reads by
+        the samples, not by the iteration."""
+        if self.holds(iteration, batch_size):
+            return self.batch(iteration, batch_size)
+        if self.upcoming is None or self.bounds is None or self.following is not None:
+            return None
+        if self._expected is None:
+            self._expected = (self.upcoming(),)
+        expected = self._expected[0]
+        past = iteration - self.base - (len(self.bounds) - 1)
+        if expected is None or expected.bounds is None or not 0 <= past < len(expected.bounds) - 1:
+            return None
+        return expected.batch(past, batch_size)
 
 
 class LivePipeline:
@@ -145,6 +170,8 @@ class LivePipeline:
         if expected is not None:
             self._ahead_key, self._feed.following = expected
             ahead = len(self._feed.following.bounds) - 1
+        elif following is not None:   # asked only by a source that reads ahead, near the epoch's end
+            self._feed.upcoming = lambda: (following() or (None, None))[1]
         self._iterator = epoch_iterator(self.pipeline, len(self._feed.bounds) - 1, ahead, carried)
         return self._iterator
 

@@ -1,7 +1,7 @@
 """Roots in object storage: `s3://bucket/prefix` wherever a local path is taken.
 
-The image objects of a URL root are read by one GET each in a thread pool ahead of the
-pipeline (url_reads.py), or by DALI's own S3 reader (fn.io.file.read takes `s3://` names)
+The image objects of a URL root are read by one GET each ahead of the pipeline
+(url_reads.py), or by DALI's own S3 reader (fn.io.file.read takes `s3://` names)
 with DALI_LOADERS_URL_READER=dali. The headers screening needs are read the same way (ranged
 GETs of the first bytes). Python also lists (one request per 1000 objects), reads label
 files, tar members and, for the torchvision twin, whole images. Every request goes through
@@ -36,9 +36,10 @@ READ_THREADS = 8
 MAX_OBJECT_BYTES = 1 << 30   # an object read whole into memory (an image, for PIL)
 BATCH_DEADLINE_S = 60        # the longest wait for a batch DALI reads from URLs (loader/deadline.py)
 
+KEPT_TREES = 4               # listings kept, newest first: a train and a val root and a few more
 _memo_lock = threading.Lock()
-# the last tree listed: (prefix URL, {URL: (size, etag)}, the URLs sorted)
-_memo: Tuple[str, Dict[str, Tuple[int, str]], List[str]] = ("", {}, [])
+# the trees listed last, newest first: (prefix URL, {URL: (size, etag)}, the URLs sorted)
+_memo: List[Tuple[str, Dict[str, Tuple[int, str]], List[str]]] = []
 
 
 def is_url(path) -> bool:
@@ -77,7 +78,7 @@ def forget_clients() -> None:
     global _memo
     s3_client.forget()
     with _memo_lock:
-        _memo = ("", {}, [])
+        _memo = []
 
 
 def worker_context(chosen, num_workers: int):
@@ -101,8 +102,8 @@ def _folder_key(key: str) -> str:
 
 def list_tree(url: str, page_size: int = LIST_PAGE) -> Dict[str, Tuple[int, str]]:
     """{URL: (size, ETag)} of every object under `url`/ (folder markers left out), listed
-    now (the store pages by 1000 keys; `page_size` keys reach Python at a time); kept as the
-    tree the path helpers below answer from."""
+    now (the store pages by 1000 keys; `page_size` keys reach Python at a time); kept as a
+    tree the path helpers below answer from (the newest KEPT_TREES)."""
     global _memo
     bucket, key = split_url(url)
     prefix = _folder_key(key)
@@ -118,16 +119,31 @@ def list_tree(url: str, page_size: int = LIST_PAGE) -> Dict[str, Tuple[int, str]
         return found
 
     found = s3_client.request(url, listing)
+    listed = f"{SCHEME}{bucket}/{prefix}"
     with _memo_lock:
-        _memo = (f"{SCHEME}{bucket}/{prefix}", found, sorted(found))
+        _memo = [(listed, found, sorted(found))] + [kept for kept in _memo if kept[0] != listed][:KEPT_TREES - 1]
     return found
 
 
+def _covering(url: str) -> Tuple[str, Dict[str, Tuple[int, str]], List[str]]:
+    """The newest kept listing whose prefix holds `url` (a folder's ends in '/'), or ("", {}, [])."""
+    for kept in _memo:
+        if url.startswith(kept[0]):
+            return kept
+    return "", {}, []
+
+
+def listed_size(url: str) -> Optional[int]:
+    """The object's size as the newest kept listing that covers it gave it, or None; no request."""
+    known = _covering(url)[1].get(url)
+    return None if known is None else known[0]
+
+
 def tree(url: str) -> Dict[str, Tuple[int, str]]:
-    """The objects under `url`: from the last listing if it covers `url`, else listed now."""
-    prefix, found, ordered = _memo
+    """The objects under `url`: from a kept listing that covers `url`, else listed now."""
     below = url.rstrip("/") + "/"
-    if prefix and below.startswith(prefix):
+    prefix, found, ordered = _covering(below)
+    if prefix:
         if below == prefix:
             return found
         # the URLs under `below` are one run of the sorted list: a class folder costs its own size
@@ -160,8 +176,8 @@ def isdir(path: str) -> bool:
 
 
 def stat(url: str) -> Tuple[int, str]:
-    """(size, ETag): from the last listing if it holds `url`, else a HEAD request."""
-    known = _memo[1].get(url)
+    """(size, ETag): from the newest kept listing that covers `url` if it holds it, else a HEAD request."""
+    known = _covering(url)[1].get(url)
     if known is not None:
         return known
     head = s3_client.request(url, lambda: s3_client.module(url).head(s3_client.store(url), split_url(url)[1]))
@@ -171,8 +187,8 @@ def stat(url: str) -> Tuple[int, str]:
 def isfile(path: str) -> bool:
     if not is_url(path):
         return os.path.isfile(path)
-    prefix, found, _ = _memo
-    if prefix and path.startswith(prefix):
+    prefix, found, _ = _covering(path)
+    if prefix:
         return path in found
     try:
         stat(path)
@@ -190,8 +206,7 @@ def subfolders(url: str) -> List[str]:
     if not is_url(url):
         return sorted(entry.name for entry in os.scandir(url) if entry.is_dir())
     below = url.rstrip("/") + "/"
-    prefix = _memo[0]
-    if prefix and below.startswith(prefix):   # listed: ImageFiles lists its root first
+    if _covering(below)[0]:   # listed: ImageFiles lists its root first
         return sorted({k[len(below):].split("/", 1)[0] for k in tree(url) if "/" in k[len(below):]})
     return _folders(url)
 

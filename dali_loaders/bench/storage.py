@@ -35,18 +35,38 @@ def _epoch(loader) -> tuple:
     return n, time.perf_counter() - started
 
 
+SETTLE_S = 0.1   # the server's GET count unchanged this long: the reads an epoch started are done
+
+
+def _settled(server) -> tuple:
+    """(the server's counts once the reads in flight have arrived, the CPU seconds this thread
+    spent asking): an epoch ends with the next one's first batches asked for, and these belong
+    to the epoch that asked (counted and timed with it, the CPU they take included)."""
+    spent = time.thread_time()
+    counts, deadline = server.requests("bench"), time.monotonic() + 10
+    while time.monotonic() < deadline:
+        time.sleep(SETTLE_S)
+        again = server.requests("bench")
+        if again.get("GET") == counts.get("GET"):
+            counts = again
+            break
+        counts = again
+    return counts, time.thread_time() - spent
+
+
 def _row(name, loader, rounds, server=None) -> dict:
     _epoch(loader)   # the first pass builds the pipeline (and, on S3, opens the connections)
-    before = server.requests("bench") if server else None
+    before = _settled(server)[0] if server else None
     cpu_before = time.process_time()   # this process's CPU (DALI's threads, the GETs): the server is another
     passes = [_epoch(loader) for _ in range(rounds)]
+    after, asking = _settled(server) if server else (None, 0.0)
+    cpu = time.process_time() - cpu_before - asking   # the metrics' parsing left out
     n = passes[0][0]
     best = min(seconds for _, seconds in passes)
     row = {"storage": name, "images": n, "seconds": best, "images_per_s": n / best,
            "median_images_per_s": statistics.median(n / seconds for _, seconds in passes),
-           "cpu_ms_per_image": (time.process_time() - cpu_before) * 1000 / (n * rounds)}
+           "cpu_ms_per_image": cpu * 1000 / (n * rounds)}
     if server is not None:
-        after = server.requests("bench")
         for method in ("GET", "HEAD"):
             row[f"{method.lower()}_per_epoch"] = round((after.get(method, 0) - before.get(method, 0)) / rounds)
         row["mib_per_epoch"] = (after["bytes_sent"] - before["bytes_sent"]) / rounds / 2 ** 20

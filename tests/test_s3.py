@@ -118,7 +118,8 @@ def test_each_image_is_one_get_of_its_listed_size_and_the_next_epoch_is_read_bef
 
     started, start = [], url_reads.BatchReads.start
     monkeypatch.setattr(url_reads.BatchReads, "start", lambda self, urls: started.append(urls) or start(self, urls))
-    loader = get_imagefolder_iter_dali(val_url, 4, True, 1, seed=2, transform=recipe())
+    train = v2.Compose([v2.RandomResizedCrop(16, antialias=True), v2.ToImage(), v2.ToDtype(torch.float32, scale=True)])
+    loader = get_imagefolder_iter_dali(val_url, 4, True, 1, seed=2, transform=train)   # random: each epoch anew
     files, n = loader.dataset.files, sum(COUNTS.values())
     with Requests() as first:
         assert sorted(one_pass(loader)[0]) == list(range(n))

@@ -82,16 +82,13 @@ class BatchReads:
         return pool().submit(self._loop.run_until_complete, coroutine).result()
 
     def start(self, urls: List[str]) -> list:
-        """A read per URL: obstore's future (with the size asked for), or the pool's Future."""
-        sized = []
-        for url in urls:
-            size = storage.listed_size(url)
-            sized.append(size if size is not None and 0 < size <= storage.MAX_OBJECT_BYTES else None)
+        """A read per URL: (obstore's future, the size asked for), or the pool's Future."""
 
         async def started():
             reads, stores = [], {}
-            for url, size in zip(urls, sized):
-                if size is None:
+            for url in urls:
+                size = storage.listed_size(url)
+                if size is None or not 0 < size <= storage.MAX_OBJECT_BYTES:
                     reads.append(pool().submit(get_object, url))
                     continue
                 bucket, key = s3_client.split_url(url)
@@ -158,12 +155,13 @@ class UrlBytesFeeder:
     def __call__(self, info):
         iteration = info.iteration
         indices = self.order.batch(iteration, self.batch_size)
+        urls = self._urls(indices)
         reads = self.ahead.pop(indices.tobytes(), None)
         if reads is None:   # not read ahead (an epoch's first batch, a restored position): all stale
             for stale in self.ahead.values():
                 self.reads.drop(stale)
             self.ahead = {}
-            reads = self.reads.start(self._urls(indices))
+            reads = self.reads.start(urls)
         for step in range(1, READ_AHEAD + 1):
             following = self.order.read_ahead(iteration + step, self.batch_size)
             if following is None or following.tobytes() in self.ahead:
@@ -172,4 +170,4 @@ class UrlBytesFeeder:
             if step > 1 and started + len(following) > AHEAD_GETS:
                 break
             self.ahead[following.tobytes()] = self.reads.start(self._urls(following))
-        return self.reads.collect(self._urls(indices), reads), self.labels[indices]
+        return self.reads.collect(urls, reads), self.labels[indices]

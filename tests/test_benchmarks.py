@@ -4,6 +4,9 @@ import os
 import subprocess
 import sys
 
+import pytest
+from s3_server import needs_s3_extra
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -12,14 +15,14 @@ def test_they_are_not_in_the_package():
 
     package = os.path.dirname(dali_loaders.bench.__file__)
     for name in ("augment_kernels", "stages", "cifar_stages", "first_build", "screening", "gpu_probe",
-                 "graph_sizes", "chain_on_cpu"):
+                 "graph_sizes", "chain_on_cpu", "s3_client_cost"):
         assert not os.path.exists(os.path.join(package, name + ".py"))
         assert os.path.isfile(os.path.join(REPO, "benchmarks", name + ".py"))
 
 
 def test_each_one_answers_help_from_the_repository_root():
     for name in ("augment_kernels", "stages", "cifar_stages", "first_build", "screening", "gpu_probe",
-                 "graph_sizes", "chain_on_cpu"):
+                 "graph_sizes", "chain_on_cpu", "s3_client_cost"):
         done = subprocess.run([sys.executable, "-m", f"benchmarks.{name}", "--help"], capture_output=True,
                               text=True, timeout=120, cwd=REPO)
         assert done.returncode == 0, (name, done.stderr[-2000:])
@@ -100,3 +103,25 @@ def test_chain_on_cpu_times_the_chain_and_counts_its_operators():
     assert done.returncode == 0, done.stderr[-3000:]
     words = done.stdout.split()
     assert float(words[words.index("ms") - 1]) > 0 and int(words[words.index("operators") - 1]) > 10, done.stdout
+
+
+@pytest.mark.slow
+@pytest.mark.subprocess
+def test_s3_client_cost_splits_the_gets_from_the_path(tmp_path):
+    """Its memory row runs the S3 loader without a GET; its S3 row sends one GET an image; each
+    row and each way of sending GETs is timed."""
+    needs_s3_extra()
+    done = subprocess.run([sys.executable, "-m", "benchmarks.s3_client_cost", "--images", "128", "--rounds", "1",
+                           "--threads", "1", "--cache-dir", str(tmp_path)],
+                          capture_output=True, text=True, timeout=600, cwd=REPO)
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = {cells[0]: cells[1:] for cells in
+            ([c.strip() for c in line.strip("|").split("|")] for line in done.stdout.splitlines() if line.startswith("| "))}
+    assert float(rows["S3 path, objects from memory"][-1]) == 0   # GETs an image
+    assert float(rows["S3"][-1]) == 1
+    assert float(rows["local"][-1]) == 0
+    for name in ("local", "S3 path, objects from memory", "S3"):
+        assert float(rows[name][0]) > 0 and float(rows[name][4]) > 0, name   # images/s, CPU ms an image
+    for name in ("async, the feeder's event loop (shipped)", "sync get_range, 16 threads"):
+        assert float(rows[name][0]) > 0 and float(rows[name][1]) > 0, name   # GETs/s, CPU us a GET
+    assert "the GETs cost the loader" in done.stdout

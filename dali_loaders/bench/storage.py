@@ -27,7 +27,7 @@ SIZES = {"tiny": (48, 16), "quick": (512, 64), "full": (1280, 64)}   # (train im
 ROUNDS = 5   # timed epochs a row, after one that builds the pipeline
 
 
-def _epoch(loader) -> tuple:
+def one_epoch(loader) -> tuple:
     """(images, seconds) of one pass."""
     started, n = time.perf_counter(), 0
     for _, labels in loader:
@@ -38,7 +38,7 @@ def _epoch(loader) -> tuple:
 SETTLE_S = 0.1   # the server's GET count unchanged this long: the reads an epoch started are done
 
 
-def _settled(server) -> tuple:
+def settled(server) -> tuple:
     """(the server's counts once the reads in flight have arrived, the CPU seconds this thread
     spent asking): an epoch ends with the next one's first batches asked for, and these belong
     to the epoch that asked (counted and timed with it, the CPU they take included)."""
@@ -55,11 +55,11 @@ def _settled(server) -> tuple:
 
 
 def _row(name, loader, rounds, server=None) -> dict:
-    _epoch(loader)   # the first pass builds the pipeline (and, on S3, opens the connections)
-    before = _settled(server)[0] if server else None
+    one_epoch(loader)   # the first pass builds the pipeline (and, on S3, opens the connections)
+    before = settled(server)[0] if server else None
     cpu_before = time.process_time()   # this process's CPU (DALI's threads, the GETs): the server is another
-    passes = [_epoch(loader) for _ in range(rounds)]
-    after, asking = _settled(server) if server else (None, 0.0)
+    passes = [one_epoch(loader) for _ in range(rounds)]
+    after, asking = settled(server) if server else (None, 0.0)
     cpu = time.process_time() - cpu_before - asking   # the metrics' parsing left out
     n = passes[0][0]
     best = min(seconds for _, seconds in passes)
@@ -73,14 +73,14 @@ def _row(name, loader, rounds, server=None) -> dict:
     return row
 
 
-def _cpu_split(own: bool) -> tuple:
+def cpu_split(own: bool) -> tuple:
     """(the loader's CPUs, the server's): the last CPU for the server where there are two or
     more and it is to have its own; else all for both (server: None)."""
     mine = sorted(os.sched_getaffinity(0))
     return (set(mine[:-1]), {mine[-1]}) if own and len(mine) > 1 else (set(mine), None)
 
 
-def _pin(cpus, process="self") -> None:
+def pin(cpus, process="self") -> None:
     """Every thread of `process` (a pid, or this one) onto `cpus`; threads made later inherit
     their maker's."""
     for task in os.listdir(f"/proc/{process}/task"):
@@ -144,15 +144,15 @@ def run(mode: str = "tiny", threads: int = 2, rounds: int = ROUNDS, cache_dir: s
 
     n_train, batch = SIZES[mode]
     root = data.make_image_folder(cache_dir or data.default_cache_dir(), n_train, 16, classes=10)
-    loader_cpus, server_cpus = _cpu_split(server_cpu == "own")
+    loader_cpus, server_cpus = cpu_split(server_cpu == "own")
     with tempfile.TemporaryDirectory(prefix="dali-loaders-s3-bench-") as folder:
         server = WeedServer(folder, cpus=server_cpus)
         server.start()
         proxy = LoopbackProxy(server.s3)   # the network, on the server's CPU: every S3 row goes through it
         if server_cpus:
-            _pin(server_cpus, proxy.process.pid)
+            pin(server_cpus, proxy.process.pid)
         everywhere = os.sched_getaffinity(0)
-        _pin(loader_cpus)
+        pin(loader_cpus)
         try:
             with Environment(aws_environment(proxy.endpoint)):   # one endpoint: DALI reads it once a process
                 server.upload_folder(os.path.join(root, "train"), "s3://bench/train")
@@ -168,7 +168,7 @@ def run(mode: str = "tiny", threads: int = 2, rounds: int = ROUNDS, cache_dir: s
                 proxy.delay_s = 0
                 listing = _listing(server, list_keys) if list_keys else None
         finally:
-            _pin(everywhere)   # the threads made meanwhile too (the GET pool's)
+            pin(everywhere)   # the threads made meanwhile too (the GET pool's)
             proxy.stop()
             server.stop()
     local = rows[0]["images_per_s"]

@@ -28,7 +28,7 @@ EPOCHS = 3   # a row's epochs in a row, each round
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.s3_client_cost", description=__doc__.splitlines()[0])
     parser.add_argument("--images", type=int, default=512, help="train images in the folder (default 512)")
-    parser.add_argument("--rounds", type=int, default=6, help="timed rounds, each one epoch of every row")
+    parser.add_argument("--rounds", type=int, default=6, help="timed rounds, each three epochs of every row")
     parser.add_argument("--threads", type=int, default=2, help="DALI threads")
     parser.add_argument("--cache-dir", default=None, help="where the made-up image folder is kept")
     args = parser.parse_args(argv)

@@ -6,12 +6,14 @@ on the last CPU, the loaders on the others).
 Loaders, interleaved round by round in one process (a shared machine's drift falls on every
 row alike), three epochs a row a round: local disk; the S3 loader with its objects served from
 memory (its graph, feeder and read-ahead, no GET: read once beforehand through the client); the
-S3 loader as shipped. The S3 row less the memory row is what the GETs cost. With one CPU for
+S3 loader as shipped. A row's speed is its middle epoch's of each block (the steady one), its
+CPU the whole block's. The S3 row less the memory row is what the GETs cost. With one CPU for
 the loaders, speed follows CPU: "vs local (CPU)" is local's CPU an image over the row's.
 
-GETs alone, shaped as the loader sends them (batches of 64, the next two started ahead): the
-shipped reads (obstore's async GETs on the feeder's own event loop, url_reads.BatchReads)
-against obstore's synchronous ranged GET in a pool of 16 threads: CPU and thread switches a GET.
+GETs alone: the shipped feeder (UrlBytesFeeder) called batch after batch without DALI, its
+reads as shipped (obstore's async GETs on the feeder's own event loop, url_reads.BatchReads)
+and with obstore's synchronous ranged GET in a pool of 16 threads in their place: CPU and
+thread switches a GET.
 """
 import argparse
 import os
@@ -21,7 +23,7 @@ import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-BATCH, AHEAD = 64, 2
+BATCH = 64
 EPOCHS = 3   # a row's epochs in a row, each round
 
 
@@ -82,7 +84,7 @@ def _loader_rows(local_root: str, urls: list, rounds: int, threads: int, server)
         """The shipped feeder's reads, answered from `objects` (no GET)."""
 
         def start(self, batch_urls):
-            return batch_urls
+            return []
 
         def collect(self, batch_urls, reads):
             return [objects[url] for url in batch_urls]
@@ -102,18 +104,18 @@ def _loader_rows(local_root: str, urls: list, rounds: int, threads: int, server)
     timed = {name: [] for name in loaders}
     for _ in range(rounds):
         for name, loader in loaders.items():
-            # EPOCHS in a row, as a training run reads them. An S3 epoch ends with the next one's
-            # first GETs in flight: their counts and CPU are taken with the block (settled), so
-            # none falls on the next row.
+            # EPOCHS in a row, as a run reads them. The speed is the middle epoch's: its first
+            # batches were read while the epoch before it ran, and it reads the next one's
+            # (the first epoch's were read before the block, the last's after it). The counts
+            # and the CPU are the whole block's, the reads it left in flight settled into it.
             before, gets_before = os.times(), settled(server)[0].get("GET", 0)
-            n, seconds = 0, 0.0
-            for _ in range(EPOCHS):
-                images, took = one_epoch(loader)
-                n, seconds = n + images, seconds + took
+            epochs = [one_epoch(loader) for _ in range(EPOCHS)]
             counts, asking = settled(server)
             after = os.times()
+            n = sum(images for images, _ in epochs)
             cpu = after.user - before.user + after.system - before.system - asking
-            timed[name].append((n / seconds, cpu / n * 1e3, (counts.get("GET", 0) - gets_before) / n))
+            middle = epochs[EPOCHS // 2]
+            timed[name].append((middle[0] / middle[1], cpu / n * 1e3, (counts.get("GET", 0) - gets_before) / n))
     local = timed["local"]
     rows = {}
     for name, runs in timed.items():
@@ -127,48 +129,52 @@ def _loader_rows(local_root: str, urls: list, rounds: int, threads: int, server)
 
 
 def _get_rows(urls: list, rounds: int) -> dict:
+    """The shipped feeder (UrlBytesFeeder: its read-ahead, its per-batch Python) over epochs of
+    `urls` in order, DALI left out: its own reads, and obstore's synchronous ranged GET in a
+    pool of threads in their place."""
+    import types
+
     import numpy as np
 
+    from dali_loaders.loader.pipeline import EpochOrder
     from dali_loaders.sources import s3_client, storage, url_reads
 
-    whole = len(urls) // BATCH * BATCH
-    batches = [urls[i:i + BATCH] for i in range(0, whole, BATCH)]
-    client, store = s3_client.module(urls[0]), s3_client.store(urls[0])
-    keys = {url: s3_client.split_url(url)[1] for url in urls}
-    sizes = {url: storage.listed_size(url) for url in urls}
     pool = ThreadPoolExecutor(16)
 
-    def shipped():
-        reads, ahead, got = url_reads.BatchReads(), {}, 0
-        for b, batch in enumerate(batches):
-            started = ahead.pop(b, None) or reads.start(batch)
-            for step in range(1, AHEAD + 1):
-                if b + step < len(batches) and b + step not in ahead:
-                    ahead[b + step] = reads.start(batches[b + step])
-            got += len(reads.collect(batch, started))
-        return got
+    class SyncPoolReads(url_reads.BatchReads):
+        def start(self, batch_urls):
+            return [pool.submit(self._get, url) for url in batch_urls]
 
-    def sync_pool():
-        def one(url):
-            return np.frombuffer(client.get_range(store, keys[url], start=0, end=sizes[url] + 1), dtype=np.uint8)
+        def collect(self, batch_urls, reads):
+            return [future.result() for future in reads]
 
-        ahead, got = {}, 0
-        for b, batch in enumerate(batches):
-            started = ahead.pop(b, None) or [pool.submit(one, url) for url in batch]
-            for step in range(1, AHEAD + 1):
-                if b + step < len(batches) and b + step not in ahead:
-                    ahead[b + step] = [pool.submit(one, url) for url in batches[b + step]]
-            got += len([future.result() for future in started])
-        return got
+        @staticmethod
+        def _get(url):
+            key = s3_client.split_url(url)[1]
+            body = s3_client.module(url).get_range(s3_client.store(url), key, start=0, end=storage.listed_size(url) + 1)
+            return np.frombuffer(body, dtype=np.uint8)
 
-    ways = {"async, the feeder's event loop (shipped)": shipped, "sync get_range, 16 threads": sync_pool}
-    timed = {name: [] for name in ways}
-    for way in ways.values():
-        way()   # connections opened
+    class SyncPoolFeeder(url_reads.UrlBytesFeeder):
+        def __init__(self, *args):
+            super().__init__(*args)
+            self.reads = SyncPoolReads()
+
+    runs = len(urls) // BATCH
+    feeders = {"async, the feeder's event loop (shipped)": url_reads.UrlBytesFeeder,
+               "sync get_range, 16 threads": SyncPoolFeeder}
+    feeders = {name: make(urls, np.zeros(len(urls), np.int64), EpochOrder(np.arange(len(urls))), BATCH)
+               for name, make in feeders.items()}
+
+    def epoch(feeder) -> int:
+        return sum(len(feeder(types.SimpleNamespace(iteration=k))[0]) for k in range(runs))
+
+    timed = {name: [] for name in feeders}
+    for feeder in feeders.values():
+        epoch(feeder)   # connections opened
     for _ in range(rounds):
-        for name, way in ways.items():
+        for name, feeder in feeders.items():
             before, usage, started = os.times(), resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
-            n = way()
+            n = epoch(feeder)
             seconds, after, usage_after = time.perf_counter() - started, os.times(), resource.getrusage(resource.RUSAGE_SELF)
             switches = usage_after.ru_nvcsw - usage.ru_nvcsw + usage_after.ru_nivcsw - usage.ru_nivcsw
             timed[name].append((n / seconds, (after.user - before.user + after.system - before.system) / n * 1e6,

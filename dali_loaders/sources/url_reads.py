@@ -12,9 +12,10 @@ are unchanged.
 How the GETs are sent (BatchReads). An object whose size the listing gave is asked for by
 obstore's async ranged GET, one byte longer than that size: the whole object in one call, on
 obstore's own threads, its future on an event loop the feeder owns and runs only to start a
-batch's GETs and to collect them, so no Python thread wakes per image. The same GETs from a
-pool of threads, each blocked in obstore's synchronous call, cost the loader more CPU: on one
-CPU, 0.83-0.87x of local files' speed against 0.88-0.92x (bench --storage s3). A GET that
+batch's GETs and to collect them, so no Python thread wakes per image, and every GET of the
+batches read ahead is in flight at once without a thread each. obstore's synchronous ranged GET
+in a pool of threads costs as much CPU a GET, with twice the thread switches
+(benchmarks/s3_client_cost.py); its get() then bytes() costs more. A GET that
 failed, and an object longer than listed (it changed since), are read again by get_object:
 its retries and its errors are s3_client's. An object the listing did not size is read by
 get_object in READ_THREADS threads.

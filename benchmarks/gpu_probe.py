@@ -6,6 +6,10 @@ DALI pipelines built over 3 epochs of each; the val pipeline running ahead into 
 or not; the GPU val path's pixels against torchvision's own (PIL) pipeline. Steady state: the
 median of the epochs after the first, as the bench.
 
+`--tail`: the chain's pixel stages in the library's GPU operator (DaliLoadersChainTail), first
+checked against DALI's operators pixel for pixel, then timed on the heavy recipes and their
+pieces beside the same chain in DALI's operators, the fused CPU operator and torchvision.
+
 From the repository's root; the rows and $OUT/probe-extra.json (where OUT is set).
 """
 import argparse
@@ -13,6 +17,7 @@ import contextlib
 import json
 import os
 import statistics
+import sys
 import time
 import traceback
 
@@ -94,19 +99,32 @@ def steps_on(where: str):
         build.FUSED_STEPS = saved
 
 
-def dali_rows(train_folder):
-    """The heavy recipes under device="gpu" with their augmentations on the CPU (the fused
-    operator) and on the GPU (the chain of operators), each forced, and under "cpu-decode"."""
+@contextlib.contextmanager
+def stages_in_tail(on: bool):
+    """The GPU chain's pixel stages in DaliLoadersChainTail (on) or DALI's operators (off)."""
+    from dali_loaders.testing.chain_tail_check import stages_in_operator
+
+    with stages_in_operator(on):
+        yield
+
+
+TAILED = ", stages in DaliLoadersChainTail"
+
+
+def dali_rows(train_folder, variants=(("gpu", "cpu", False), ("gpu", "gpu", False), ("cpu-decode", "cpu", False))):
+    """The heavy recipes under each (device, where the fused operator's steps go, whether the
+    GPU chain's stages are DaliLoadersChainTail): by default device="gpu" with the steps on the
+    CPU (the fused operator) and on the GPU (the chain of operators), each forced, and "cpu-decode"."""
     from torchvision.datasets import ImageFolder
 
     for recipe in ("resnet50", "timm-ra"):
         make = RECIPES["imagenet"][recipe].make
-        for device, on_cpu in (("gpu", True), ("gpu", False), ("cpu-decode", True)):
-            name = f"ours {recipe} train, {device}" + (f", steps on the {'CPU' if on_cpu else 'GPU'}"
-                                                         if device == "gpu" else "")
+        for device, steps, tailed in variants:
+            name = f"ours {recipe} train, {device}" + (f", steps on the {steps.upper()}" if device == "gpu" else "") + \
+                (TAILED if tailed else "")
 
-            def run(device=device, make=make, on_cpu=on_cpu, name=name):
-                with steps_on("cpu" if on_cpu else "gpu"), Builds() as built:
+            def run(device=device, make=make, steps=steps, tailed=tailed, name=name):
+                with steps_on(steps), stages_in_tail(tailed), Builds() as built:
                     loader = DaliLoader(ImageFolder(train_folder, transform=make(True)), batch_size=BATCH,
                                         shuffle=True, num_workers=THREADS, device=device, seed=1)
                     rates = epochs_of(loader)
@@ -115,10 +133,35 @@ def dali_rows(train_folder):
             guarded(name, run)
 
 
-def piece_rows(train_folder):
+def tail_rows(train_folder):
+    """DaliLoadersChainTail on the GPU: its check against DALI's operators (the same pixels, or
+    no timing), then the heavy recipes with the chain's stages in DALI's operators and in it,
+    the fused CPU operator, torchvision's tensor backend, and the pieces with a chain in it."""
+    from dali_loaders.testing import chain_tail_check
+
+    passed = []
+
+    def check():
+        cases = chain_tail_check.compare("gpu")
+        for name, kind, largest, fraction in cases:
+            print(f"chain tail check: {name} ({kind}): largest difference {largest}, {fraction:.4%} differ", flush=True)
+        results["chain tail check"] = [list(case) for case in cases]
+        passed.append(all(largest == 0 for _, _, largest, _ in cases))
+    guarded("chain tail check", check)
+    if not passed or not passed[0]:
+        print("chain tail check FAILED: nothing timed with the operator", flush=True)
+        return False
+    dali_rows(train_folder, variants=(("gpu", "gpu", True), ("gpu", "gpu", False), ("gpu", "cpu", False)))
+    torchvision_rows(train_folder)
+    piece_rows(train_folder, tailed=True)
+    return True
+
+
+def piece_rows(train_folder, tailed=False):
     """The heavy recipes a piece at a time (RandomResizedCrop(176), flip and normalize; then
     TrivialAugmentWide, RandomErasing, RandAugment(2, 9)): the augmentations on the GPU (the
-    chain) and, for those the fused CPU operator runs, on the CPU; where each one's time goes."""
+    chain) and, for those the fused CPU operator runs, on the CPU; where each one's time goes.
+    `tailed`: only the pieces with a chain, on the GPU, its stages in DaliLoadersChainTail."""
     from torchvision.datasets import ImageFolder
     from torchvision.transforms import v2
 
@@ -133,12 +176,14 @@ def piece_rows(train_folder):
             v2.Compose(base + [v2.TrivialAugmentWide()] + norm + [v2.RandomErasing(0.1)]), True),
         "+ RandAugment(2, 9)": (v2.Compose(base + [v2.RandAugment(2, 9)] + norm), True),
     }
-    for (name, (transform, fused)), on_cpu in [(item, False) for item in pieces.items()] + \
-            [(item, True) for item in pieces.items() if item[1][1]]:
-        label = f"piece {name}, steps on the {'CPU' if on_cpu else 'GPU'}"
+    chained = [name for name in pieces if "Augment" in name]   # the pieces with a chain
+    cases = [(item, False) for item in pieces.items() if item[0] in chained or not tailed] + \
+        [(item, True) for item in pieces.items() if item[1][1] and not tailed]
+    for (name, (transform, fused)), on_cpu in cases:
+        label = f"piece {name}, steps on the {'CPU' if on_cpu else 'GPU'}" + (TAILED if tailed else "")
 
         def run(transform=transform, on_cpu=on_cpu, label=label):
-            with steps_on("cpu" if on_cpu else "gpu"):
+            with steps_on("cpu" if on_cpu else "gpu"), stages_in_tail(tailed):
                 loader = DaliLoader(ImageFolder(train_folder, transform=transform), batch_size=BATCH, shuffle=True,
                                     num_workers=THREADS, device="gpu", seed=1)
                 rates = epochs_of(loader)
@@ -279,8 +324,10 @@ def main(argv=None):
                         help="only NVIDIA's example and this library's factory taking turns, val and train")
     parser.add_argument("--pieces", action="store_true",
                         help="only the heavy recipes a piece at a time, steps on the GPU and on the CPU")
+    parser.add_argument("--tail", action="store_true",
+                        help="only DaliLoadersChainTail: its check, then the heavy recipes and pieces with it and without")
     args = parser.parse_args(argv)
-    start = time.perf_counter()
+    start, failed = time.perf_counter(), False
     root = make_image_folder(CACHE, N_TRAIN, N_VAL)
     train, val = os.path.join(root, "train"), os.path.join(root, "val")
     print(f"gpu_probe: {torch.cuda.get_device_name(0) if torch.cuda.is_available() else 'no GPU'}, "
@@ -289,6 +336,8 @@ def main(argv=None):
         pair_rows(root)
     elif args.pieces:
         piece_rows(train)
+    elif args.tail:
+        failed = not tail_rows(train)
     else:
         val_parity(val)
         run_ahead_rows(val)
@@ -300,7 +349,8 @@ def main(argv=None):
         with open(os.path.join(out, "probe-extra.json"), "w") as f:
             json.dump(results, f, indent=1)
     print(f"gpu_probe: {time.perf_counter() - start:.0f} s")
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -105,6 +105,73 @@ def test_chain_on_cpu_times_the_chain_and_counts_its_operators():
     assert float(words[words.index("ms") - 1]) > 0 and int(words[words.index("operators") - 1]) > 10, done.stdout
 
 
+def test_gpu_probe_tail_times_nothing_with_an_operator_that_failed_its_check(tmp_path, monkeypatch, capsys):
+    """`gpu_probe --tail`: the chain-tail operator is timed only after its pixel check passed,
+    and then beside the chain in DALI's operators and the fused CPU steps."""
+    import sys as _sys
+
+    monkeypatch.syspath_prepend(REPO)
+    from benchmarks import gpu_probe
+
+    from dali_loaders.loader import build
+    from dali_loaders.ops import chain_tail
+    from dali_loaders.testing import chain_tail_check
+
+    made = []
+
+    def loader(dataset, **kwargs):   # what each row asked for, instead of iterating it
+        made.append((kwargs["device"], build.FUSED_STEPS, chain_tail.asked()))
+        return _Empty()
+
+    monkeypatch.setattr(gpu_probe, "DaliLoader", loader)
+    monkeypatch.setattr(gpu_probe, "torchvision_rows", lambda folder: made.append("torchvision"))
+    from PIL import Image
+
+    (tmp_path / "a").mkdir()
+    Image.new("RGB", (8, 8)).save(tmp_path / "a" / "x.png")
+    monkeypatch.setattr(chain_tail_check, "compare", lambda device: [("TrivialAugmentWide", "pil", 2, 0.01)])
+    assert gpu_probe.tail_rows(str(tmp_path)) is False
+    assert made == [] and "nothing timed" in capsys.readouterr().out
+
+    monkeypatch.setattr(chain_tail_check, "compare", lambda device: [("TrivialAugmentWide", "pil", 0, 0.0)])
+    assert gpu_probe.tail_rows(str(tmp_path)) is True
+    heavy = [("gpu", "gpu", True), ("gpu", "gpu", False), ("gpu", "cpu", False)]
+    assert made[:7] == heavy + heavy + ["torchvision"], made
+    assert made[7:] == [("gpu", "gpu", True)] * 3, made   # the pieces with a chain, each in the operator
+    assert not chain_tail.asked() and build.FUSED_STEPS == "measured"   # both put back
+    assert _sys.modules["benchmarks.gpu_probe"] is gpu_probe
+
+
+def test_the_gpu_sessions_script_asks_only_for_options_that_exist():
+    """benchmarks/on_gpu.sh runs on a lent GPU machine, where a renamed option would cost the
+    call: each command it names answers --help here with every option it passes."""
+    import re
+    import shlex
+
+    path = os.path.join(REPO, "benchmarks", "on_gpu.sh")
+    assert subprocess.run(["bash", "-n", path]).returncode == 0
+    text = open(path).read().replace("\\\n", " ")
+    commands = [line.split("python3 -m", 1)[1].split("2>&1")[0] for line in text.splitlines()
+                if "python3 -m" in line and not line.lstrip().startswith("#")]
+    assert len(commands) == 2, commands
+    for command in commands:
+        words = shlex.split(command)
+        subcommand = [words[1]] if len(words) > 1 and not words[1].startswith("-") else []
+        done = subprocess.run([sys.executable, "-m", words[0], *subcommand, "--help"], capture_output=True,
+                              text=True, timeout=120, cwd=REPO)
+        assert done.returncode == 0, (command, done.stderr[-2000:])
+        for option in re.findall(r"(?<!\S)(--[a-z][a-z-]*)", command):
+            assert option in done.stdout, (command, option)
+
+
+class _Empty:
+    def __iter__(self):
+        return iter(())
+
+    def close(self):
+        pass
+
+
 @pytest.mark.slow
 @pytest.mark.subprocess
 def test_s3_client_cost_splits_the_gets_from_the_path(tmp_path):

@@ -35,7 +35,7 @@ def _steps() -> Dict[str, object]:
 
 
 @contextlib.contextmanager
-def _stages_in_operator(on: bool):
+def stages_in_operator(on: bool):
     """DALI_LOADERS_CHAIN_TAIL set to ask for the operator, or not, meanwhile."""
     from ..ops import chain_tail
 
@@ -118,9 +118,9 @@ def compare(device: str = "gpu") -> List[Tuple[str, str, int, float]]:
     for k, (name, (step, make_slots)) in enumerate(_steps().items()):
         for kind in (("pil", "tensor") if make_slots is not None else ("pil",)):
             images = _images(k)
-            with _stages_in_operator(False):
+            with stages_in_operator(False):
                 reference = _run(step, make_slots, kind, device, k, images)
-            with _stages_in_operator(True):
+            with stages_in_operator(True):
                 assert chain_tail.usable(device), "the operator is not used"
                 in_operator = _run(step, make_slots, kind, device, k, images)
             difference = np.abs(in_operator.astype(int) - reference.astype(int))

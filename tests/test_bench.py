@@ -164,6 +164,36 @@ def test_progress_bar_ends_full(tiny_run):
 
 
 @pytest.mark.subprocess
+class _RanAhead:
+    """A loader whose first pass after a pause comes at once, for `slow` seconds less than the
+    rest (as a loader that ran ahead while another contender was timed), 4 images a pass."""
+
+    def __init__(self, slow: float):
+        self.slow, self.passes = slow, 0
+
+    def __iter__(self):
+        import time
+
+        if self.passes > 0:
+            time.sleep(self.slow)
+        self.passes += 1
+        return iter([(None, [0, 1, 2, 3])])
+
+
+def test_a_timed_run_takes_what_ran_ahead_in_an_untimed_lead_pass():
+    """The bench's contenders take turns: what one made ahead while another was timed is
+    taken by an untimed lead pass before its timed ones (bench.worker._passes)."""
+    from dali_loaders.bench import session, worker
+
+    loader = _RanAhead(0.05)
+    images, seconds, passes = worker._passes(loader, None, 0.0)
+    assert (images, passes, loader.passes) == (4, 1, 1) and seconds < 0.05   # the free pass, timed
+    loader = _RanAhead(0.05)
+    images, seconds, passes = worker._passes(loader, None, 0.0, lead=1)
+    assert (images, passes, loader.passes) == (4, 1, 2) and seconds >= 0.05   # it, untimed
+    assert session.LEAD_PASSES >= 1
+
+
 def test_help_describes_the_options():
     done = subprocess.run([sys.executable, "-m", "dali_loaders", "bench", "--help"],
                           capture_output=True, text=True, timeout=120)

@@ -206,13 +206,13 @@ class DecodeOnly:
     """The decode floor of an image set: DALI reading and decoding the same files
     (readers.file + decoders.image), with the loader's threads and batch, and nothing else.
     The files: a class-per-folder split (spec's data/split), or the list `files`.
-    Built once, at the first pass; each pass runs exactly a split's batches (PipelineRuns).
+    Built once, at the first pass; each pass runs exactly a split's batches (PipelineRuns),
+    the runs kept going from pass to pass, as a user's epochs run (the bench's untimed lead
+    passes take what ran ahead while another contender was timed).
     `ceiling`: the GPU bench's decode ceiling instead, the least a loader of these files does:
     the train split read shuffled and decoded as its loaders decode it, only a random crop's
     window (NVIDIA's example's decoders.image_random_crop), val decoded whole; on a GPU the
-    decode "mixed" and every image resized to CROP x CROP (dense batches, a cheap step there);
-    the runs kept going from pass to pass, as a user's epochs run (the GPU bench times each
-    contender alone)."""
+    decode "mixed" and every image resized to CROP x CROP (dense batches, a cheap step there)."""
 
     def __init__(self, spec, files=None, ceiling: bool = False):
         from nvidia.dali import fn, pipeline_def, types
@@ -241,7 +241,7 @@ class DecodeOnly:
         if self.runs is None:
             pipeline = self.make_pipeline()
             pipeline.build()
-            self.runs = PipelineRuns(pipeline, across_passes=self.ceiling)
+            self.runs = PipelineRuns(pipeline, across_passes=True)
         for images, labels in self.runs.take(self.batches):
             yield images, labels.as_array()
 

@@ -16,6 +16,10 @@ from typing import List, Optional
 
 from .catalog import bench_recipe, mixes
 from .contenders import WORKER_KINDS, kinds
+
+# Untimed passes before each timed run: the contenders take turns, and one that runs ahead into
+# its next epoch would otherwise start timed with batches made in another's time (worker._passes).
+LEAD_PASSES = 1
 from .worker import REPLY
 
 
@@ -212,8 +216,8 @@ class Session:
         self.step(f"{kind} first batch")
         return seconds
 
-    def run(self, kind: str, max_batches: Optional[int], min_seconds: float = 0.0) -> float:
-        reply = self.workers[kind].ask(cmd="run", max_batches=max_batches, min_seconds=min_seconds)
+    def run(self, kind: str, max_batches: Optional[int], min_seconds: float = 0.0, lead: int = 0) -> float:
+        reply = self.workers[kind].ask(cmd="run", max_batches=max_batches, min_seconds=min_seconds, lead_passes=lead)
         self.step(f"{kind} pass")
         if kind == "dali":
             self.workload.images = reply["images"] // reply["passes"]
@@ -247,7 +251,8 @@ class Session:
         each after the rounds (epochs started before: the loaders are warm)."""
         found = {}
         for kind in self.workload.kinds:
-            found[kind] = self.workers[kind].ask(cmd="epoch_start", max_batches=self.plan.max_batches)
+            found[kind] = self.workers[kind].ask(cmd="epoch_start", max_batches=self.plan.max_batches,
+                                                 lead_passes=LEAD_PASSES)
             self.step(f"{kind} epoch start")
         return found
 
@@ -256,7 +261,7 @@ class Session:
         speeds = {kind: [] for kind in order}
         for r in range(self.plan.rounds):
             for kind in (order if r % 2 == 0 else order[::-1]):
-                speeds[kind].append(self.run(kind, self.plan.max_batches, self.plan.min_seconds))
+                speeds[kind].append(self.run(kind, self.plan.max_batches, self.plan.min_seconds, LEAD_PASSES))
         return speeds
 
     def close(self) -> dict:

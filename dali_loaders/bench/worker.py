@@ -8,14 +8,16 @@ peak RSS. It says {"ready": true} once its imports are done. Commands:
                                           given (default: the one it started with); replies
                                           first_batch_s, from construction to the first batch
   {"cmd": "run", "max_batches": m|null,   timed passes, as many as fit in min_seconds (at
-   "min_seconds": s}                      least one); replies images, seconds, passes
+   "min_seconds": s, "lead_passes": k}    least one), after k untimed ones; replies images,
+                                          seconds, passes
   {"cmd": "epochs", "epochs": n,          (re)make the loader as "build" does, then iterate n
    "workers": w, "spec": {...},           whole epochs, and more (at most max_epochs) until the
    "min_steady_seconds": s,               ones after the first lasted s: replies first_batch_s
    "max_epochs": m}                       and epochs, a list of {images, seconds}, the first
                                           epoch's seconds from construction (a user's first)
-  {"cmd": "epoch_start",                  one more pass, each batch timed: replies its first
-   "max_batches": m|null}                 batch's seconds (an epoch after the first: the
+  {"cmd": "epoch_start",                  one more pass (after k untimed ones), each batch
+   "max_batches": m|null,                 timed: replies its first
+   "lead_passes": k}                      batch's seconds (an epoch after the first: the
                                           cost of starting an epoch) and the median of the rest
   {"cmd": "memory", "reset": r}           replies peak_rss_mb (this process),
                                           children_peak_rss_mb (its largest DataLoader worker)
@@ -73,10 +75,16 @@ class Delivery:
 DELIVERY = Delivery()
 
 
-def _passes(loader, max_batches, min_seconds: float):
+def _passes(loader, max_batches, min_seconds: float, lead: int = 0):
     """(images, seconds, passes): whole passes until min_seconds have gone by. A fast
     loader is timed over as long a stretch as a slow one, so that both see the same
-    mix of whatever else the machine is doing."""
+    mix of whatever else the machine is doing. `lead` untimed passes first: a loader that
+    runs ahead into its next epoch (DALI's iterators, this library's val graphs) had runs in
+    flight since its last command, made while another contender was timed; they are taken
+    there, and this loader's own runs ahead then fall into its last timed pass (as a user's
+    epochs run back to back) and past it into the next contender's untimed lead."""
+    for _ in range(lead):
+        _one_pass(loader, max_batches)
     images = seconds = passes = 0
     while passes == 0 or seconds < min_seconds:
         more, took = _one_pass(loader, max_batches)
@@ -211,9 +219,12 @@ def serve(spec: dict, commands, reply) -> None:
             loader, seconds = _first_batch(built, command.get("workers", 0))
             reply({"first_batch_s": seconds})
         elif command["cmd"] == "run":
-            images, seconds, passes = _passes(loader, command.get("max_batches"), command.get("min_seconds", 0))
+            images, seconds, passes = _passes(loader, command.get("max_batches"), command.get("min_seconds", 0),
+                                              command.get("lead_passes", 0))
             reply({"images": images, "seconds": seconds, "passes": passes})
         elif command["cmd"] == "epoch_start":
+            for _ in range(command.get("lead_passes", 0)):   # as "run": epochs back to back
+                _one_pass(loader, command.get("max_batches"))
             times = _batch_times(loader, command.get("max_batches"))
             steady = sorted(times[1:])[len(times[1:]) // 2] if len(times) > 1 else None
             reply({"next_epoch_first_batch_s": times[0], "steady_batch_s": steady})

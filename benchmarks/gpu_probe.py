@@ -20,6 +20,7 @@ import statistics
 import sys
 import time
 import traceback
+from typing import Optional
 
 import torch
 
@@ -100,10 +101,14 @@ def steps_on(where: str):
 
 
 @contextlib.contextmanager
-def stages_in_tail(on: bool):
-    """The GPU chain's pixel stages in DaliLoadersChainTail (on) or DALI's operators (off)."""
+def stages_in_tail(on: Optional[bool]):
+    """The GPU chain's pixel stages in DaliLoadersChainTail (on) or DALI's operators (off);
+    None: as DALI_LOADERS_CHAIN_TAIL says."""
     from dali_loaders.testing.chain_tail_check import stages_in_operator
 
+    if on is None:
+        yield
+        return
     with stages_in_operator(on):
         yield
 
@@ -111,10 +116,11 @@ def stages_in_tail(on: bool):
 TAILED = ", stages in DaliLoadersChainTail"
 
 
-def dali_rows(train_folder, variants=(("gpu", "cpu", False), ("gpu", "gpu", False), ("cpu-decode", "cpu", False))):
+def dali_rows(train_folder, variants=(("gpu", "cpu", None), ("gpu", "gpu", None), ("cpu-decode", "cpu", None))):
     """The heavy recipes under each (device, where the fused operator's steps go, whether the
-    GPU chain's stages are DaliLoadersChainTail): by default device="gpu" with the steps on the
-    CPU (the fused operator) and on the GPU (the chain of operators), each forced, and "cpu-decode"."""
+    GPU chain's stages are DaliLoadersChainTail, None: as the environment says): by default
+    device="gpu" with the steps on the CPU (the fused operator) and on the GPU (the chain of
+    operators), each forced, and "cpu-decode"."""
     from torchvision.datasets import ImageFolder
 
     for recipe in ("resnet50", "timm-ra"):
@@ -157,7 +163,7 @@ def tail_rows(train_folder):
     return True
 
 
-def piece_rows(train_folder, tailed=False):
+def piece_rows(train_folder, tailed=None):
     """The heavy recipes a piece at a time (RandomResizedCrop(176), flip and normalize; then
     TrivialAugmentWide, RandomErasing, RandAugment(2, 9)): the augmentations on the GPU (the
     chain) and, for those the fused CPU operator runs, on the CPU; where each one's time goes.
@@ -183,7 +189,7 @@ def piece_rows(train_folder, tailed=False):
         label = f"piece {name}, steps on the {'CPU' if on_cpu else 'GPU'}" + (TAILED if tailed else "")
 
         def run(transform=transform, on_cpu=on_cpu, label=label):
-            with steps_on("cpu" if on_cpu else "gpu"), stages_in_tail(tailed):
+            with steps_on("cpu" if on_cpu else "gpu"), stages_in_tail(tailed or None):
                 loader = DaliLoader(ImageFolder(train_folder, transform=transform), batch_size=BATCH, shuffle=True,
                                     num_workers=THREADS, device="gpu", seed=1)
                 rates = epochs_of(loader)

@@ -168,6 +168,19 @@ def test_the_cpu_steps_graph_runs_every_step_on_the_cpu_and_hands_the_batch_over
     assert [device for _, device in gpu] == ["gpu", "gpu"]
 
 
+def test_timms_pixel_noise_crosses_to_the_gpu_at_the_boxs_size(images):
+    """timm's RandomErasing(mode="pixel") on a GPU graph: the noise is drawn on the CPU at the
+    box's size and padded to the image on the GPU (the padded copy on the CPU was the image's
+    size in float32 a sample, copied over each batch)."""
+    timm_erasing = pytest.importorskip("timm.data.random_erasing")
+    transform = v2.Compose([v2.RandomResizedCrop(32), v2.ToImage(), v2.ToDtype(torch.float32, scale=True),
+                            timm_erasing.RandomErasing(1.0, mode="pixel", device="cpu")])
+    operators = dali_compat.graph_operators(serialized_gpu_graph(images, transform, variant="gpu"))
+    kinds = {(kind, device) for kind, _, device, _ in operators}
+    assert ("random__Normal", "cpu") in kinds
+    assert ("Slice", "cpu") not in kinds and ("Slice", "gpu") in kinds, sorted(kinds)
+
+
 def test_files_are_read_without_a_memory_map_each(images):
     """fn.io.file.read with dont_use_mmap (one mapping per image held the GPU loader to two
     thirds of plain reads' speed on an H200): the argument as the serialized graph holds it."""

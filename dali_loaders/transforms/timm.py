@@ -131,6 +131,8 @@ def box_noise(images: Images, anchor, shape):
     box = [sides[0], sides[1]]
     chw = images.layout == "CHW"
     noise = fn.random.normal(shape=fn.stack(images.channels, *box) if chw else fn.stack(*box, images.channels))
+    if images.device == "gpu":   # padded there: only the box's noise crosses, not the image's size in zeros
+        noise = noise.gpu()
     full = [fn.cast(side, dtype=types.INT32) if not isinstance(side, int) else side
             for side in (images.height, images.width)]
     return fn.slice(noise, start=0 - fn.cast(anchor, dtype=types.INT32), shape=fn.stack(*full),

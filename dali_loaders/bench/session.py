@@ -16,11 +16,11 @@ from typing import List, Optional
 
 from .catalog import bench_recipe, mixes
 from .contenders import WORKER_KINDS, kinds
+from .worker import REPLY
 
 # Untimed passes before each timed run: the contenders take turns, and one that runs ahead into
 # its next epoch would otherwise start timed with batches made in another's time (worker._passes).
 LEAD_PASSES = 1
-from .worker import REPLY
 
 
 @dataclass

@@ -185,11 +185,11 @@ def piece_rows(train_folder, tailed=None):
     chained = [name for name in pieces if "Augment" in name]   # the pieces with a chain
     cases = [(item, False) for item in pieces.items() if item[0] in chained or not tailed] + \
         [(item, True) for item in pieces.items() if item[1][1] and not tailed]
-    for (name, (transform, fused)), on_cpu in cases:
+    for (name, (transform, _)), on_cpu in cases:
         label = f"piece {name}, steps on the {'CPU' if on_cpu else 'GPU'}" + (TAILED if tailed else "")
 
         def run(transform=transform, on_cpu=on_cpu, label=label):
-            with steps_on("cpu" if on_cpu else "gpu"), stages_in_tail(tailed or None):
+            with steps_on("cpu" if on_cpu else "gpu"), stages_in_tail(tailed):
                 loader = DaliLoader(ImageFolder(train_folder, transform=transform), batch_size=BATCH, shuffle=True,
                                     num_workers=THREADS, device="gpu", seed=1)
                 rates = epochs_of(loader)

@@ -165,32 +165,34 @@ def test_progress_bar_ends_full(tiny_run):
 
 @pytest.mark.subprocess
 class _RanAhead:
-    """A loader whose first pass after a pause comes at once, for `slow` seconds less than the
-    rest (as a loader that ran ahead while another contender was timed), 4 images a pass."""
+    """A loader whose first pass after a pause comes at once, `slow` seconds of `clock` quicker
+    than the rest (as a loader that ran ahead while another contender was timed), 4 images a pass."""
 
-    def __init__(self, slow: float):
-        self.slow, self.passes = slow, 0
+    def __init__(self, slow: float, clock):
+        self.slow, self.clock, self.passes = slow, clock, 0
 
     def __iter__(self):
-        import time
-
         if self.passes > 0:
-            time.sleep(self.slow)
+            self.clock.now += self.slow
         self.passes += 1
         return iter([(None, [0, 1, 2, 3])])
 
 
-def test_a_timed_run_takes_what_ran_ahead_in_an_untimed_lead_pass():
+def test_a_timed_run_takes_what_ran_ahead_in_an_untimed_lead_pass(monkeypatch):
     """The bench's contenders take turns: what one made ahead while another was timed is
     taken by an untimed lead pass before its timed ones (bench.worker._passes)."""
+    import types
+
     from dali_loaders.bench import session, worker
 
-    loader = _RanAhead(0.05)
+    clock = types.SimpleNamespace(now=0.0)
+    monkeypatch.setattr(worker, "time", types.SimpleNamespace(perf_counter=lambda: clock.now))
+    loader = _RanAhead(0.05, clock)
     images, seconds, passes = worker._passes(loader, None, 0.0)
-    assert (images, passes, loader.passes) == (4, 1, 1) and seconds < 0.05   # the free pass, timed
-    loader = _RanAhead(0.05)
+    assert (images, passes, loader.passes, seconds) == (4, 1, 1, 0.0)   # the free pass, timed
+    loader = _RanAhead(0.05, clock)
     images, seconds, passes = worker._passes(loader, None, 0.0, lead=1)
-    assert (images, passes, loader.passes) == (4, 1, 2) and seconds >= 0.05   # it, untimed
+    assert (images, passes, loader.passes) == (4, 1, 2) and seconds == pytest.approx(0.05)   # it, untimed
     assert session.LEAD_PASSES >= 1
 
 

@@ -1,8 +1,9 @@
 """`python -m benchmarks.stages`: where the DALI image loader's time goes, stage by stage.
 
 It builds the loader's train graph one stage at a time (read; decode; the random-crop
-decode; + resize; + crop_mirror_normalize, which is the whole graph), plus the val graph,
-and times every pipeline in the same process, in turns (A, B, C, A, B, C, ...), with the
+decode; + resize; + crop_mirror_normalize, which is the whole graph), plus the val graph
+(which decodes only the region of each image its resize reads) and the same graph decoding
+whole images, and times every pipeline in the same process, in turns (A, B, C, A, B, C, ...), with the
 same threads and batch; the rows ending in ", fn.resize" resize with DALI's own operator
 (as with DALI_LOADERS_NO_PLUGIN=1), the others with the dali_loaders plugin where it
 applies. Then it times one resize, 330x330 to 224x224 antialiased, four ways on one
@@ -78,9 +79,27 @@ def _pipelines(root: str, threads: int) -> dict:
         pipes["train: " + STAGES[stage] + STOCK] = built(_stock(lambda stage=stage: _train_stage(train, stage)))
     val_recipe = transforms.plan(recipes.imagenet(False), False)
     val_graph = lambda: loaders.graph(val, every_sample(val), BATCH, val_recipe, "CHW", "cpu")  # noqa: E731
-    pipes["val: decode, resize the crop window, normalize"] = built(val_graph)
-    pipes["val: decode, resize the crop window, normalize" + STOCK] = built(_stock(val_graph))
+    pipes[VAL] = built(val_graph)
+    pipes[VAL_WHOLE] = built(lambda: loaders.graph(DecodedWhole(val), every_sample(val), BATCH, val_recipe, "CHW",
+                                                   "cpu"))
+    pipes[VAL_WHOLE + STOCK] = built(_stock(val_graph))   # fn.resize needs the whole image
     return pipes
+
+
+VAL = "val: decode the window's region, resize, normalize"   # the loader's val graph
+VAL_WHOLE = "val: decode whole, resize the window, normalize"
+
+
+class DecodedWhole:
+    """A source whose images come decoded whole: the val graph without its region decode."""
+
+    def __init__(self, source):
+        self.source = source
+
+    def read(self, feed, batch_size: int, device: str):
+        images, labels = self.source.read(feed, batch_size, device)
+        images.decode()
+        return images, labels
 
 
 STOCK = ", fn.resize"   # the row's resize is DALI's fn.resize, not the plugin

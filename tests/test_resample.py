@@ -125,6 +125,82 @@ def test_a_window_equals_the_crop_of_the_whole_resize(built, photos, filter):
             assert np.array_equal(got, pil(image, r, filter)[top:top + crop, left:left + crop])
 
 
+def region_resize(paths, short, crop, filter, region=None):
+    """Resize(short) + CenterCrop(crop) of JPEG files through a region decode (the loaders'
+    val path): the outputs, and each image's (start, shape) region. `region`: a (start, shape)
+    per image to decode instead of the one the plugin gives."""
+    from nvidia.dali import fn, pipeline_def, types
+
+    from dali_loaders.sources.files import decode_args
+
+    @pipeline_def(batch_size=len(paths), num_threads=2, device_id=None)
+    def pipe():
+        encoded = fn.external_source(lambda: [np.fromfile(p, np.uint8) for p in paths], batch=True)
+        sizes = fn.peek_image_shape(encoded, dtype=types.INT32, adjust_orientation=False)[0:2]
+        if region is None:
+            out = resample.decode_resize_centre_crop(encoded, sizes, decode_args("cpu"), short, crop,
+                                                     getattr(types, INTERP[filter]))
+            return (out, *fn.dali_loaders_resize_region(sizes, size=[float(c) for c in crop], short_side=short,
+                                                        filter=filter))
+        start = fn.external_source(lambda: [np.int32(r[0]) for r in region], batch=True)
+        shape = fn.external_source(lambda: [np.int32(r[1]) for r in region], batch=True)
+        held = fn.decoders.image_slice(encoded, start, shape, axis_names="HW", **decode_args("cpu"))
+        out = fn.dali_loaders_resize(held, size=[float(c) for c in crop], short_side=short, filter=filter,
+                                     image_size=sizes, region_start=start)
+        return out, start, shape
+
+    p = pipe()
+    p.build()
+    return [[np.asarray(t[i]) for i in range(len(paths))] for t in p.run()]
+
+
+INTERP = {"bilinear": "INTERP_LINEAR", "bicubic": "INTERP_CUBIC", "nearest": "INTERP_NN"}
+
+
+@pytest.fixture(scope="module")
+def jpeg_sizes(tmp_path_factory):
+    """The photographs as JPEGs (quality 90, 4:2:0) at sizes that shrink, barely shrink and
+    enlarge to a 224-256 short side, in both orientations."""
+    root = tmp_path_factory.mktemp("jpeg-sizes")
+    paths = []
+    for k, (source, (w, h)) in enumerate(zip(photo_paths() * 2, [(500, 375), (375, 500), (261, 300), (640, 257),
+                                                                  (200, 150), (120, 333), (1023, 769), (257, 257),
+                                                                  (300, 900), (451, 449), (233, 240), (999, 260),
+                                                                  (160, 160), (700, 300)])):
+        path = str(root / f"{k}.jpg")
+        load(source).resize((w, h), Image.BICUBIC).save(path, quality=90)
+        paths.append(path)
+    return paths
+
+
+@pytest.mark.parametrize("filter", ["bilinear", "bicubic", "nearest"])
+def test_a_region_decode_equals_pils_resize_then_crop(built, jpeg_sizes, filter):
+    """The val path: only the region the resize reads is decoded, yet every pixel equals PIL's
+    decode, Resize(short) and CenterCrop (torchvision's twin); the region is smaller than the
+    image wherever the crop leaves some of it out."""
+    for short, crop in [(256, (224, 224)), (232, (224, 224)), (240, (200, 131))]:
+        out, start, shape = region_resize(jpeg_sizes, short, crop, filter)
+        for path, got, s, n in zip(jpeg_sizes, out, start, shape):
+            twin = v2.Compose([v2.Resize(short, interpolation=getattr(v2.InterpolationMode, filter.upper())),
+                               v2.CenterCrop(crop)])(Image.open(path).convert("RGB"))
+            assert np.array_equal(got, np.asarray(twin)), (path, short, crop)
+            width, height = Image.open(path).size
+            assert (s >= 0).all() and s[0] + n[0] <= height and s[1] + n[1] <= width
+            scale = min(height, width) / short   # source pixels per resized pixel
+            reach = {"bilinear": 1, "bicubic": 2, "nearest": 0}[filter] * max(scale, 1) + 1
+            assert (n <= np.ceil(np.array(crop) * scale + 2 * reach)).all(), (path, s, n)   # the window and taps
+
+
+def test_a_region_without_the_taps_reach_is_refused(built, jpeg_sizes):
+    """A region one pixel short of what the resize reads: a clear error, not other pixels."""
+    paths = jpeg_sizes[:1]
+    _, start, shape = region_resize(paths, 256, (224, 224), "bilinear")
+    region_resize(paths, 256, (224, 224), "bilinear", region=[(start[0], shape[0])])   # exactly enough: fine
+    short_of = [(start[0] + np.int32([0, 1]), shape[0] - np.int32([0, 1]))]
+    with pytest.raises(RuntimeError, match="lacks pixels the resize reads"):
+        region_resize(paths, 256, (224, 224), "bilinear", region=short_of)
+
+
 def test_nearest_equals_pil_at_its_ties(built, photos):
     """NEAREST at scales whose source positions (x + 0.5) * in / out land on whole pixels,
     where fn.resize and PIL part (PIL sums the position in double, one step per pixel), and

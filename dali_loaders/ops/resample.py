@@ -39,6 +39,20 @@ def resize_centre_crop(data, short_side: int, crop, interp_type):
                                   filter=_FILTERS[_name(interp_type)], pillow_major=pillow_major())
 
 
+def decode_resize_centre_crop(encoded, sizes, decode_args: dict, short_side: int, crop, interp_type):
+    """resize_centre_crop of encoded images, decoding only the region of each that the resize
+    reads (its taps' reach, worked out by the plugin from the int32 (H, W) `sizes`): the same
+    pixels as decoding the whole image (DALI's region decode is the whole decode's region),
+    and on the CPU a decode of 256 -> 224's window costs ~3/4 of the whole one's."""
+    from nvidia.dali import fn
+
+    geometry = dict(size=[float(c) for c in crop], short_side=int(short_side), filter=_FILTERS[_name(interp_type)])
+    start, shape = fn.dali_loaders_resize_region(sizes, **geometry)
+    region = fn.decoders.image_slice(encoded, start, shape, axis_names="HW", **decode_args)
+    return fn.dali_loaders_resize(region, image_size=sizes, region_start=start, pillow_major=pillow_major(),
+                                  **geometry)
+
+
 _FILTERS = {"INTERP_LINEAR": "bilinear", "INTERP_CUBIC": "bicubic", "INTERP_NN": "nearest"}
 
 

@@ -175,13 +175,20 @@ def resize_center_crop(resize_step, crop_step, images: Images) -> None:
         resize(resize_step, images)
         center_crop(crop_step, images)
         return
-    images.decode()
-    images.flush_mirror()
     interp, smooth = interp_type(resize_step), antialias(resize_step, images)
     if short is not None and resample.uses_plugin(interp, smooth, images.device, images.kind == "pil"):
-        images.data = resample.resize_centre_crop(images.data, short, (crop_h, crop_w), interp)
+        if images.encoded and images.size_vector() is not None and images.mirror is None:
+            images.data = resample.decode_resize_centre_crop(images.data, images.size_vector(), images.decode_args,
+                                                             short, (crop_h, crop_w), interp)
+            images.encoded = False
+        else:
+            images.decode()
+            images.flush_mirror()
+            images.data = resample.resize_centre_crop(images.data, short, (crop_h, crop_w), interp)
         images.height, images.width = crop_h, crop_w
         return
+    images.decode()
+    images.flush_mirror()
     if short is not None and images.size_vector() is not None and not _is_nearest(resize_step):
         _resize_centre_crop_window(resize_step, images, short, crop_h, crop_w)
         return

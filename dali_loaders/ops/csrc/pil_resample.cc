@@ -1,11 +1,22 @@
-// The resampler's one compiled entry point (see pil_resample_api.h).
+// The resampler's compiled entry points (see pil_resample_api.h).
 #include "pil_resample.h"
 
 namespace pilrs {
 
-void resample_image(const uint8_t* in, int in_h, int in_w, int in_stride, int channels, uint8_t* out,
-                    const Axis& y, const Axis& x, Filter f, int pillow_major, Scratch& scratch, bool allow_simd) {
-  resample(in, in_h, in_w, in_stride, channels, out, y, x, f, pillow_major, scratch, allow_simd);
+bool resample_image(const uint8_t* in, int in_h, int in_w, int in_stride, int channels, uint8_t* out,
+                    const Axis& y, const Axis& x, Filter f, int pillow_major, Scratch& scratch, bool allow_simd,
+                    const Region* held) {
+  return resample(in, in_h, in_w, in_stride, channels, out, y, x, f, pillow_major, scratch, allow_simd, held);
+}
+
+void read_span(int in_size, const Axis& a, Filter f, int* first, int* last) {
+  if (f == Filter::kNearest) {
+    const std::vector<int> index = nearest_indices(in_size, a.start, a.end, a.resized, a.offset, a.count);
+    *first = *std::min_element(index.begin(), index.end());
+    *last = *std::max_element(index.begin(), index.end()) + 1;
+    return;
+  }
+  span(make_taps(in_size, a.start, a.end, a.resized, a.offset, a.count, f), first, last);
 }
 
 }  // namespace pilrs

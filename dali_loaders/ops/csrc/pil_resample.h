@@ -391,10 +391,23 @@ inline std::vector<int> nearest_indices(int in_size, float start, float end, int
   return index;
 }
 
-inline void nearest(const uint8_t* in, int in_h, int in_w, int in_stride, int channels, uint8_t* out,
-                    const Axis& y, const Axis& x) {
-  const std::vector<int> rows = nearest_indices(in_h, y.start, y.end, y.resized, y.offset, y.count);
-  const std::vector<int> cols = nearest_indices(in_w, x.start, x.end, x.resized, x.offset, x.count);
+// Indices of the whole image as indices into a buffer that holds from `start`, `size` of them:
+// false if one falls outside.
+inline bool into_region(std::vector<int>& index, int start, int size) {
+  for (int& i : index) {
+    i -= start;
+    if (i < 0 || i >= size) return false;
+  }
+  return true;
+}
+
+inline bool nearest(const uint8_t* in, int in_h, int in_w, int in_stride, int channels, uint8_t* out,
+                    const Axis& y, const Axis& x, const Region* held) {
+  std::vector<int> rows = nearest_indices(in_h, y.start, y.end, y.resized, y.offset, y.count);
+  std::vector<int> cols = nearest_indices(in_w, x.start, x.end, x.resized, x.offset, x.count);
+  if (held && !(into_region(rows, held->top, held->height) && into_region(cols, held->left, held->width))) {
+    return false;
+  }
   const size_t out_row = static_cast<size_t>(x.count) * channels;
   for (int i = 0; i < y.count; i++) {
     uint8_t* o = out + i * out_row;
@@ -415,14 +428,30 @@ inline void nearest(const uint8_t* in, int in_h, int in_w, int in_stride, int ch
                                                     r + static_cast<size_t>(cols[j]) * channels, channels);
     }
   }
+  return true;
 }
 
-// in: in_h x in_w x channels, rows `in_stride` bytes apart; out: y.count x x.count x channels,
-// dense. Only the rows (or columns) the second pass reads go through the first.
-inline void resample(const uint8_t* in, int in_h, int in_w, int in_stride, int channels, uint8_t* out,
+// Taps of the whole image made taps into a buffer that holds samples start .. start + size - 1
+// of the axis: false if a tap falls outside.
+inline bool into_region(Taps& t, int start, int size) {
+  for (int i = 0; i < t.out; i++) {
+    t.first[i] -= start;
+    if (t.count[i] == 0) {
+      t.first[i] = std::min(std::max(t.first[i], 0), size - 1);
+    } else if (t.first[i] < 0 || t.first[i] + t.count[i] > size) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// The image: in_h x in_w x channels; `in` holds all of it, or only the region `held` (see
+// resample_image), rows `in_stride` bytes apart; out: y.count x x.count x channels, dense. Only
+// the rows (or columns) the second pass reads go through the first.
+inline bool resample(const uint8_t* in, int in_h, int in_w, int in_stride, int channels, uint8_t* out,
                      const Axis& y, const Axis& x, Filter f, int pillow_major, Scratch& scratch,
-                     bool allow_simd = true) {
-  if (f == Filter::kNearest) return nearest(in, in_h, in_w, in_stride, channels, out, y, x);
+                     bool allow_simd = true, const Region* held = nullptr) {
+  if (f == Filter::kNearest) return nearest(in, in_h, in_w, in_stride, channels, out, y, x, held);
 #ifdef PILRS_X86
   const Passes passes{allow_simd && simd::have_avx2()};
 #else
@@ -430,12 +459,18 @@ inline void resample(const uint8_t* in, int in_h, int in_w, int in_stride, int c
 #endif
   Taps th = make_taps(in_w, x.start, x.end, x.resized, x.offset, x.count, f);
   Taps tv = make_taps(in_h, y.start, y.end, y.resized, y.offset, y.count, f);
+  int held_h = in_h, held_w = in_w;
+  if (held) {
+    if (!into_region(th, held->left, held->width) || !into_region(tv, held->top, held->height)) return false;
+    held_h = held->height;
+    held_w = held->width;
+  }
   int first, last;
-  if (!vertical_first(in_h, in_w, y.resized, x.resized, pillow_major)) {
+  if (!vertical_first(in_h, in_w, y.resized, x.resized, pillow_major)) {   // the whole image's sizes
     span(tv, &first, &last);
     const int mid_bytes = x.count * channels;
     scratch.mid.resize(static_cast<size_t>(last - first) * mid_bytes + 16);   // 16: SIMD loads' slack
-    const uint8_t* in_end = in + static_cast<size_t>(in_h - 1) * in_stride + static_cast<size_t>(in_w) * channels;
+    const uint8_t* in_end = in + static_cast<size_t>(held_h - 1) * in_stride + static_cast<size_t>(held_w) * channels;
     passes.horizontal(in, in_stride, first, last, channels, in_end, scratch.mid.data(), th);
     passes.vertical(scratch.mid.data(), mid_bytes, first, mid_bytes, out, tv);
   } else {
@@ -447,6 +482,7 @@ inline void resample(const uint8_t* in, int in_h, int in_w, int in_stride, int c
     passes.horizontal(scratch.mid.data(), mid_bytes, 0, y.count, channels,
                       scratch.mid.data() + static_cast<size_t>(y.count) * mid_bytes, out, th);
   }
+  return true;
 }
 
 }  // namespace pilrs

@@ -18,19 +18,17 @@ using dali::CPUBackend;
 using dali::TensorListShape;
 using dali::TensorShape;
 
-// Stateless (nothing to save in a checkpoint), so the loaders' resumable pipelines can use it
-class Resize : public dali::StatelessOperator<CPUBackend> {
+// The geometry arguments both operators take (see the schemas), and the two axes of a resize
+// they describe for an image of a given size.
+class Geometry {
  public:
-  explicit Resize(const dali::OpSpec &spec)
-      : dali::StatelessOperator<CPUBackend>(spec),
-        size_("size", spec),
+  explicit Geometry(const dali::OpSpec &spec)
+      : size_("size", spec),
         roi_start_("roi_start", spec),
         roi_end_("roi_end", spec),
         resized_size_("resized_size", spec),
         window_start_("window_start", spec),
-        pillow_major_(spec.GetArgument<int>("pillow_major")),
-        short_side_(spec.GetArgument<int>("short_side")),
-        simd_(!spec.GetArgument<bool>("_portable")) {
+        short_side_(spec.GetArgument<int>("short_side")) {
     const std::string filter = spec.GetArgument<std::string>("filter");
     DALI_ENFORCE(filter == "bilinear" || filter == "bicubic" || filter == "nearest",
                  "DaliLoadersResize: filter must be \"bilinear\", \"bicubic\" or \"nearest\", got \"" + filter +
@@ -39,61 +37,22 @@ class Resize : public dali::StatelessOperator<CPUBackend> {
               : filter == "nearest" ? pilrs::Filter::kNearest : pilrs::Filter::kBilinear;
   }
 
- protected:
-  bool SetupImpl(std::vector<dali::OutputDesc> &output_desc, const dali::Workspace &ws) override {
-    const auto &input = ws.Input<CPUBackend>(0);
-    DALI_ENFORCE(input.type() == DALI_UINT8, "DaliLoadersResize takes uint8 images");
-    DALI_ENFORCE(input.sample_dim() == 3, "DaliLoadersResize takes HWC images");
-    const int n = input.num_samples();
-    const auto pair = TensorShape<1>(2);
-    size_.Acquire(spec_, ws, n, pair);
-    AcquireOptional(roi_start_, ws, n);
-    AcquireOptional(roi_end_, ws, n);
-    AcquireOptional(resized_size_, ws, n);
-    AcquireOptional(window_start_, ws, n);
-    TensorListShape<3> shape(n);
-    geometry_.resize(n);
-    for (int i = 0; i < n; i++) {
-      const auto in = input.tensor_shape(i);
-      geometry_[i] = Geometry(i, static_cast<int>(in[0]), static_cast<int>(in[1]));
-      shape.set_tensor_shape(i, TensorShape<3>(geometry_[i][0].count, geometry_[i][1].count, in[2]));
+  void Acquire(const dali::OpSpec &spec, const dali::Workspace &ws, int n) {
+    size_.Acquire(spec, ws, n, TensorShape<1>(2));
+    for (auto *arg : {&roi_start_, &roi_end_, &resized_size_, &window_start_}) {
+      if (arg->HasExplicitValue()) arg->Acquire(spec, ws, n, TensorShape<1>(2));
     }
-    output_desc.resize(1);
-    output_desc[0] = {shape, DALI_UINT8};
-    return true;
   }
 
-  void RunImpl(dali::Workspace &ws) override {
-    const auto &input = ws.Input<CPUBackend>(0);
-    auto &output = ws.Output<CPUBackend>(0);
-    output.SetLayout(input.GetLayout());
-    auto &pool = ws.GetThreadPool();
-    scratch_.resize(pool.NumThreads());
-    for (int i = 0; i < input.num_samples(); i++) {
-      const auto in = input.tensor_shape(i);
-      const int h = static_cast<int>(in[0]), w = static_cast<int>(in[1]), c = static_cast<int>(in[2]);
-      const auto &g = geometry_[i];
-      pool.AddWork([&, i, h, w, c](int thread) {
-        pilrs::resample_image(input.tensor<uint8_t>(i), h, w, w * c, c, output.mutable_tensor<uint8_t>(i),
-                        g[0], g[1], filter_, pillow_major_, scratch_[thread], simd_);
-      }, static_cast<int64_t>(g[0].count) * g[1].count);   // the biggest first
-    }
-    pool.RunAll();
-  }
+  pilrs::Filter filter() const { return filter_; }
 
- private:
-  void AcquireOptional(dali::ArgValue<float, 1> &arg, const dali::Workspace &ws, int n) {
-    if (arg.HasExplicitValue()) arg.Acquire(spec_, ws, n, TensorShape<1>(2));
-  }
-
-  static int Round(float v) { return static_cast<int>(std::lround(v)); }
-
-  // Sample i's two axes (height, width): the box (default: the whole image), the size the box
-  // is resized to (default: `size`), and the window of that resize to output (default: all).
-  // With short_side: torchvision's Resize(short_side) of this image (the long side scaled and
-  // truncated), of which the centred `size` window is output (CenterCrop's offsets, rounded
-  // half to even as Python's round): the graph needs no arithmetic on the image's shape.
-  std::array<pilrs::Axis, 2> Geometry(int i, int h, int w) const {
+  // Sample i's two axes (height, width) for an h x w image: the box (default: the whole image),
+  // the size the box is resized to (default: `size`), and the window of that resize to output
+  // (default: all). With short_side: torchvision's Resize(short_side) of this image (the long
+  // side scaled and truncated), of which the centred `size` window is output (CenterCrop's
+  // offsets, rounded half to even as Python's round): the graph needs no arithmetic on the
+  // image's shape.
+  std::array<pilrs::Axis, 2> Axes(int i, int h, int w) const {
     std::array<pilrs::Axis, 2> axes;
     const int extent[2] = {h, w};
     if (short_side_ > 0) {
@@ -127,27 +86,144 @@ class Resize : public dali::StatelessOperator<CPUBackend> {
     return axes;
   }
 
+ private:
+  static int Round(float v) { return static_cast<int>(std::lround(v)); }
+
   dali::ArgValue<float, 1> size_, roi_start_, roi_end_, resized_size_, window_start_;
-  int pillow_major_;
   int short_side_;
-  bool simd_;
   pilrs::Filter filter_;
-  std::vector<std::array<pilrs::Axis, 2>> geometry_;
+};
+
+// Stateless (nothing to save in a checkpoint), so the loaders' resumable pipelines can use it
+class Resize : public dali::StatelessOperator<CPUBackend> {
+ public:
+  explicit Resize(const dali::OpSpec &spec)
+      : dali::StatelessOperator<CPUBackend>(spec),
+        geometry_(spec),
+        image_size_("image_size", spec),
+        region_start_("region_start", spec),
+        pillow_major_(spec.GetArgument<int>("pillow_major")),
+        simd_(!spec.GetArgument<bool>("_portable")) {
+    DALI_ENFORCE(image_size_.HasExplicitValue() == region_start_.HasExplicitValue(),
+                 "DaliLoadersResize: image_size and region_start go together (the input is a region of an image)");
+  }
+
+ protected:
+  bool SetupImpl(std::vector<dali::OutputDesc> &output_desc, const dali::Workspace &ws) override {
+    const auto &input = ws.Input<CPUBackend>(0);
+    DALI_ENFORCE(input.type() == DALI_UINT8, "DaliLoadersResize takes uint8 images");
+    DALI_ENFORCE(input.sample_dim() == 3, "DaliLoadersResize takes HWC images");
+    const int n = input.num_samples();
+    geometry_.Acquire(spec_, ws, n);
+    const bool region = image_size_.HasExplicitValue();
+    if (region) {
+      image_size_.Acquire(spec_, ws, n, TensorShape<1>(2));
+      region_start_.Acquire(spec_, ws, n, TensorShape<1>(2));
+    }
+    TensorListShape<3> shape(n);
+    axes_.resize(n);
+    regions_.resize(n);
+    for (int i = 0; i < n; i++) {
+      const auto in = input.tensor_shape(i);
+      const int h = static_cast<int>(in[0]), w = static_cast<int>(in[1]);
+      regions_[i] = {0, 0, h, w};
+      if (region) regions_[i] = {region_start_[i].data[0], region_start_[i].data[1], h, w};
+      axes_[i] = region ? geometry_.Axes(i, image_size_[i].data[0], image_size_[i].data[1])
+                        : geometry_.Axes(i, h, w);
+      shape.set_tensor_shape(i, TensorShape<3>(axes_[i][0].count, axes_[i][1].count, in[2]));
+    }
+    output_desc.resize(1);
+    output_desc[0] = {shape, DALI_UINT8};
+    return true;
+  }
+
+  void RunImpl(dali::Workspace &ws) override {
+    const auto &input = ws.Input<CPUBackend>(0);
+    auto &output = ws.Output<CPUBackend>(0);
+    output.SetLayout(input.GetLayout());
+    auto &pool = ws.GetThreadPool();
+    scratch_.resize(pool.NumThreads());
+    const int n = input.num_samples();
+    const bool region = image_size_.HasExplicitValue();
+    held_.assign(n, 1);
+    for (int i = 0; i < n; i++) {
+      const int c = static_cast<int>(input.tensor_shape(i)[2]);
+      const auto &a = axes_[i];
+      const auto &r = regions_[i];
+      const int h = region ? image_size_[i].data[0] : r.height, w = region ? image_size_[i].data[1] : r.width;
+      pool.AddWork([&, i, h, w, c](int thread) {
+        held_[i] = pilrs::resample_image(input.tensor<uint8_t>(i), h, w, r.width * c, c,
+                                         output.mutable_tensor<uint8_t>(i), a[0], a[1], geometry_.filter(),
+                                         pillow_major_, scratch_[thread], simd_, region ? &r : nullptr);
+      }, static_cast<int64_t>(a[0].count) * a[1].count);   // the biggest first
+    }
+    pool.RunAll();
+    for (int i = 0; i < n; i++) {
+      const auto &r = regions_[i];
+      DALI_ENFORCE(held_[i], dali::make_string(
+          "DaliLoadersResize: sample ", i, ": the region at (", r.top, ", ", r.left, ") of ", r.height, " x ",
+          r.width, " pixels lacks pixels the resize reads; decode the region DaliLoadersResizeRegion gives"));
+    }
+  }
+
+ private:
+  Geometry geometry_;
+  dali::ArgValue<int, 1> image_size_, region_start_;
+  int pillow_major_;
+  bool simd_;
+  std::vector<std::array<pilrs::Axis, 2>> axes_;
+  std::vector<pilrs::Region> regions_;
+  std::vector<char> held_;
   std::vector<pilrs::Scratch> scratch_;   // one per thread
+};
+
+// The region (start, shape; int32 (y, x) each) of each image that DaliLoadersResize with the same
+// arguments reads, from the images' sizes (peek_image_shape's HWC or HW): a decoder asked for
+// only that region (decoders.image_slice) decodes less and loses no output pixel.
+class ResizeRegion : public dali::StatelessOperator<CPUBackend> {
+ public:
+  explicit ResizeRegion(const dali::OpSpec &spec) : dali::StatelessOperator<CPUBackend>(spec), geometry_(spec) {}
+
+ protected:
+  bool SetupImpl(std::vector<dali::OutputDesc> &output_desc, const dali::Workspace &ws) override {
+    const auto &sizes = ws.Input<CPUBackend>(0);
+    DALI_ENFORCE(sizes.type() == DALI_INT32 && sizes.sample_dim() == 1,
+                 "DaliLoadersResizeRegion takes int32 image sizes (peek_image_shape's, dtype=INT32)");
+    const int n = sizes.num_samples();
+    geometry_.Acquire(spec_, ws, n);
+    output_desc.assign(2, {TensorListShape<1>::make_uniform(n, TensorShape<1>(2)), DALI_INT32});
+    return true;
+  }
+
+  void RunImpl(dali::Workspace &ws) override {
+    const auto &sizes = ws.Input<CPUBackend>(0);
+    auto &start = ws.Output<CPUBackend>(0);
+    auto &shape = ws.Output<CPUBackend>(1);
+    for (int i = 0; i < sizes.num_samples(); i++) {
+      DALI_ENFORCE(sizes.tensor_shape(i)[0] >= 2, "DaliLoadersResizeRegion: an image size needs (height, width)");
+      const int32_t *hw = sizes.tensor<int32_t>(i);
+      const auto axes = geometry_.Axes(i, hw[0], hw[1]);
+      for (int d = 0; d < 2; d++) {
+        int first, last;
+        pilrs::read_span(hw[d], axes[d], geometry_.filter(), &first, &last);
+        start.mutable_tensor<int32_t>(i)[d] = first;
+        shape.mutable_tensor<int32_t>(i)[d] = last - first;
+      }
+    }
+  }
+
+ private:
+  Geometry geometry_;
 };
 
 }  // namespace dali_loaders
 
 DALI_REGISTER_OPERATOR(DaliLoadersResize, ::dali_loaders::Resize, ::dali::CPU);
+DALI_REGISTER_OPERATOR(DaliLoadersResizeRegion, ::dali_loaders::ResizeRegion, ::dali::CPU);
 
-DALI_SCHEMA(DaliLoadersResize)
-    .DocStr(R"(Resizes HWC uint8 images as PIL's Image.resize (BILINEAR or BICUBIC, which are
-antialiased): the same taps, 22-bit fixed-point weights and pass order, so the output equals
-PIL's bit for bit; NEAREST too (Pillow's source pixel positions, to the rounding of ties). Optionally a box of the input (Image.resize's box) and a window of the
-resized image (a crop of the whole resize, computed without the rest of it).)")
-    .NumInput(1)
-    .NumOutput(1)
-    .InputLayout(0, "HWC")
+// The geometry both operators read (class Geometry)
+DALI_SCHEMA(DaliLoadersResizeGeometry)
+    .DocStr("The arguments that describe a resize of DaliLoadersResize.")
     .AddArg("size", "Output (height, width), per sample.", DALI_FLOAT_VEC, true)
     .AddOptionalArg<std::vector<float>>("roi_start", "Box start (y, x) in input pixels; default (0, 0).",
                                         nullptr, true)
@@ -160,6 +236,28 @@ resized image (a crop of the whole resize, computed without the rest of it).)")
                                         nullptr, true)
     .AddOptionalArg("filter", "\"bilinear\", \"bicubic\" or \"nearest\".", std::string("bilinear"))
     .AddOptionalArg("short_side", "If > 0: the image is resized so that its short side is this (torchvision's "
-                    "Resize(int)), and the centred `size` window of it is output (CenterCrop).", 0)
+                    "Resize(int)), and the centred `size` window of it is output (CenterCrop).", 0);
+
+DALI_SCHEMA(DaliLoadersResize)
+    .DocStr(R"(Resizes HWC uint8 images as PIL's Image.resize (BILINEAR or BICUBIC, which are
+antialiased): the same taps, 22-bit fixed-point weights and pass order, so the output equals
+PIL's bit for bit; NEAREST too (Pillow's source pixel positions, to the rounding of ties). Optionally a box of the input (Image.resize's box) and a window of the
+resized image (a crop of the whole resize, computed without the rest of it).)")
+    .NumInput(1)
+    .NumOutput(1)
+    .InputLayout(0, "HWC")
+    .AddOptionalArg<std::vector<int>>("image_size", "(height, width) of the image when the input holds only "
+                                      "a region of it (a region decode), with region_start.", nullptr, true)
+    .AddOptionalArg<std::vector<int>>("region_start", "(top, left) of the input in the image of image_size.",
+                                      nullptr, true)
+    .AddParent("DaliLoadersResizeGeometry")
     .AddOptionalArg("pillow_major", "The Pillow major version whose pass order to follow.", 13)
     .AddOptionalArg("_portable", "Tests: the plain C++ path (as on aarch64) even where AVX2 is.", false);
+
+DALI_SCHEMA(DaliLoadersResizeRegion)
+    .DocStr(R"(The region (start, shape: int32 (y, x) each) of each image that DaliLoadersResize
+with the same arguments reads, given the images' int32 sizes (peek_image_shape's): decoding only
+that region (decoders.image_slice(data, start, shape, axis_names="HW")) loses no output pixel.)")
+    .NumInput(1)
+    .NumOutput(2)
+    .AddParent("DaliLoadersResizeGeometry");

@@ -137,17 +137,14 @@ def region_resize(paths, short, crop, filter, region=None):
     def pipe():
         encoded = fn.external_source(lambda: [np.fromfile(p, np.uint8) for p in paths], batch=True)
         sizes = fn.peek_image_shape(encoded, dtype=types.INT32, adjust_orientation=False)[0:2]
+        interp = getattr(types, INTERP[filter])
         if region is None:
-            out = resample.decode_resize_centre_crop(encoded, sizes, decode_args("cpu"), short, crop,
-                                                     getattr(types, INTERP[filter]))
-            return (out, *fn.dali_loaders_resize_region(sizes, size=[float(c) for c in crop], short_side=short,
-                                                        filter=filter))
-        start = fn.external_source(lambda: [np.int32(r[0]) for r in region], batch=True)
-        shape = fn.external_source(lambda: [np.int32(r[1]) for r in region], batch=True)
+            start, shape = resample.centre_crop_region(sizes, short, crop, interp)
+        else:
+            start = fn.external_source(lambda: [np.int32(r[0]) for r in region], batch=True)
+            shape = fn.external_source(lambda: [np.int32(r[1]) for r in region], batch=True)
         held = fn.decoders.image_slice(encoded, start, shape, axis_names="HW", **decode_args("cpu"))
-        out = fn.dali_loaders_resize(held, size=[float(c) for c in crop], short_side=short, filter=filter,
-                                     image_size=sizes, region_start=start)
-        return out, start, shape
+        return resample.resize_centre_crop(held, short, crop, interp, (sizes, start)), start, shape
 
     p = pipe()
     p.build()

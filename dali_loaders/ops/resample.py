@@ -29,28 +29,30 @@ def resize(data, size, interp_type, antialias: bool, roi_start=None, roi_end=Non
     return fn.resize(data, size=size, interp_type=interp_type, antialias=antialias, **roi)
 
 
-def resize_centre_crop(data, short_side: int, crop, interp_type):
+def resize_centre_crop(data, short_side: int, crop, interp_type, region=None):
     """The plugin's torchvision Resize(short_side) then CenterCrop(crop), the geometry worked
     out per image inside the operator (uses_plugin must hold): a graph that computed it from
-    the image's shape took ~50 small arithmetic operators, ~0.1 ms a batch each."""
+    the image's shape took ~50 small arithmetic operators, ~0.1 ms a batch each. `region`:
+    (sizes, start) when `data` holds only a region of each image (see centre_crop_region)."""
     from nvidia.dali import fn
 
-    return fn.dali_loaders_resize(data, size=[float(c) for c in crop], short_side=int(short_side),
-                                  filter=_FILTERS[_name(interp_type)], pillow_major=pillow_major())
+    where = {} if region is None else dict(image_size=region[0], region_start=region[1])
+    return fn.dali_loaders_resize(data, pillow_major=pillow_major(), **_centre_crop(short_side, crop, interp_type),
+                                  **where)
 
 
-def decode_resize_centre_crop(encoded, sizes, decode_args: dict, short_side: int, crop, interp_type):
-    """resize_centre_crop of encoded images, decoding only the region of each that the resize
-    reads (its taps' reach, worked out by the plugin from the int32 (H, W) `sizes`): the same
-    pixels as decoding the whole image (DALI's region decode is the whole decode's region),
-    and on the CPU a decode of 256 -> 224's window costs ~3/4 of the whole one's."""
+def centre_crop_region(sizes, short_side: int, crop, interp_type):
+    """(start, shape), int32 (y, x): the region of each image, of int32 (H, W) `sizes`, that
+    resize_centre_crop reads (the window and its filter's reach). Decoded alone, it gives the
+    same output (DALI's region decode is the whole decode's region); on the CPU a decode of
+    256 -> 224's window costs ~3/4 of the whole one's."""
     from nvidia.dali import fn
 
-    geometry = dict(size=[float(c) for c in crop], short_side=int(short_side), filter=_FILTERS[_name(interp_type)])
-    start, shape = fn.dali_loaders_resize_region(sizes, **geometry)
-    region = fn.decoders.image_slice(encoded, start, shape, axis_names="HW", **decode_args)
-    return fn.dali_loaders_resize(region, image_size=sizes, region_start=start, pillow_major=pillow_major(),
-                                  **geometry)
+    return fn.dali_loaders_resize_region(sizes, **_centre_crop(short_side, crop, interp_type))
+
+
+def _centre_crop(short_side: int, crop, interp_type) -> dict:
+    return dict(size=[float(c) for c in crop], short_side=int(short_side), filter=_FILTERS[_name(interp_type)])
 
 
 _FILTERS = {"INTERP_LINEAR": "bilinear", "INTERP_CUBIC": "bicubic", "INTERP_NN": "nearest"}

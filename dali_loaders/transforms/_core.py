@@ -191,6 +191,14 @@ class Images:
                 **self.decode_args))
         self.encoded = False
 
+    def decode_region(self, start, shape) -> None:
+        """Decodes only a region of each file: int32 (y, x) `start` and `shape` DataNodes."""
+        from nvidia.dali import fn
+
+        self.data = self.on_device(fn.decoders.image_slice(self.data, start, shape, axis_names="HW",
+                                                           **self.decode_args))
+        self.encoded = False
+
     def on_device(self, decoded):
         """Decoded pixels where the steps run: a CPU decode for GPU steps ("cpu-decode") moves them."""
         return decoded.gpu() if self.device == "gpu" and self.decode_args.get("device") == "cpu" else decoded

@@ -177,14 +177,15 @@ def resize_center_crop(resize_step, crop_step, images: Images) -> None:
         return
     interp, smooth = interp_type(resize_step), antialias(resize_step, images)
     if short is not None and resample.uses_plugin(interp, smooth, images.device, images.kind == "pil"):
-        if images.encoded and images.size_vector() is not None and images.mirror is None:
-            images.data = resample.decode_resize_centre_crop(images.data, images.size_vector(), images.decode_args,
-                                                             short, (crop_h, crop_w), interp)
-            images.encoded = False
+        sizes, region = images.size_vector(), None
+        if images.encoded and sizes is not None:   # first in the recipe: only what the resize reads is decoded
+            start, shape = resample.centre_crop_region(sizes, short, (crop_h, crop_w), interp)
+            images.decode_region(start, shape)
+            region = (sizes, start)
         else:
             images.decode()
             images.flush_mirror()
-            images.data = resample.resize_centre_crop(images.data, short, (crop_h, crop_w), interp)
+        images.data = resample.resize_centre_crop(images.data, short, (crop_h, crop_w), interp, region)
         images.height, images.width = crop_h, crop_w
         return
     images.decode()

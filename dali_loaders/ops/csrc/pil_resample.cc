@@ -16,7 +16,12 @@ void read_span(int in_size, const Axis& a, Filter f, int* first, int* last) {
     *last = *std::max_element(index.begin(), index.end()) + 1;
     return;
   }
-  span(make_taps(in_size, a.start, a.end, a.resized, a.offset, a.count, f), first, last);
+  // An output's taps depend on its index alone and move forward with it: the first output's
+  // first tap and the last output's last one bound the span.
+  const Taps head = make_taps(in_size, a.start, a.end, a.resized, a.offset, 1, f);
+  const Taps tail = make_taps(in_size, a.start, a.end, a.resized, a.offset + a.count - 1, 1, f);
+  *first = head.first[0];
+  *last = std::max(tail.first[0] + tail.count[0], *first + 1);
 }
 
 }  // namespace pilrs

@@ -123,13 +123,15 @@ class Resize : public dali::StatelessOperator<CPUBackend> {
     TensorListShape<3> shape(n);
     axes_.resize(n);
     regions_.resize(n);
-    for (int i = 0; i < n; i++) {
+    images_.resize(n);
+    for (int i = 0; i < n; i++) {   // the input: a whole image, or the region of one it holds
       const auto in = input.tensor_shape(i);
       const int h = static_cast<int>(in[0]), w = static_cast<int>(in[1]);
-      regions_[i] = {0, 0, h, w};
-      if (region) regions_[i] = {region_start_[i].data[0], region_start_[i].data[1], h, w};
-      axes_[i] = region ? geometry_.Axes(i, image_size_[i].data[0], image_size_[i].data[1])
-                        : geometry_.Axes(i, h, w);
+      images_[i] = region ? std::array<int, 2>{image_size_[i].data[0], image_size_[i].data[1]}
+                          : std::array<int, 2>{h, w};
+      regions_[i] = region ? pilrs::Region{region_start_[i].data[0], region_start_[i].data[1], h, w}
+                           : pilrs::Region{0, 0, h, w};
+      axes_[i] = geometry_.Axes(i, images_[i][0], images_[i][1]);
       shape.set_tensor_shape(i, TensorShape<3>(axes_[i][0].count, axes_[i][1].count, in[2]));
     }
     output_desc.resize(1);
@@ -144,17 +146,16 @@ class Resize : public dali::StatelessOperator<CPUBackend> {
     auto &pool = ws.GetThreadPool();
     scratch_.resize(pool.NumThreads());
     const int n = input.num_samples();
-    const bool region = image_size_.HasExplicitValue();
     held_.assign(n, 1);
     for (int i = 0; i < n; i++) {
       const int c = static_cast<int>(input.tensor_shape(i)[2]);
       const auto &a = axes_[i];
       const auto &r = regions_[i];
-      const int h = region ? image_size_[i].data[0] : r.height, w = region ? image_size_[i].data[1] : r.width;
-      pool.AddWork([&, i, h, w, c](int thread) {
-        held_[i] = pilrs::resample_image(input.tensor<uint8_t>(i), h, w, r.width * c, c,
+      const auto &image = images_[i];
+      pool.AddWork([&, i, c](int thread) {
+        held_[i] = pilrs::resample_image(input.tensor<uint8_t>(i), image[0], image[1], r.width * c, c,
                                          output.mutable_tensor<uint8_t>(i), a[0], a[1], geometry_.filter(),
-                                         pillow_major_, scratch_[thread], simd_, region ? &r : nullptr);
+                                         pillow_major_, scratch_[thread], simd_, &r);
       }, static_cast<int64_t>(a[0].count) * a[1].count);   // the biggest first
     }
     pool.RunAll();
@@ -172,7 +173,8 @@ class Resize : public dali::StatelessOperator<CPUBackend> {
   int pillow_major_;
   bool simd_;
   std::vector<std::array<pilrs::Axis, 2>> axes_;
-  std::vector<pilrs::Region> regions_;
+  std::vector<std::array<int, 2>> images_;   // (height, width) of each image
+  std::vector<pilrs::Region> regions_;       // the part of it each input holds
   std::vector<char> held_;
   std::vector<pilrs::Scratch> scratch_;   // one per thread
 };

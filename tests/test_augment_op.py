@@ -22,6 +22,7 @@ from dali_loaders.transforms import auto_augment as aa
 
 RESAMPLE = {0: IM.NEAREST, 2: IM.BILINEAR, 3: IM.BICUBIC}
 PIL_RESAMPLE = {0: Image.NEAREST, 2: Image.BILINEAR, 3: Image.BICUBIC}
+P_MIN = 1e-3   # a statistical test fails below this p-value
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -197,6 +198,39 @@ def test_the_box_operator_draws_the_box_the_erase_operator_erases(layout):
     assert 0 < sum(erased) < len(erased)   # some boxes, some images left as they were
     for (h, w), b in zip(sizes, boxes):
         assert (b[0] < h and b[1] < w) or not np.any(b)
+
+
+@pytest.mark.parametrize("layout", ["CHW", "HWC"])
+def test_pixel_noise_is_standard_normal_in_its_tails_and_independent(layout):
+    """timm's pixel RandomErasing fills its box with torch's normal_(): about a million of the
+    operator's values match N(0, 1) as a whole (KS), in the tails beyond 3 and 4 (where the
+    generator leaves its fast path) and in their order (neighbours uncorrelated, images unlike)."""
+    from nvidia.dali import fn, pipeline_def
+    from scipy import stats
+
+    side, count = 256, 16
+    zeros = [np.zeros((3, side, side) if layout == "CHW" else (side, side, 3), np.float32)] * count
+    ln = math.log(1.0)
+
+    @pipeline_def(batch_size=count, num_threads=2, device_id=None, seed=5)
+    def pipe():
+        data = fn.external_source(source=lambda: zeros, batch=True, layout=layout)
+        draws, seed = op.erase_draws()
+        return fn.dali_loaders_erase(data, draws=draws, noise_seed=seed, probability=1.0, scale=[0.4, 0.4],
+                                     log_ratio=[ln, ln], noise="pixel")
+
+    pipeline = pipe()
+    pipeline.build()
+    images = [np.array(t) for _ in range(2) for t in pipeline.run()[0]]
+    boxes = [image[image != 0] for image in images]
+    assert all(len(box) == 3 * round(math.sqrt(0.4 * side * side)) ** 2 for box in boxes)
+    values = np.concatenate(boxes).astype(np.float64)
+    assert stats.kstest(values, "norm").pvalue > P_MIN
+    for beyond in (3.0, 4.0):
+        expected = 2 * stats.norm.sf(beyond)
+        assert stats.binomtest(int((np.abs(values) > beyond).sum()), len(values), expected).pvalue > P_MIN, beyond
+    assert abs(stats.pearsonr(values[:-1], values[1:])[0]) < 5 / math.sqrt(len(values))
+    assert not np.array_equal(boxes[0][:100], boxes[1][:100])
 
 
 def test_the_box_operators_graph_erases_the_boxes_the_erase_operators_graph_erases(monkeypatch):

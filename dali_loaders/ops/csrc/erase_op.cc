@@ -23,6 +23,7 @@
 #include "dali/pipeline/operator/arg_helper.h"
 #include "dali/pipeline/operator/checkpointing/stateless_operator.h"
 #include "dali/pipeline/operator/operator.h"
+#include "erase_fill.h"
 
 namespace dali_loaders {
 
@@ -81,9 +82,10 @@ class Erase : public dali::StatelessOperator<CPUBackend> {
       : dali::StatelessOperator<CPUBackend>(spec), draws_("draws", spec), seeds_("noise_seed", spec),
         box_(spec, "DaliLoadersErase") {
     value_ = spec.GetRepeatedArgument<float>("value");
-    noise_ = spec.GetArgument<std::string>("noise");
-    DALI_ENFORCE(noise_ == "none" || noise_ == "pixel" || noise_ == "channel",
-                 "DaliLoadersErase: noise must be \"none\", \"pixel\" or \"channel\", got \"" + noise_ + "\"");
+    const std::string noise = spec.GetArgument<std::string>("noise");
+    DALI_ENFORCE(noise == "none" || noise == "pixel" || noise == "channel",
+                 "DaliLoadersErase: noise must be \"none\", \"pixel\" or \"channel\", got \"" + noise + "\"");
+    noise_ = noise == "pixel" ? erasek::Noise::kPixel : noise == "channel" ? erasek::Noise::kChannel : erasek::Noise::kNone;
   }
 
  protected:
@@ -118,66 +120,25 @@ class Erase : public dali::StatelessOperator<CPUBackend> {
         const int w = static_cast<int>(chw ? shape[2] : shape[1]);
         DALI_ENFORCE(value_.empty() || static_cast<int>(value_.size()) == c,
                      dali::make_string("DaliLoadersErase: value must have one entry per channel (", c, ")"));
+        DALI_ENFORCE(c <= erasek::kMaxChannels,
+                     dali::make_string("DaliLoadersErase: at most ", erasek::kMaxChannels, " channels, got ", c));
         float *out = output.mutable_tensor<float>(i);
         std::memcpy(out, input.tensor<float>(i), sizeof(float) * c * h * w);
         const EraseBox box = box_.Draw(draws_[i].data, h, w);
-        if (box.height > 0 && box.width > 0) Fill(out, box, c, h, w, chw, static_cast<uint32_t>(seeds_[i].data[0]));
+        if (box.height > 0 && box.width > 0)
+          erasek::fill_box(out, c, h, w, chw, {box.top, box.left, box.height, box.width}, noise_,
+                           value_.empty() ? nullptr : value_.data(), static_cast<uint32_t>(seeds_[i].data[0]));
       }, shape.num_elements());
     }
     pool.RunAll();
   }
 
  private:
-  void Fill(float *out, const EraseBox &box, int c, int h, int w, bool chw, uint32_t seed) const {
-    Normals normal(seed);
-    std::vector<float> per_channel(c);
-    for (int b = 0; b < c; b++) per_channel[b] = noise_ == "channel" ? normal() : (value_.empty() ? 0.f : value_[b]);
-    const bool pixel = noise_ == "pixel";
-    for (int b = 0; b < c; b++) {
-      for (int y = box.top; y < box.top + box.height; y++) {
-        for (int x = box.left; x < box.left + box.width; x++) {
-          const int64_t at = chw ? (static_cast<int64_t>(b) * h + y) * w + x : (static_cast<int64_t>(y) * w + x) * c + b;
-          out[at] = pixel ? normal() : per_channel[b];
-        }
-      }
-    }
-  }
-
-  // Standard normals, two per Box-Muller pair, from a 64-bit SplitMix generator: a box of
-  // pixel noise is ~10^4 values, where std::normal_distribution cost ~20 ns each
-  class Normals {
-   public:
-    explicit Normals(uint32_t seed) : state_(0x9E3779B97F4A7C15ull ^ seed) {}
-    float operator()() {
-      if (has_spare_) {
-        has_spare_ = false;
-        return spare_;
-      }
-      const double u1 = (static_cast<double>(Next() >> 11) + 1.0) * 0x1.0p-53;   // (0, 1]
-      const double u2 = static_cast<double>(Next() >> 11) * 0x1.0p-53;           // [0, 1)
-      const double radius = std::sqrt(-2.0 * std::log(u1)), angle = 6.283185307179586 * u2;
-      spare_ = static_cast<float>(radius * std::sin(angle));
-      has_spare_ = true;
-      return static_cast<float>(radius * std::cos(angle));
-    }
-
-   private:
-    uint64_t Next() {
-      uint64_t z = (state_ += 0x9E3779B97F4A7C15ull);
-      z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-      z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-      return z ^ (z >> 31);
-    }
-    uint64_t state_;
-    float spare_ = 0.0f;
-    bool has_spare_ = false;
-  };
-
   dali::ArgValue<float, 1> draws_;
   dali::ArgValue<int, 0> seeds_;
   BoxSpec box_;
   std::vector<float> value_;
-  std::string noise_;
+  erasek::Noise noise_;
 };
 
 // The box alone (a GPU graph's fn.erase fills it): outputs anchor (top, left) and shape

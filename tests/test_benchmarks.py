@@ -191,3 +191,17 @@ def test_s3_client_cost_splits_the_gets_from_the_path(tmp_path):
     for name in ("async, the feeder's event loop (shipped)", "sync get_range, 16 threads"):
         assert float(rows[name][0]) > 0 and float(rows[name][1]) > 0, name   # GETs/s, CPU us a GET
     assert "the GETs cost the loader" in done.stdout
+
+
+def test_mixing_blend_times_both_ways_and_puts_the_fallback_back():
+    from benchmarks.mixing_blend import SHAPES, time_blends
+
+    from dali_loaders.ops import blend, plugin
+
+    if not plugin.normalize_available():
+        pytest.skip("the normalization plugin cannot be built here")
+    usable = blend.usable
+    rates = time_blends(rounds=1, repeats=1)
+    assert list(rates) == list(SHAPES)
+    assert all(ms["C"] > 0 and ms["numpy"] > 0 for ms in rates.values())
+    assert blend.usable is usable

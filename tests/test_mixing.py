@@ -221,6 +221,22 @@ def test_mixup_is_torchvisions_arithmetic_bit_for_bit(channels_last):
         assert mixed.is_contiguous(memory_format=torch.channels_last) == channels_last
 
 
+def test_float32_batches_blend_in_one_pass_of_c_where_the_plugin_is(monkeypatch):
+    """The bit-for-bit tests above check the C blend only if it runs: it must, for a dense
+    float32 batch, and refuse a partner outside the batch by name."""
+    from dali_loaders.ops import blend, plugin
+
+    if not plugin.normalize_available():
+        pytest.skip("the normalization plugin cannot be built here")
+    calls, real = [], blend.blend_into
+    monkeypatch.setattr(blend, "blend_into", lambda *args: calls.append(1) or real(*args))
+    images = torch.rand(4, 3, 5, 6)
+    assert torch.equal(mixup(images, 0.25), images.roll(1, 0).mul_(0.75).add_(images.mul(0.25)))
+    assert calls == [1]
+    with pytest.raises(IndexError, match="partner 4 of image 2 is outside the 4 images"):
+        real(torch.empty_like(images), images, [1, 2, 4, 0], 0.5, 0.5)
+
+
 def test_timm_mixup_blend_is_timms_arithmetic_bit_for_bit(monkeypatch):
     timm_mixup = pytest.importorskip("timm.data.mixup")
     from dali_loaders.transforms.mixing import timm_blend

@@ -89,8 +89,8 @@ AUGMENT = Library("libdali_loaders_augment.so", "DaliLoadersAugment", "dali_load
                   ("-ffp-contract=off",), "the augmentation plugin",
                   "augmenting with DALI's conditionals and operators instead", DISABLE_AUGMENT_ENV)
 NORMALIZE = Library("libdali_loaders_normalize.so", "DaliLoadersNormalize", "dali_loaders_normalize",
-                    ("normalize_op.cc",), ("normalize_kernels.cc", "gather_windows.cc"),
-                    ("normalize_kernels.h", "gather_windows.h", "simd.h"), ("-ffp-contract=off",),
+                    ("normalize_op.cc",), ("normalize_kernels.cc", "gather_windows.cc", "blend_images.cc"),
+                    ("normalize_kernels.h", "gather_windows.h", "blend_images.h", "simd.h"), ("-ffp-contract=off",),
                     "the normalization plugin", "normalizing with DALI's crop_mirror_normalize instead",
                     DISABLE_NORMALIZE_ENV)
 # The AutoAugment family's chain: its pixel stages after a slot's warp in one pass, on the

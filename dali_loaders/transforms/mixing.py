@@ -18,7 +18,7 @@ from typing import Callable, List, Optional, Tuple
 
 import torch
 
-from ..ops import batch_memory
+from ..ops import batch_memory, blend
 from ..seeds import derived_seed
 
 NUMPY_TYPES = (torch.float32, torch.float64, torch.float16, torch.uint8)   # what numpy holds as torch does
@@ -107,7 +107,7 @@ def mixup(images: torch.Tensor, lam: float) -> torch.Tensor:
         raise TypeError(f"batch_transform MixUp needs float images, got {images.dtype}: end the transform with "
                         f"ToDtype(torch.float32, scale=True) (torchvision's MixUp cannot mix integers either)")
     if on_numpy(images, NUMPY_ARITHMETIC):
-        return numpy_blend(images, lam, "roll")
+        return cpu_blend(images, lam, "roll")
     mixed = images.roll(1, 0).mul_(1.0 - lam).add_(images.mul(lam))
     return mixed.contiguous(memory_format=_memory_format(images))
 
@@ -117,12 +117,18 @@ def on_numpy(images: torch.Tensor, dtypes) -> bool:
     return images.device.type == "cpu" and images.dtype in dtypes
 
 
-def numpy_blend(images: torch.Tensor, lam: float, partner: str) -> torch.Tensor:
+def cpu_blend(images: torch.Tensor, lam: float, partner: str) -> torch.Tensor:
     """partner * (1 - lam) + images * lam, each product rounded, as torchvision (partner: the
-    batch rolled by one) and timm (flipped) compute it, in numpy: one thread, where torch's intra-op threads made the same three passes 6x slower on
-    a 2-core machine (37 ms against 6 ms a 64 x 3 x 176 x 176 batch), beside DALI's threads."""
+    batch rolled by one) and timm (flipped) compute it, on one thread: torch's intra-op threads
+    made numpy's three passes 6x slower on a 2-core machine (37 ms against 6 ms a 64 x 3 x 176 x
+    176 batch), beside DALI's threads. One pass of C where the plugin is (ops/blend.py), else numpy."""
     import numpy as np
 
+    if blend.usable() and blend.dense(images):
+        (result,) = _like(images, 1)
+        count = images.shape[0]
+        partners = np.arange(count)[::-1] if partner == "flip" else (np.arange(count) - 1) % max(count, 1)
+        return blend.blend_into(result, images, partners, lam, 1.0 - lam)
     batch = images.numpy()
     result, product = _like(images, 2)
     mixed = result.numpy()
@@ -151,7 +157,7 @@ def cutmix(images: torch.Tensor, lam: float, generator: torch.Generator):
     half_w, half_h = int(r * width), int(r * height)
     box = (max(r_x - half_w, 0), max(r_y - half_h, 0), min(r_x + half_w, width), min(r_y + half_h, height))
     x1, y1, x2, y2 = box
-    if on_numpy(images, NUMPY_TYPES):   # one thread: see numpy_blend
+    if on_numpy(images, NUMPY_TYPES):   # one thread: see cpu_blend
         import numpy as np
 
         batch = images.numpy()
@@ -326,7 +332,7 @@ def timm_box(size, lam: float, mixup, generator: torch.Generator):
 def timm_blend(images: torch.Tensor, lam: float, name: str) -> torch.Tensor:
     """x * lam + x.flip(0) * (1 - lam); on uint8 (FastCollateMixup's collate) in float32, rounded."""
     if on_numpy(images, NUMPY_ARITHMETIC):
-        return numpy_blend(images, lam, "flip")
+        return cpu_blend(images, lam, "flip")
     if images.is_floating_point():
         return images.flip(0).mul_(1.0 - lam).add_(images.mul(lam)).contiguous(memory_format=_memory_format(images))
     if name != "FastCollateMixup":

@@ -157,6 +157,16 @@ def test_timm_ops_equal_pil(photos, case):
         assert np.array_equal(ours, timm_reference(image, name, p32, fill)), (name, p)
 
 
+@pytest.mark.parametrize("channels", [1, 3, 4])
+def test_horizontal_flip_mirrors_every_width(channels):
+    """The flip reverses 16 bytes at a time where it can and a pixel at a time elsewhere: every
+    width from 1 to 40 (each split between the two) gives numpy's mirror."""
+    rng = np.random.default_rng(channels)
+    images = [rng.integers(0, 256, (3, w, channels), np.uint8) for w in range(1, 41)]
+    for image, got in zip(images, run_op(images, [("FlipH", ())], "pil")):
+        assert np.array_equal(got, image[:, ::-1]), image.shape
+
+
 def test_erase_sets_the_box_to_the_value(photos):
     got = run_op(photos, [("Erase", (10, 20, 30, 40))], "tensor", erase_value=(7.0, 300.0, -5.0))
     for image, ours in zip(photos, got):

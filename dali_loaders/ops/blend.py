@@ -7,30 +7,20 @@ import ctypes
 import numpy as np
 import torch
 
-_function = None
-
 
 def usable() -> bool:
     """Whether the compiled function is here (the plugin built and loaded, not turned off)."""
     from . import plugin
 
-    return plugin.normalize_available() and _load() is not None
+    return plugin.normalize_available() and _function() is not None
 
 
-def _load():
-    global _function
-    if _function is None:
-        from . import plugin
+def _function():
+    from . import plugin
 
-        path = plugin.loaded_path(plugin.NORMALIZE)
-        if path is None:
-            return None
-        function = ctypes.CDLL(path).dali_loaders_blend_images
-        pointer, i64, f32 = ctypes.c_void_p, ctypes.c_int64, ctypes.c_float
-        function.argtypes = [pointer, i64, i64, pointer, f32, f32, pointer]
-        function.restype = ctypes.c_int
-        _function = function
-    return _function
+    pointer, i64, f32 = ctypes.c_void_p, ctypes.c_int64, ctypes.c_float
+    return plugin.c_function(plugin.NORMALIZE, "dali_loaders_blend_images",
+                             [pointer, i64, i64, pointer, f32, f32, pointer])
 
 
 def dense(images: torch.Tensor) -> bool:
@@ -50,7 +40,7 @@ def blend_into(out: torch.Tensor, images: torch.Tensor, partners, w_self: float,
     if partners.shape != (count,):
         raise ValueError(f"blend_into: one partner per image ({count}), got {partners.shape}")
     per_image = images[0].numel() if count else 0
-    failed = _load()(images.data_ptr(), count, per_image, partners.ctypes.data, w_self, w_partner, out.data_ptr())
+    failed = _function()(images.data_ptr(), count, per_image, partners.ctypes.data, w_self, w_partner, out.data_ptr())
     if failed:
         raise IndexError(f"blend_into: partner {partners[failed - 1]} of image {failed - 1} is outside the "
                          f"{count} images")

@@ -8,31 +8,21 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-_function = None
-
 
 def usable() -> bool:
     """Whether the compiled function is here (the plugin built and loaded, not turned off)."""
     from . import plugin
 
-    return plugin.normalize_available() and _load() is not None
+    return plugin.normalize_available() and _function() is not None
 
 
-def _load():
-    global _function
-    if _function is None:
-        from . import plugin
+def _function():
+    from . import plugin
 
-        path = plugin.loaded_path(plugin.NORMALIZE)
-        if path is None:
-            return None
-        function = ctypes.CDLL(path).dali_loaders_gather_windows
-        pointer, i32, i64 = ctypes.c_void_p, ctypes.c_int32, ctypes.c_int64
-        function.argtypes = [pointer, i64, i32, i32, i32, pointer, i32, pointer, pointer, i32, i32, pointer,
-                             pointer, pointer]
-        function.restype = ctypes.c_int
-        _function = function
-    return _function
+    pointer, i32, i64 = ctypes.c_void_p, ctypes.c_int32, ctypes.c_int64
+    return plugin.c_function(plugin.NORMALIZE, "dali_loaders_gather_windows",
+                             [pointer, i64, i32, i32, i32, pointer, i32, pointer, pointer, i32, i32, pointer,
+                              pointer, pointer])
 
 
 class WindowGather:
@@ -65,7 +55,7 @@ class WindowGather:
         if any(v is not None and v.shape != (n,) for v in (tops, lefts, flips)):
             raise ValueError(f"WindowGather: tops, lefts and flips must have one value per index ({n})")
         out = np.empty((n, *self.size, self.images.shape[3]), np.uint8)
-        failed = _load()(*self._fixed, indices.ctypes.data, n, None if tops is None else tops.ctypes.data,
+        failed = _function()(*self._fixed, indices.ctypes.data, n, None if tops is None else tops.ctypes.data,
                          None if lefts is None else lefts.ctypes.data, *self.size,
                          None if flips is None else flips.ctypes.data, self.fill.ctypes.data, out.ctypes.data)
         if failed:

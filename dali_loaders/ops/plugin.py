@@ -28,6 +28,7 @@ the [cuda12] / [cuda13] extras install, so no toolkit is needed.
 Each compile says so on stderr (which library, for which DALI, how long, where it goes);
 `python -m dali_loaders build-plugins` builds all three ahead of time (container images).
 """
+import ctypes
 import glob
 import hashlib
 import os
@@ -167,9 +168,26 @@ def normalize_available() -> bool:
 
 def loaded_path(library: Library) -> Optional[str]:
     """The file of a library available() has loaded (None if it has not): its plain C
-    functions, if any, are called through ctypes (ops/gather.py)."""
+    functions, if any, are called through ctypes (c_function)."""
     state = _states[library.file]
     return state.get("path") if state.get("ok") else None
+
+
+def c_function(library: Library, name: str, argtypes: list, restype=ctypes.c_int):
+    """The plain C function `name` of a library available() has loaded, through ctypes, its
+    types set (None if the library is not loaded); looked up once per file."""
+    path = loaded_path(library)
+    if path is None:
+        return None
+    key = (path, name)
+    if key not in _c_functions:
+        function = getattr(ctypes.CDLL(path), name)
+        function.argtypes, function.restype = argtypes, restype
+        _c_functions[key] = function
+    return _c_functions[key]
+
+
+_c_functions: dict = {}
 
 
 def forget() -> None:

@@ -538,15 +538,23 @@ void tensor_warp(const Image& src, Image& dst, const Step& s, const Settings& se
 // reversed by one shuffle: a flip is often the first step to read an image the previous
 // operator left out of cache, and one load a byte kept few of those reads in flight), the
 // rest a pixel at a time. A 3-byte chunk's 16th byte lands on the next pixel, written after.
+#ifdef __SSSE3__
+template <int C>   // the shuffle that reverses the 16 / C pixels of a 16-byte chunk
+__m128i reversed_pixels() {
+  constexpr int kPixels = 16 / C;
+  alignas(16) int8_t order[16];
+  for (int j = 0; j < 16; j++) order[j] = j < kPixels * C ? static_cast<int8_t>((kPixels - 1 - j / C) * C + j % C) : -1;
+  return _mm_load_si128(reinterpret_cast<const __m128i*>(order));
+}
+#endif
+
 template <int C>
 void flip_row(const uint8_t* in, uint8_t* out, int w, int c) {
   int x = 0;
 #ifdef __SSSE3__
   if constexpr (C == 1 || C == 3 || C == 4) {
     constexpr int kPixels = 16 / C;
-    alignas(16) int8_t order[16];
-    for (int j = 0; j < 16; j++) order[j] = j < kPixels * C ? static_cast<int8_t>((kPixels - 1 - j / C) * C + j % C) : -1;
-    const __m128i mask = _mm_load_si128(reinterpret_cast<const __m128i*>(order));
+    static const __m128i mask = reversed_pixels<C>();
     const int64_t row = static_cast<int64_t>(w) * C;
     if constexpr (C == 3) {   // the first chunk's load would read a byte past the row
       if (w > 0) copy_pixel<C>(out, in + (w - 1) * C, C);

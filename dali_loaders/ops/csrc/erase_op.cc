@@ -29,14 +29,10 @@ namespace dali_loaders {
 
 using dali::CPUBackend;
 
-struct EraseBox {
-  int top = 0, left = 0, height = 0, width = 0;
-};
-
 // The drawn box of an H x W image, or an empty one
-EraseBox DrawBox(const float *u, int attempts, int h_img, int w_img, float p, const float *scale,
+erasek::Box DrawBox(const float *u, int attempts, int h_img, int w_img, float p, const float *scale,
                  const float *log_ratio) {
-  EraseBox box;
+  erasek::Box box;
   if (!(u[2 * attempts] < p)) return box;
   const double area = static_cast<double>(h_img) * w_img;
   for (int k = 0; k < attempts; k++) {
@@ -71,7 +67,7 @@ struct BoxSpec {
   }
 
   int draws() const { return 2 * attempts + 3; }
-  EraseBox Draw(const float *u, int h_img, int w_img) const {
+  erasek::Box Draw(const float *u, int h_img, int w_img) const {
     return DrawBox(u, attempts, h_img, w_img, p, scale.data(), log_ratio.data());
   }
 };
@@ -124,9 +120,9 @@ class Erase : public dali::StatelessOperator<CPUBackend> {
                      dali::make_string("DaliLoadersErase: at most ", erasek::kMaxChannels, " channels, got ", c));
         float *out = output.mutable_tensor<float>(i);
         std::memcpy(out, input.tensor<float>(i), sizeof(float) * c * h * w);
-        const EraseBox box = box_.Draw(draws_[i].data, h, w);
+        const erasek::Box box = box_.Draw(draws_[i].data, h, w);
         if (box.height > 0 && box.width > 0)
-          erasek::fill_box(out, c, h, w, chw, {box.top, box.left, box.height, box.width}, noise_,
+          erasek::fill_box(out, c, h, w, chw, box, noise_,
                            value_.empty() ? nullptr : value_.data(), static_cast<uint32_t>(seeds_[i].data[0]));
       }, shape.num_elements());
     }
@@ -174,7 +170,7 @@ class EraseBoxOp : public dali::StatelessOperator<CPUBackend> {
     for (int i = 0; i < draws.num_samples(); i++) {
       const int h = height_[i].data[0], w = width_[i].data[0];
       DALI_ENFORCE(h >= 0 && w >= 0, dali::make_string("DaliLoadersEraseBox: sample ", i, " has size ", h, " x ", w));
-      const EraseBox box = box_.Draw(draws.tensor<float>(i), h, w);
+      const erasek::Box box = box_.Draw(draws.tensor<float>(i), h, w);
       float *a = anchor.mutable_tensor<float>(i), *s = shape.mutable_tensor<float>(i);
       a[0] = static_cast<float>(box.top);
       a[1] = static_cast<float>(box.left);

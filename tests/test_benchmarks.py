@@ -205,3 +205,11 @@ def test_mixing_blend_times_both_ways_and_puts_the_fallback_back():
     assert list(rates) == list(SHAPES)
     assert all(ms["C"] > 0 and ms["numpy"] > 0 for ms in rates.values())
     assert blend.usable is usable
+
+
+def test_mixing_blend_times_cutmix_in_place_and_into_a_copy():
+    from benchmarks.mixing_blend import SHAPES, time_pastes
+
+    rates = time_pastes(rounds=1, repeats=1)
+    assert list(rates) == list(SHAPES)
+    assert all(ms["in place"] > 0 and ms["copy"] > 0 for ms in rates.values())

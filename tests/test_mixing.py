@@ -179,6 +179,26 @@ def test_images_and_labels_stay_paired_in_a_shuffled_epoch(indexed_cifar):
     assert cutmixed > 0
 
 
+def test_cutmix_leaves_a_collate_fns_batch_as_it_returned_it(indexed_cifar):
+    """The loader's own batch is pasted into in place; a collate_fn's result is the user's
+    (it may hold it, as this one does), so CutMix pastes into a copy of it."""
+    from torch.utils.data import default_collate
+
+    kept = []
+
+    def collate_fn(samples):
+        images, labels = default_collate(samples)
+        kept.append((images, images.clone()))
+        return images, labels
+
+    cutmix = v2.CutMix(alpha=1.0, num_classes=CLASSES)
+    loader = get_cifar_iter_dali("val", indexed_cifar, 16, 2, seed=3, batch_transform=cutmix, collate_fn=collate_fn)
+    plain = get_cifar_iter_dali("val", indexed_cifar, 16, 2, seed=3, batch_transform=cutmix)
+    for (images, soft), (want, want_soft) in zip(loader, plain, strict=True):
+        assert torch.equal(images, want) and torch.equal(soft, want_soft)
+    assert len(kept) == 3 and all(torch.equal(held, copy) for held, copy in kept)
+
+
 @pytest.mark.subprocess
 def test_resume_in_a_new_process_is_bit_identical_with_trivial_augment_erasing_and_mixing(indexed_cifar, tmp_path):
     transform = v2.Compose([v2.RandomCrop(32, padding=4), v2.RandomHorizontalFlip(), v2.TrivialAugmentWide(),
@@ -250,16 +270,22 @@ def test_timm_mixup_blend_is_timms_arithmetic_bit_for_bit(monkeypatch):
         assert torch.equal(timm_blend(images, lam, "Mixup"), want)
 
 
+@pytest.mark.parametrize("in_place", [False, True])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.uint8, torch.bfloat16])
-def test_cutmix_pastes_as_torchvisions_cutmix_transform(dtype):
+def test_cutmix_pastes_as_torchvisions_cutmix_transform(dtype, in_place):
     """The paste (numpy for what numpy holds, torch for bfloat16) equals torchvision's own
-    CutMix.transform for the drawn box, in either memory format."""
+    CutMix.transform for the drawn box, in either memory format; in place (the loader's own
+    batch) into the batch itself, else into a copy that leaves the batch as it was."""
     from dali_loaders.transforms.mixing import cutmix
 
     images = (torch.rand(5, 3, 10, 14, generator=torch.Generator().manual_seed(4)) * 200).to(dtype)
     theirs = v2.CutMix(alpha=1.0, num_classes=CLASSES)
     for k, lam in enumerate((0.1, 0.5, 0.9)):
-        for batch in (images, images.contiguous(memory_format=torch.channels_last)):
-            mixed, box = cutmix(batch, lam, torch.Generator().manual_seed(k))
-            want = theirs.transform(batch, dict(box=box, labels=None, batch_size=5, lam_adjusted=lam))
+        for layout in (torch.contiguous_format, torch.channels_last):
+            batch = images.contiguous(memory_format=layout).clone(memory_format=layout)
+            mixed, box = cutmix(batch, lam, torch.Generator().manual_seed(k), in_place)
+            want = theirs.transform(images, dict(box=box, labels=None, batch_size=5, lam_adjusted=lam))
             assert torch.equal(mixed, want) and mixed.dtype == dtype
+            assert mixed.is_contiguous(memory_format=layout)
+            assert (mixed.data_ptr() == batch.data_ptr()) == in_place
+            assert torch.equal(batch, want if in_place else images)

@@ -453,11 +453,11 @@ def test_a_subclass_of_a_timm_class_is_not_translated():
 # -- timm's Mixup as batch_transform ------------------------------------------------------------------------
 
 
-def timm_mixer(mixup, seed=0):
+def timm_mixer(mixup, seed=0, in_place=False):
     from dali_loaders.distributed import EpochSampler, Shard
     from dali_loaders.transforms.mixing import batch_mixer
 
-    return batch_mixer(mixup, EpochSampler(100, shuffle=True, seed=seed, shard=Shard(0, 1, 0)))
+    return batch_mixer(mixup, EpochSampler(100, shuffle=True, seed=seed, shard=Shard(0, 1, 0)), in_place)
 
 
 def ramp_batch(n=8, dtype=torch.float32):
@@ -465,12 +465,15 @@ def ramp_batch(n=8, dtype=torch.float32):
     return images.to(dtype), torch.arange(n) % 5
 
 
+@pytest.mark.parametrize("in_place", [False, True])
 @pytest.mark.parametrize("kind,lam,cutmix,minmax", [("Mixup", 0.3, False, None), ("Mixup", 0.6, True, None),
                                                      ("Mixup", 0.6, True, (0.2, 0.8)),
-                                                     ("FastCollateMixup", 0.3, False, None)])
-def test_mixup_mixes_as_timm_given_the_same_draws(kind, lam, cutmix, minmax, monkeypatch):
+                                                     ("FastCollateMixup", 0.3, False, None),
+                                                     ("FastCollateMixup", 0.6, True, None)])
+def test_mixup_mixes_as_timm_given_the_same_draws(kind, lam, cutmix, minmax, in_place, monkeypatch):
     """The draws fixed on both sides (lambda, CutMix or not, the box's random integers): the
-    images and the smoothed labels equal timm's own."""
+    images and the smoothed labels equal timm's own, CutMix pasted into the loader's own batch
+    (in place) or into a copy."""
     from timm.data import mixup as timm_mixup
 
     from dali_loaders.transforms import mixing
@@ -482,11 +485,17 @@ def test_mixup_mixes_as_timm_given_the_same_draws(kind, lam, cutmix, minmax, mon
     monkeypatch.setattr(mixing, "_randint", lambda low, high, g: third(low, high))
     dtype = torch.uint8 if kind == "FastCollateMixup" else torch.float32
     images, labels = ramp_batch(dtype=dtype)
-    ours, soft = timm_mixer(make())(images.clone(), labels, 0, 0)
+    batch = images.clone()
+    ours, soft = timm_mixer(make(), in_place=in_place)(batch, labels, 0, 0)
+    if cutmix:
+        assert (ours.data_ptr() == batch.data_ptr()) == in_place
+        assert torch.equal(batch, ours if in_place else images)
     reference = make()
     monkeypatch.setattr(reference, "_params_per_batch", lambda: (lam, cutmix))
     monkeypatch.setattr(timm_mixup.np.random, "randint", third)
-    if kind == "FastCollateMixup":   # its collate mixes numpy uint8 images, rounded
+    if kind == "FastCollateMixup" and cutmix:   # its collate, on the samples as numpy uint8 images
+        theirs, their_soft = reference([(image.numpy(), int(label)) for image, label in zip(images, labels)])
+    elif kind == "FastCollateMixup":   # its collate mixes numpy uint8 images, rounded
         theirs = images.float() * lam + images.flip(0).float() * (1 - lam)
         theirs, their_lam = np.rint(theirs.numpy()).astype(np.uint8), lam
         theirs = torch.from_numpy(theirs)

@@ -241,7 +241,8 @@ class TimmLoader:
 
     def __init__(self, loader, dataset, mixup, prefetch: Optional[Prefetching]):
         self.loader, self._dataset, self.mixup, self.prefetch = loader, dataset, mixup, prefetch
-        self._mixer = batch_mixer(mixup, loader.sampler) if mixup is not None else None
+        # the inner loader has no collate_fn: its batches are new and nobody else's, so CutMix pastes into them
+        self._mixer = batch_mixer(mixup, loader.sampler, in_place=True) if mixup is not None else None
         self._first_batch = 0   # the index of the next loop's first batch: a resumed epoch starts later
 
     def load_state_dict(self, state: dict) -> None:

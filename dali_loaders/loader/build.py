@@ -103,8 +103,9 @@ def assemble(dataset, *, batch_size, shuffle, sampler, batch_sampler, num_worker
     if batch_transform is not None and (label_table is not None or way.target_transform is not None):
         raise ValueError("batch_transform (MixUp, CutMix) mixes one-integer labels; it cannot be combined with "
                          "target_transform or sequence labels")
+    owned = source is not None and collate is None   # DALI's batch, seen by nobody before the mixing
     parts = Parts(dataset=dataset, route=way.name, source=source, order=order, sampler=public_sampler,
-                  batch_sampler=public_batches, batch_transform=batch_mixer(batch_transform, order),
+                  batch_sampler=public_batches, batch_transform=batch_mixer(batch_transform, order, in_place=owned),
                   shape=None if collate is not None else   # its items carry the labels as the shape would
                   BatchShape.needed(label_table, way.target_transform, options.output == "dict"))
     variant = resolve_device(options.device, device_id)

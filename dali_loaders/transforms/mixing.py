@@ -67,9 +67,9 @@ class BatchMixer:
     """(images, labels, epoch, batch_index) -> (mixed images, float labels (B, num_classes)).
     `sampler` gives the seed and rank at call time (a loaded state may change the seed)."""
 
-    def __init__(self, batch_transform, sampler):
+    def __init__(self, batch_transform, sampler, in_place: bool = False):
         self.mixings, self.probabilities = parse(batch_transform)
-        self.sampler = sampler
+        self.sampler, self.in_place = sampler, in_place
 
     def generator(self, epoch: int, batch_index: int) -> torch.Generator:
         seed = derived_seed(self.sampler.seed, epoch, self.sampler.shard.rank, batch_index, MIXING_STREAM)
@@ -84,7 +84,7 @@ class BatchMixer:
         lam = beta(mixing.alpha, generator)
         if mixing.kind == "MixUp":
             return mixup(images, lam), mixed_labels(labels, lam, mixing.num_classes)
-        images, box = cutmix(images, lam, generator)
+        images, box = cutmix(images, lam, generator, self.in_place)
         return images, mixed_labels(labels, box_lambda(box, images.shape[-2:]), mixing.num_classes)
 
 
@@ -148,8 +148,9 @@ def _like(images: torch.Tensor, count: int) -> tuple:
         return tuple(torch.empty_like(images) for _ in range(count))
 
 
-def cutmix(images: torch.Tensor, lam: float, generator: torch.Generator):
-    """The rolled batch pasted into a box of each image: (images, (x1, y1, x2, y2))."""
+def cutmix(images: torch.Tensor, lam: float, generator: torch.Generator, in_place: bool = False):
+    """The rolled batch pasted into a box of each image: (images, (x1, y1, x2, y2)). `in_place`
+    pastes into `images` itself (a batch nobody else holds): only the box is copied, not the batch."""
     height, width = images.shape[-2:]
     r_x = int(torch.randint(width, (1,), generator=generator))
     r_y = int(torch.randint(height, (1,), generator=generator))
@@ -161,13 +162,16 @@ def cutmix(images: torch.Tensor, lam: float, generator: torch.Generator):
         import numpy as np
 
         batch = images.numpy()
-        (result,) = _like(images, 1)
+        pasted = np.roll(batch[..., y1:y2, x1:x2], 1, axis=0)   # a copy: read before any write
+        (result,) = (images,) if in_place else _like(images, 1)
         mixed = result.numpy()
-        np.copyto(mixed, batch)
-        mixed[..., y1:y2, x1:x2] = np.roll(batch[..., y1:y2, x1:x2], 1, axis=0)
+        if not in_place:
+            np.copyto(mixed, batch)
+        mixed[..., y1:y2, x1:x2] = pasted
         return result, box
-    mixed = images.clone(memory_format=_memory_format(images))
-    mixed[..., y1:y2, x1:x2] = images[..., y1:y2, x1:x2].roll(1, 0)   # only the box is rolled
+    pasted = images[..., y1:y2, x1:x2].roll(1, 0)   # only the box is rolled (a copy)
+    mixed = images if in_place else images.clone(memory_format=_memory_format(images))
+    mixed[..., y1:y2, x1:x2] = pasted
     return mixed, box
 
 
@@ -186,17 +190,19 @@ def mixed_labels(labels: torch.Tensor, lam: float, num_classes: int) -> torch.Te
     return one_hot.roll(1, 0).mul_(1.0 - lam).add_(one_hot.mul(lam))
 
 
-def batch_mixer(batch_transform, sampler) -> Optional[Callable]:
+def batch_mixer(batch_transform, sampler, in_place: bool = False) -> Optional[Callable]:
     """The per-batch hook of a loader, or None without a batch_transform: torchvision's and
-    timm's mixings on their own paths, any other callable as CallableBatchTransform."""
+    timm's mixings on their own paths, any other callable as CallableBatchTransform.
+    `in_place`: the loader's batches are its own (nobody else holds them), so CutMix may paste
+    into them rather than into a copy; a user's callable always gets the batch as it is."""
     if batch_transform is None:
         return None
     if is_timm_mixup(batch_transform):
         if timm_refusal(batch_transform) and type(batch_transform).__name__ == "Mixup":
             return CallableBatchTransform(batch_transform, sampler)   # elem / pair modes: timm's own code
-        return TimmBatchMixer(batch_transform, sampler)
+        return TimmBatchMixer(batch_transform, sampler, in_place)
     if is_torchvision_mixing(batch_transform):
-        return BatchMixer(batch_transform, sampler)
+        return BatchMixer(batch_transform, sampler, in_place)
     if not callable(batch_transform):
         raise TypeError(f"batch_transform must be callable as (images, labels) -> (images, labels), got "
                         f"{type(batch_transform).__name__}")
@@ -269,11 +275,11 @@ class TimmBatchMixer(BatchMixer):
     one-hot with label smoothing, then mixed. The draws are this loader's own (seed, epoch,
     rank, batch), not numpy's global generator. FastCollateMixup: the same, rounded on uint8."""
 
-    def __init__(self, mixup, sampler):
+    def __init__(self, mixup, sampler, in_place: bool = False):
         reason = timm_refusal(mixup)
         if reason:
             raise ValueError(f"batch_transform: timm.{type(mixup).__name__}: {reason}")
-        self.mixup, self.sampler = mixup, sampler
+        self.mixup, self.sampler, self.in_place = mixup, sampler, in_place
 
     def __call__(self, images: torch.Tensor, labels: torch.Tensor, epoch: int, batch_index: int):
         mixup = self.mixup
@@ -281,8 +287,10 @@ class TimmBatchMixer(BatchMixer):
         lam, use_cutmix = self.draw(generator)
         if lam != 1.0 and use_cutmix:
             (y1, y2, x1, x2), lam = timm_box(images.shape[-2:], lam, mixup, generator)
-            images = images.clone(memory_format=_memory_format(images))
-            images[..., y1:y2, x1:x2] = images.flip(0)[..., y1:y2, x1:x2]
+            pasted = images[..., y1:y2, x1:x2].flip(0)   # the box alone flipped (a copy), not the batch
+            if not self.in_place:
+                images = images.clone(memory_format=_memory_format(images))
+            images[..., y1:y2, x1:x2] = pasted
         elif lam != 1.0:
             images = timm_blend(images, lam, type(mixup).__name__)
         return images, smoothed_mixed_labels(labels, lam, mixup.num_classes, mixup.label_smoothing)

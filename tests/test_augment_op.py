@@ -333,8 +333,7 @@ def drawn_and_augmented(step, kind, photos):
         made["table"], slots = SLOTS[type(step).__name__](step, images)
         fused.queue(images, step, made["table"], slots, warps=True)
         images.flush_augment()
-        rows = [fn.cast(i, dtype=types.INT32) if a is None else
-                (fn.cast(i, dtype=types.INT32) + 1) * fn.cast(a, dtype=types.INT32) - 1 for i, a in slots]
+        rows = [fn.cast(row, dtype=types.INT32) for row in fused.gated_rows(made["table"], slots)]
         return images.data, fn.stack(*rows)
 
     pipeline = pipe()

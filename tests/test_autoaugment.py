@@ -253,9 +253,7 @@ def fused_draws(step, monkeypatch=None, samples: int = 2048):
     def pipe():
         images = Images(None, 32, 32, 3, "cpu")
         made["table"], slots = SLOTS[type(step).__name__](step, images)
-        rows = [fn.cast(index, dtype=types.INT32) if applied is None else
-                (fn.cast(index, dtype=types.INT32) + 1) * fn.cast(applied, dtype=types.INT32) - 1
-                for index, applied in slots]
+        rows = [fn.cast(row, dtype=types.INT32) for row in fused.gated_rows(made["table"], slots)]
         return fn.stack(*rows) if rows else fn.constant(idata=[-1], shape=[1])
 
     pipeline = pipe()

@@ -28,7 +28,7 @@ from .augment_ops import (
     solarize_add, solarize_threshold, unconverted_function, warp, whole_pixels)
 from ._core import Images
 from .color import luma
-from .fused import Table
+from .fused import Table, gated_rows
 
 # A row of the chain's parameters; NO_OP leaves an image as it is (the row of a skipped slot).
 # relative_x/y: torchvision's translation, a fraction of the size made whole pixels (to the left);
@@ -259,8 +259,6 @@ def tail(images: Images, data, present: set, value):
 def automatic(step, images: Images, make_slots) -> None:
     """The step (TrivialAugmentWide, RandAugment, AutoAugment) on GPU pixels: its draws
     (make_slots, fused.py's), then one chain per slot."""
-    from nvidia.dali import fn, types
-
     images.uint8_pixels(step)
     images.decode()
     images.flush_mirror()
@@ -269,7 +267,5 @@ def automatic(step, images: Images, make_slots) -> None:
     present = {name for name, _ in table.labels}   # the operations the table can draw
     present |= {c for c in ("relative_x", "relative_y") if np.any(values[:, COLUMN[c]] != 0.0)}
     parameters = constant_table(values)
-    for index, applied in slots:
-        if applied is not None:   # a step not applied: row -1, NO_OP
-            index = (index + 1) * fn.cast(applied, dtype=types.INT32) - 1
+    for index in gated_rows(table, slots):   # a step not applied: row -1, NO_OP
         chain(images, gathered(parameters, index), present, warp(images, step, lambda matrix: matrix))

@@ -165,6 +165,16 @@ def restore(pipeline, checkpoint: bytes) -> None:
     pipeline._restore_state_from_checkpoint()
 
 
+def checkpoint_operators(checkpoint: bytes) -> Optional[List[bytes]]:
+    """The operators' names a checkpoint holds state for, in order (None if it cannot be read):
+    a checkpoint restores only into a graph of the same operators."""
+    try:
+        return [name for number, wire, _, value in _fields(checkpoint) if number == 1 and wire == 2
+                for inner_number, inner_wire, _, name in _fields(value) if inner_number == 1 and inner_wire == 2]
+    except (ValueError, IndexError):
+        return None
+
+
 def checkpoint_with(pipeline, iterator_data: str) -> bytes:
     """The pipeline's checkpoint holding `iterator_data` as its iterator's state, taken without
     running an iterator. Only where can_restore() said yes."""

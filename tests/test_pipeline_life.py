@@ -76,6 +76,39 @@ def test_augmentations_are_the_epochs_own_on_a_reused_pipeline(root, no_torchrun
     assert torch.equal(torch.cat([x for x, _ in fresh]), epochs[2])
 
 
+def test_a_state_from_another_graph_is_refused_by_name_and_the_loader_then_resumes_its_own(root, no_torchrun_env):
+    """A state whose DALI checkpoint another transform's graph wrote (the same dataset, batch
+    and seed, so every other check passes) is named as such, not left to DALI's internals."""
+    from torchvision.transforms import v2
+
+    from dali_loaders import recipes
+
+    augmented = v2.Compose([v2.RandomCrop(32, padding=4), v2.RandomHorizontalFlip(),
+                            v2.AutoAugment(v2.AutoAugmentPolicy.CIFAR10)] +
+                           recipes.to_float(recipes.CIFAR_MEAN["cifar100"], recipes.CIFAR_STD["cifar100"]))
+    other = get_cifar_iter_dali("train", root, 16, num_threads=2, seed=5, transform=augmented)
+    for k, _ in enumerate(other):
+        if k == 1:
+            break
+    foreign = other.state_dict()
+    loader = get_cifar_iter_dali("train", root, 16, num_threads=2, seed=5)
+    for k, _ in enumerate(loader):
+        if k == 1:
+            break
+    own = loader.state_dict()
+    expected = [indices(x) for x, _ in get_cifar_iter_dali("train", root, 16, num_threads=1, seed=5)][2:]
+    loader.load_state_dict(foreign)
+    with pytest.raises(ValueError, match="its DALI checkpoint is of another graph than this loader's"):
+        next(iter(loader))   # its pipeline built already
+    fresh = get_cifar_iter_dali("train", root, 16, num_threads=2, seed=5)
+    fresh.load_state_dict(foreign)
+    with pytest.raises(ValueError, match="its DALI checkpoint is of another graph than this loader's"):
+        next(iter(fresh))    # its pipeline built with the state
+    resumed = get_cifar_iter_dali("train", root, 16, num_threads=2, seed=5)
+    resumed.load_state_dict(own)
+    assert [indices(x) for x, _ in resumed] == expected
+
+
 @pytest.mark.subprocess
 def test_forked_workers_collecting_a_cycled_loader_do_not_hang(root, no_torchrun_env):
     # Without the after-fork hook this hangs in the workers (life_worker.py fork --no-hook).

@@ -27,6 +27,7 @@ import numpy as np
 
 from ..dali_compat import (
     can_restore,
+    checkpoint_operators,
     checkpoint_with,
     epoch_iterator,
     forget_inherited_pipelines,
@@ -163,8 +164,11 @@ class LivePipeline:
                 self.close()   # no state to go back to: a pipeline per epoch
             if self.pipeline is None:
                 self._first_build(epoch.seed, checkpoint)
+            elif checkpoint is not None:
+                check_same_graph(checkpoint, self._start)
+                restore(self.pipeline, checkpoint)
             else:
-                restore(self.pipeline, checkpoint if checkpoint is not None else reseeded(self._start, epoch.seed))
+                restore(self.pipeline, reseeded(self._start, epoch.seed))
         ahead, self._ahead_key = 0, None
         expected = following() if following is not None and self.stateless and RUN_AHEAD else None
         if expected is not None:
@@ -195,6 +199,8 @@ class LivePipeline:
             return
         fresh = epoch_iterator(self.pipeline, 0).fresh_state()   # what an iterator before its first batch saves
         start = checkpoint_with(self.pipeline, fresh)
+        if checkpoint is not None:
+            check_same_graph(checkpoint, start)
         state = reseeded(start, seed)
         if state is None:   # an operator whose state cannot be rewritten: a pipeline per epoch
             if checkpoint is not None:
@@ -269,3 +275,14 @@ def _disarm_inherited_pipelines() -> None:
 
 
 os.register_at_fork(after_in_child=_disarm_inherited_pipelines)
+
+
+def check_same_graph(saved: bytes, own: bytes) -> None:
+    """A ValueError, said plainly, where a state's DALI checkpoint is of another graph than this
+    loader's (DALI's own error names an internal operator)."""
+    theirs, mine = checkpoint_operators(saved), checkpoint_operators(own)
+    if theirs is not None and mine is not None and theirs != mine:
+        raise ValueError(f"cannot resume from this state: its DALI checkpoint is of another graph than this "
+                         f"loader's ({len(theirs)} operators saved, {len(mine)} here, not the same ones): another "
+                         f"transform or recipe, or another release of dali_loaders, built it; build the loader as "
+                         f"the saved one was built, or drop the state to start the epoch again")

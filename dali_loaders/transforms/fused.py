@@ -210,7 +210,7 @@ def auto_augment_slots(step, images: Images):
     """A sub-policy, uniform; each of its steps with its probability, at its bin, signs fair.
     The sub-policy and every step's sign are one uniform draw k (the sub-policy k >> length,
     step j's sign bit j of k), each step's row looked up from k, and its probability in its
-    rows, against a uniform of its own: per sample, 1 + 2 x length operators, where the same
+    rows, against a uniform of its own: 1 + 2 x length operators a graph, where the same
     arithmetic in DALI's one-number operators took some twenty (each ~0.1-0.2 ms a batch)."""
     from nvidia.dali import fn
 

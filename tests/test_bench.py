@@ -333,3 +333,48 @@ def test_the_hf_contenders_read_the_same_images(tmp_path):
         assert torch.equal(batches[kind][1], labels)
         assert (batches[kind][0] - images).abs().max().item() < 0.02   # one level of 255, normalized
     assert sum(len(y) for _, y in contenders.make_loader(dict(spec, kind="limit"), 0)) == 8
+
+
+@pytest.mark.subprocess
+def test_each_swept_loader_is_timed_in_a_fresh_process_built_once(tmp_path, monkeypatch):
+    """A sweep builds a loader several times in its process, and each build leaves memory in the
+    allocators' pools; the loader then timed (and its peak RSS) is the only one its process builds."""
+    from dali_loaders.bench import data, session
+
+    root = data.make_mnist(str(tmp_path), 256, 64)
+    workload = session.Workload("mnist", "train", root, batch_size=32, threads=1)
+    plan = session.Schedule(rounds=1, sweep_batches=1, max_batches=1)   # threads 1: DALI 1, 1; workers 0, 1
+    started, builds = [], {}
+    real_get, real_ask = session.Workers.get, session.Worker.ask
+
+    def get(pool, spec):
+        worker = real_get(pool, spec)
+        started.append((spec["kind"], worker))
+        return worker
+
+    def ask(worker, **command):
+        if command["cmd"] == "build":
+            builds[id(worker)] = builds.get(id(worker), 0) + 1
+        return real_ask(worker, **command)
+
+    monkeypatch.setattr(session.Workers, "get", get)
+    monkeypatch.setattr(session.Worker, "ask", ask)
+
+    class Bar:
+        steps = 0
+
+        def set_postfix_str(self, text, refresh=False):
+            pass
+
+        def update(self, n):
+            Bar.steps += n
+
+    result = session.time_workload(workload, plan, Bar())
+    kinds = [kind for kind, _ in started]
+    swept = ["dali"] + workload.worker_kinds
+    assert sorted(kinds) == sorted(list(workload.kinds) + swept)   # each swept kind started twice
+    for kind in swept:
+        first, last = [worker for k, worker in started if k == kind]
+        assert builds[id(first)] >= 2 and builds[id(last)] == 1
+    assert Bar.steps == session.commands_per_workload(plan, workload)
+    assert result["loaders"]["dali"]["peak_rss_mb"] > 0

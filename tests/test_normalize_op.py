@@ -78,6 +78,45 @@ def test_equals_torchvisions_flip_and_normalize():
         torch.testing.assert_close(torch.from_numpy(out), expected, rtol=0, atol=2e-6)
 
 
+@pytest.mark.parametrize("layout", ["CHW", "HWC"])
+@pytest.mark.parametrize("value,noise", [(None, "none"), ([0.5, -1.25, 2.0], "none"), (None, "pixel"),
+                                         (None, "channel")])
+def test_erasing_as_it_normalizes_equals_the_erase_operator_after_it(layout, value, noise):
+    """RandomErasing folded into the normalize operator (erase_*) writes the very box, fill and
+    noise DaliLoadersErase writes after it from the same draws, bit for bit; images not erased
+    (the coin, or no box fitting) are the normalized ones."""
+    from nvidia.dali import fn, pipeline_def, types
+
+    from dali_loaders.ops import augment
+
+    if not plugin.augment_available():
+        pytest.skip("the augmentation plugin cannot be built here")
+    rng = np.random.default_rng(7)
+    images = [rng.integers(0, 256, (int(h), int(w), 3), dtype=np.uint8)
+              for h, w in rng.integers(5, 40, (32, 2))]
+    flips = rng.integers(0, 2, len(images))
+
+    @pipeline_def(batch_size=len(images), num_threads=2, device_id=None, seed=11)
+    def pipe():
+        data = fn.external_source(source=lambda: images, layout="HWC")
+        mirror = fn.external_source(source=lambda: [np.int32(f) for f in flips])
+        arguments = augment.erase_arguments(0.7, (0.05, 0.5), (0.3, 3.3), value, noise)
+        plain = normalize.call(data, mirror, types.FLOAT, layout, CIFAR_MEAN, CIFAR_STD)
+        separate = augment.erase(plain, 0, (0, 0), (1, 1), arguments=arguments)
+        folded = normalize.call(data, mirror, types.FLOAT, layout, CIFAR_MEAN, CIFAR_STD, erase=arguments)
+        return plain, separate, folded
+
+    p = pipe()
+    p.build()
+    erased = 0
+    for _ in range(3):
+        plain, separate, folded = (list(map(np.array, out)) for out in p.run())
+        for a, b, c in zip(plain, separate, folded):
+            assert np.array_equal(b.view(np.uint32), c.view(np.uint32))
+            erased += not np.array_equal(a, c)
+    assert 0.4 * 96 < erased < 96   # p = 0.7, less the images no box fitted
+
+
 def test_refuses_other_than_uint8_and_names_itself():
     from nvidia.dali import fn, pipeline_def, types
 
@@ -165,3 +204,32 @@ def test_cifar_loader_is_the_same_without_the_plugin(monkeypatch):
     assert len(fast) == len(slow) == 5
     for (a, la), (b, lb) in zip(fast, slow):
         assert torch.equal(la, lb) and torch.equal(a.view(torch.int32), b.view(torch.int32))
+
+
+def test_random_erasing_right_after_the_normalization_is_written_by_the_normalize_operator():
+    """A loader's RandomErasing on the normalized output is drawn and written by the normalize
+    operator (no DaliLoadersErase, no copy of the images); a second RandomErasing, whose input
+    is the first's output, gets an operator of its own. Both erase (p=1: every image changed)."""
+    import collections
+
+    from dali_loaders.dali_compat import graph_operators
+    from dali_loaders.loader import dali_loader
+    from dali_loaders.sources.arrays import ArraySource
+
+    if not plugin.augment_available():
+        pytest.skip("the augmentation plugin cannot be built here")
+    rng = np.random.default_rng(5)
+    source = ArraySource(rng.integers(0, 256, (64, 32, 32, 3), dtype=np.uint8), rng.integers(0, 10, 64), "random")
+    plain = [v2.ToImage(), v2.ToDtype(torch.float32, scale=True), v2.Normalize([0.5] * 3, [0.25] * 3)]
+    images = None
+    for erasings, separate in ((0, 0), (1, 0), (2, 1)):
+        recipe = v2.Compose(plain + [v2.RandomErasing(p=1.0, value=9.0) for _ in range(erasings)])
+        loader = dali_loader(source, recipe, train=False, batch_size=64, num_threads=2, seed=3)
+        batch = next(iter(loader))[0]
+        kinds = collections.Counter(kind for kind, *_ in graph_operators(loader.pipeline.serialize()))
+        assert kinds["DaliLoadersNormalize"] == 1 and kinds["DaliLoadersErase"] == separate, kinds
+        if erasings == 0:
+            images = batch
+        else:
+            erased = (batch != images).flatten(1)
+            assert erased.any(1).all() and torch.all(batch[batch != images] == 9.0)

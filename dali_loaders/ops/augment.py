@@ -110,21 +110,28 @@ def box_draws():
     return fn.random.uniform(range=[0.0, 1.0], shape=[2 * ERASE_ATTEMPTS + 3])
 
 
-def erase(data, probability: float, scale: Sequence[float], ratio: Sequence[float],
-          value: Optional[Sequence[float]] = None, noise: str = "none"):
-    """fn.dali_loaders_erase on float32 CHW/HWC images: one box per image, drawn as
-    torchvision's and timm's RandomErasing draw it, set to `value` per channel (None: zeros)
-    or to standard normal noise per pixel or per channel."""
+def erase_arguments(probability: float, scale: Sequence[float], ratio: Sequence[float],
+                    value: Optional[Sequence[float]] = None, noise: str = "none") -> dict:
+    """The arguments of an erased box, its draws included: DaliLoadersErase's as they are,
+    DaliLoadersNormalize's with "erase_" before each name (ops/normalize.py)."""
     import math
-
-    from nvidia.dali import fn
 
     if noise not in ERASE_NOISE:
         raise ValueError(f"noise={noise!r}: one of {', '.join(ERASE_NOISE)}")
     draws, seed = erase_draws()
-    return fn.dali_loaders_erase(data, draws=draws, noise_seed=seed, probability=float(probability),
-                                 scale=[float(s) for s in scale], log_ratio=[math.log(r) for r in ratio],
-                                 value=[float(v) for v in value or []], noise=noise, attempts=ERASE_ATTEMPTS)
+    return dict(draws=draws, noise_seed=seed, probability=float(probability), scale=[float(s) for s in scale],
+                log_ratio=[math.log(r) for r in ratio], value=[float(v) for v in value or []], noise=noise,
+                attempts=ERASE_ATTEMPTS)
+
+
+def erase(data, probability: float, scale: Sequence[float], ratio: Sequence[float],
+          value: Optional[Sequence[float]] = None, noise: str = "none", arguments: Optional[dict] = None):
+    """fn.dali_loaders_erase on float32 CHW/HWC images: one box per image, drawn as
+    torchvision's and timm's RandomErasing draw it, set to `value` per channel (None: zeros)
+    or to standard normal noise per pixel or per channel; or as `arguments` (erase_arguments) say."""
+    from nvidia.dali import fn
+
+    return fn.dali_loaders_erase(data, **(arguments or erase_arguments(probability, scale, ratio, value, noise)))
 
 
 def erase_box(height, width, probability: float, scale: Sequence[float], ratio: Sequence[float]):

@@ -86,12 +86,14 @@ RESIZE = Library("libdali_loaders_resize.so", "DaliLoadersResize", "dali_loaders
 AUGMENT = Library("libdali_loaders_augment.so", "DaliLoadersAugment", "dali_loaders_augment",
                   ("augment_op.cc", "erase_op.cc", "timm_rows_op.cc"),
                   ("augment_color.cc", "augment_geometry.cc", "augment_hue.cc", "erase_fill.cc"),
-                  ("augment_kernels.h", "augment_codes.h", "erase_fill.h", "simd.h"),
+                  ("augment_kernels.h", "augment_codes.h", "erase_box.h", "erase_fill.h", "simd.h"),
                   ("-ffp-contract=off",), "the augmentation plugin",
                   "augmenting with DALI's conditionals and operators instead", DISABLE_AUGMENT_ENV)
 NORMALIZE = Library("libdali_loaders_normalize.so", "DaliLoadersNormalize", "dali_loaders_normalize",
-                    ("normalize_op.cc",), ("normalize_kernels.cc", "gather_windows.cc", "blend_images.cc"),
-                    ("normalize_kernels.h", "gather_windows.h", "blend_images.h", "simd.h"), ("-ffp-contract=off",),
+                    ("normalize_op.cc",),
+                    ("normalize_kernels.cc", "gather_windows.cc", "blend_images.cc", "erase_fill.cc"),   # erasing too
+                    ("normalize_kernels.h", "gather_windows.h", "blend_images.h", "erase_box.h", "erase_fill.h",
+                     "simd.h"), ("-ffp-contract=off",),
                     "the normalization plugin", "normalizing with DALI's crop_mirror_normalize instead",
                     DISABLE_NORMALIZE_ENV)
 # The AutoAugment family's chain: its pixel stages after a slot's warp in one pass, on the

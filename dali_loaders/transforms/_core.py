@@ -149,6 +149,7 @@ class Images:
     augment: Optional[PendingAugment] = None   # slots for one DaliLoadersAugment call, run by flush_augment
     sizes: Any = field(default=None, repr=False)   # see size_vector
     sized: Tuple[Any, Any] = field(default=(None, None), repr=False)
+    normalized: Any = field(default=None, repr=False)   # (the normalize call's arguments, its output)
 
     def size_vector(self):
         """(height, width) as one int32 CPU DataNode, where the graph has one that still holds
@@ -288,11 +289,25 @@ class Images:
         mirror, dtype = 0 if self.mirror is None else self.mirror, dali_dtype(self.dtype)
         mean, std = [-o / s for o, s in zip(offset, scale)], [1.0 / s for s in scale]
         if own.usable(self.device, dtype.name, self.layout):
-            self.data = own.call(self.data, mirror, dtype, self.layout, *((mean, std) if self.is_float else ()))
+            arguments = (self.data, mirror, dtype, self.layout, *((mean, std) if self.is_float else (None, None)))
+            self.data = own.call(*arguments)
+            self.normalized = (arguments, self.data)
         else:
             self.data = fn.crop_mirror_normalize(self.data, mirror=mirror, dtype=dtype, output_layout=self.layout,
                                                  mean=mean, std=std)
         self.mirror, self.scale, self.offset, self.materialized = None, [], [], True
+
+    def erase_in_normalize(self, erase: dict) -> bool:
+        """RandomErasing's box (ops/augment.erase_arguments) written by the normalize operator
+        that made the data, where the data is still its output: True (that call is made again
+        with the box; DALI leaves the first out of the graph, nothing reads it); else False."""
+        from ..ops import normalize as own
+
+        if self.normalized is None or self.normalized[1] is not self.data:
+            return False
+        self.data = own.call(*self.normalized[0], erase=erase)
+        self.normalized = None   # a second box: an operator of its own
+        return True
 
     def uint8_pixels(self, step) -> None:
         """Pixel steps run on HWC uint8, as the twin's PIL image or uint8 tensor: refuse them

@@ -23,54 +23,12 @@
 #include "dali/pipeline/operator/arg_helper.h"
 #include "dali/pipeline/operator/checkpointing/stateless_operator.h"
 #include "dali/pipeline/operator/operator.h"
+#include "erase_box.h"
 #include "erase_fill.h"
 
 namespace dali_loaders {
 
 using dali::CPUBackend;
-
-// The drawn box of an H x W image, or an empty one
-erasek::Box DrawBox(const float *u, int attempts, int h_img, int w_img, float p, const float *scale,
-                 const float *log_ratio) {
-  erasek::Box box;
-  if (!(u[2 * attempts] < p)) return box;
-  const double area = static_cast<double>(h_img) * w_img;
-  for (int k = 0; k < attempts; k++) {
-    const double target = area * (scale[0] + u[2 * k] * (scale[1] - scale[0]));
-    const double aspect = std::exp(log_ratio[0] + u[2 * k + 1] * (log_ratio[1] - log_ratio[0]));
-    const int h = static_cast<int>(std::nearbyint(std::sqrt(target * aspect)));   // Python's round
-    const int w = static_cast<int>(std::nearbyint(std::sqrt(target / aspect)));
-    if (h < h_img && w < w_img) {
-      box.height = h;
-      box.width = w;
-      box.top = std::min(h_img - h, static_cast<int>(u[2 * attempts + 1] * (h_img - h + 1)));
-      box.left = std::min(w_img - w, static_cast<int>(u[2 * attempts + 2] * (w_img - w + 1)));
-      return box;
-    }
-  }
-  return box;
-}
-
-// The box's arguments, as both operators take them
-struct BoxSpec {
-  std::vector<float> scale, log_ratio;
-  float p;
-  int attempts;
-
-  BoxSpec(const dali::OpSpec &spec, const std::string &op)
-      : scale(spec.GetRepeatedArgument<float>("scale")),
-        log_ratio(spec.GetRepeatedArgument<float>("log_ratio")),
-        p(spec.GetArgument<float>("probability")),
-        attempts(spec.GetArgument<int>("attempts")) {
-    DALI_ENFORCE(scale.size() == 2 && log_ratio.size() == 2, op + ": scale and log_ratio are pairs");
-    DALI_ENFORCE(attempts >= 1, op + ": attempts must be >= 1");
-  }
-
-  int draws() const { return 2 * attempts + 3; }
-  erasek::Box Draw(const float *u, int h_img, int w_img) const {
-    return DrawBox(u, attempts, h_img, w_img, p, scale.data(), log_ratio.data());
-  }
-};
 
 class Erase : public dali::StatelessOperator<CPUBackend> {
  public:
@@ -78,10 +36,7 @@ class Erase : public dali::StatelessOperator<CPUBackend> {
       : dali::StatelessOperator<CPUBackend>(spec), draws_("draws", spec), seeds_("noise_seed", spec),
         box_(spec, "DaliLoadersErase") {
     value_ = spec.GetRepeatedArgument<float>("value");
-    const std::string noise = spec.GetArgument<std::string>("noise");
-    DALI_ENFORCE(noise == "none" || noise == "pixel" || noise == "channel",
-                 "DaliLoadersErase: noise must be \"none\", \"pixel\" or \"channel\", got \"" + noise + "\"");
-    noise_ = noise == "pixel" ? erasek::Noise::kPixel : noise == "channel" ? erasek::Noise::kChannel : erasek::Noise::kNone;
+    noise_ = ParseNoise(spec.GetArgument<std::string>("noise"), "DaliLoadersErase");
   }
 
  protected:
@@ -92,10 +47,10 @@ class Erase : public dali::StatelessOperator<CPUBackend> {
     const int n = input.num_samples();
     draws_.Acquire(spec_, ws, n);
     seeds_.Acquire(spec_, ws, n);
-    for (int i = 0; i < n; i++)
-      DALI_ENFORCE(draws_[i].shape[0] == box_.draws(),
-                   dali::make_string("DaliLoadersErase: draws must have 2 * attempts + 3 values, got ",
-                                     draws_[i].shape[0]));
+    for (int i = 0; i < n; i++) {
+      const std::string problem = box_.DrawsProblem("DaliLoadersErase", draws_[i].shape[0]);
+      DALI_ENFORCE(problem.empty(), problem);
+    }
     output_desc.resize(1);
     output_desc[0] = {input.shape(), DALI_FLOAT};
     return true;
@@ -152,10 +107,10 @@ class EraseBoxOp : public dali::StatelessOperator<CPUBackend> {
     const int n = draws.num_samples();
     height_.Acquire(spec_, ws, n);
     width_.Acquire(spec_, ws, n);
-    for (int i = 0; i < n; i++)
-      DALI_ENFORCE(draws.tensor_shape(i).num_elements() == box_.draws(),
-                   dali::make_string("DaliLoadersEraseBox: draws must have 2 * attempts + 3 values, got ",
-                                     draws.tensor_shape(i).num_elements()));
+    for (int i = 0; i < n; i++) {
+      const std::string problem = box_.DrawsProblem("DaliLoadersEraseBox", draws.tensor_shape(i).num_elements());
+      DALI_ENFORCE(problem.empty(), problem);
+    }
     output_desc.resize(2);
     const auto pair = dali::uniform_list_shape(n, dali::TensorShape<1>(2));
     output_desc[0] = {pair, DALI_FLOAT};

@@ -102,7 +102,7 @@ def test_erasing_as_it_normalizes_equals_the_erase_operator_after_it(layout, val
         mirror = fn.external_source(source=lambda: [np.int32(f) for f in flips])
         arguments = augment.erase_arguments(0.7, (0.05, 0.5), (0.3, 3.3), value, noise)
         plain = normalize.call(data, mirror, types.FLOAT, layout, CIFAR_MEAN, CIFAR_STD)
-        separate = augment.erase(plain, 0, (0, 0), (1, 1), arguments=arguments)
+        separate = augment.erase(plain, arguments)
         folded = normalize.call(data, mirror, types.FLOAT, layout, CIFAR_MEAN, CIFAR_STD, erase=arguments)
         return plain, separate, folded
 

@@ -281,7 +281,7 @@ def check_same_graph(saved: bytes, own: bytes) -> None:
     """A ValueError, said plainly, where a state's DALI checkpoint is of another graph than this
     loader's (DALI's own error names an internal operator)."""
     theirs, mine = checkpoint_operators(saved), checkpoint_operators(own)
-    if theirs is not None and mine is not None and theirs != mine:
+    if theirs is not None and mine is not None and sorted(theirs) != sorted(mine):   # DALI matches by name
         raise ValueError(f"cannot resume from this state: its DALI checkpoint is of another graph than this "
                          f"loader's ({len(theirs)} operators saved, {len(mine)} here, not the same ones): another "
                          f"transform or recipe, or another release of dali_loaders, built it; build the loader as "

@@ -124,14 +124,13 @@ def erase_arguments(probability: float, scale: Sequence[float], ratio: Sequence[
                 attempts=ERASE_ATTEMPTS)
 
 
-def erase(data, probability: float, scale: Sequence[float], ratio: Sequence[float],
-          value: Optional[Sequence[float]] = None, noise: str = "none", arguments: Optional[dict] = None):
+def erase(data, arguments: dict):
     """fn.dali_loaders_erase on float32 CHW/HWC images: one box per image, drawn as
-    torchvision's and timm's RandomErasing draw it, set to `value` per channel (None: zeros)
-    or to standard normal noise per pixel or per channel; or as `arguments` (erase_arguments) say."""
+    torchvision's and timm's RandomErasing draw it, filled as `arguments` (erase_arguments)
+    say: a value per channel (none: zeros) or standard normal noise per pixel or per channel."""
     from nvidia.dali import fn
 
-    return fn.dali_loaders_erase(data, **(arguments or erase_arguments(probability, scale, ratio, value, noise)))
+    return fn.dali_loaders_erase(data, **arguments)
 
 
 def erase_box(height, width, probability: float, scale: Sequence[float], ratio: Sequence[float]):

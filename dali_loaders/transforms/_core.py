@@ -149,7 +149,6 @@ class Images:
     augment: Optional[PendingAugment] = None   # slots for one DaliLoadersAugment call, run by flush_augment
     sizes: Any = field(default=None, repr=False)   # see size_vector
     sized: Tuple[Any, Any] = field(default=(None, None), repr=False)
-    normalized: Any = field(default=None, repr=False)   # (the normalize call's arguments, its output)
 
     def size_vector(self):
         """(height, width) as one int32 CPU DataNode, where the graph has one that still holds
@@ -270,11 +269,13 @@ class Images:
             self.data = fn.flip(self.data, horizontal=self.mirror)
             self.mirror = None
 
-    def materialize(self) -> None:
+    def materialize(self, erase: Optional[dict] = None) -> bool:
         """One pass: the pending flip, conversion and normalization, in `layout`. On a CPU
         graph, our DaliLoadersNormalize (ops/normalize.py: crop_mirror_normalize's output bit
         for bit, several times faster); DALI's crop_mirror_normalize on the GPU, for float16,
-        and without the plugin."""
+        and without the plugin. `erase` (ops/augment.erase_arguments): RandomErasing's box,
+        written by our operator as it writes the image, where it makes the float image now;
+        returns whether it did (else the caller erases)."""
         from nvidia.dali import fn
 
         from ..ops import normalize as own
@@ -282,32 +283,21 @@ class Images:
         self.flush_augment()
         if self.materialized:
             self.flush_mirror()
-            return
+            return False
         channels = self.channels
         scale = self.scale or [1.0] * channels
         offset = self.offset or [0.0] * channels
         mirror, dtype = 0 if self.mirror is None else self.mirror, dali_dtype(self.dtype)
         mean, std = [-o / s for o, s in zip(offset, scale)], [1.0 / s for s in scale]
+        erased = erase is not None and self.is_float and own.usable(self.device, dtype.name, self.layout)
         if own.usable(self.device, dtype.name, self.layout):
-            arguments = (self.data, mirror, dtype, self.layout, *((mean, std) if self.is_float else (None, None)))
-            self.data = own.call(*arguments)
-            self.normalized = (arguments, self.data)
+            self.data = own.call(self.data, mirror, dtype, self.layout, *((mean, std) if self.is_float else ()),
+                                 erase=erase if erased else None)
         else:
             self.data = fn.crop_mirror_normalize(self.data, mirror=mirror, dtype=dtype, output_layout=self.layout,
                                                  mean=mean, std=std)
         self.mirror, self.scale, self.offset, self.materialized = None, [], [], True
-
-    def erase_in_normalize(self, erase: dict) -> bool:
-        """RandomErasing's box (ops/augment.erase_arguments) written by the normalize operator
-        that made the data, where the data is still its output: True (that call is made again
-        with the box; DALI leaves the first out of the graph, nothing reads it); else False."""
-        from ..ops import normalize as own
-
-        if self.normalized is None or self.normalized[1] is not self.data:
-            return False
-        self.data = own.call(*self.normalized[0], erase=erase)
-        self.normalized = None   # a second box: an operator of its own
-        return True
+        return erased
 
     def uint8_pixels(self, step) -> None:
         """Pixel steps run on HWC uint8, as the twin's PIL image or uint8 tensor: refuse them

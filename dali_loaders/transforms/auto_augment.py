@@ -246,19 +246,19 @@ def uint8_erasing(step, images: Images) -> None:
 @augments
 def random_erasing(step, images: Images) -> None:
     """On the output tensor (normalized, in the output layout), as torchvision's references
-    and timm do: one DaliLoadersErase call on CPU graphs, else the box drawn (erase_window)
-    and DALI's fn.erase; no branches. Only a twin that erases uint8 pixels gets the fused
-    operator's Erase (uint8_erasing)."""
+    and timm do: on CPU graphs our operators draw and fill the box (fused.erase_float), else
+    the box drawn (erase_window) and DALI's fn.erase; no branches. Only a twin that erases
+    uint8 pixels gets the fused operator's Erase (uint8_erasing)."""
     from nvidia.dali import fn
 
     if not images.is_float:
         return uint8_erasing(step, images)
-    images.materialize()
     value = erase_value(step)
     if value is not None:
         value = value * images.channels if len(value) == 1 else value
     if fused.erase_float(images, step.p, step.scale, step.ratio, value, "none" if value is not None else "pixel"):
         return
+    images.materialize()
     window = erase_window(step, images)
     if value is not None:
         images.data = fn.erase(images.data, fill_value=value, **window)

@@ -286,7 +286,7 @@ def erase(step, images: Images, box, value: List[float]) -> None:
 def erase_float(images: Images, probability: float, scale, ratio, value: Optional[List[float]], noise: str) -> bool:
     """RandomErasing on the normalized float32 output, the box drawn from the graph's uniforms
     by our operators when the graph can run them (False: not done): by the normalize operator
-    that made the output, where it is still that operator's (no copy of the image), else by a
+    as it makes the float image (no copy of the image), else, the image made already, by a
     DaliLoadersErase call."""
     from nvidia.dali import types
 
@@ -295,6 +295,6 @@ def erase_float(images: Images, probability: float, scale, ratio, value: Optiona
     if not (usable(images) and dali_dtype(images.dtype) == types.FLOAT):
         return False
     arguments = op.erase_arguments(probability, scale, ratio, value, noise)
-    if not images.erase_in_normalize(arguments):
-        images.data = op.erase(images.data, probability, scale, ratio, value, noise, arguments)
+    if not images.materialize(erase=arguments):
+        images.data = op.erase(images.data, arguments)
     return True

@@ -101,11 +101,11 @@ def random_erasing(step, images: Images) -> None:
     if not images.is_float:
         raise ValueError("timm.RandomErasing on uint8 pixels is not translated: put it after MaybeToTensor and "
                          "Normalize, as timm's create_transform does, or pass python_fallback=True")
-    images.materialize()
     noise = {"const": "none", "rand": "channel", "pixel": "pixel"}[step.mode]
     ratio = tuple(math.exp(r) for r in step.log_aspect_ratio)
     if fused.erase_float(images, step.probability, (step.min_area, step.max_area), ratio, None, noise):
         return
+    images.materialize()
     box = SimpleNamespace(scale=(step.min_area, step.max_area), p=step.probability,
                           ratio=tuple(math.exp(r) for r in step.log_aspect_ratio))
     window = erase_window(box, images)

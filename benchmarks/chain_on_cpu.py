@@ -32,7 +32,7 @@ def measure(batch: int, size: int, rounds: int, runs: int, threads: int) -> tupl
         present = {name for name, _ in table.labels}
         rows = augment_chain.constant_table(values)
         for index, _ in slots:
-            augment_chain.chain(images, augment_chain.gathered(rows, index), present,
+            augment_chain.chain(images, augment_chain.gathered(rows, fused.row_node(index)), present,
                                 augment_ops.warp(images, step, lambda matrix: matrix))
         return images.data
 

@@ -6,6 +6,7 @@ import math
 import numpy as np
 import pytest
 import torch
+from augment_rows import rows_of, rows_recorded
 from photos import load, photo_paths
 from resume_check import assert_resume_gives_the_rest
 from PIL import Image
@@ -318,9 +319,10 @@ SLOTS = {"TrivialAugmentWide": fused.trivial_augment_slots, "RandAugment": fused
          "AutoAugment": fused.auto_augment_slots}
 
 
-def drawn_and_augmented(step, kind, photos):
-    """The fused graph on the photographs (sizes known per sample only): the rows it drew per
-    slot (-1: not applied) and its output."""
+def drawn_and_augmented(step, kind, photos, flip: bool = False):
+    """The fused graph on the photographs (sizes known per sample only): the rows its operator
+    drew per slot (-1: not applied) and its output; with `flip`, a horizontal flip pending
+    before the step (p=0.5), and the coins."""
     from nvidia.dali import fn, pipeline_def, types
 
     made = {}
@@ -330,16 +332,21 @@ def drawn_and_augmented(step, kind, photos):
         data = fn.external_source(source=lambda: photos, batch=True, layout="HWC")
         shape = data.shape(dtype=types.INT32)
         images = Images(data, shape[0], shape[1], 3, "cpu", kind=kind)
+        coins = fn.random.coin_flip(probability=0.5 if flip else 0.0)
+        images.mirror = coins if flip else None
         made["table"], slots = SLOTS[type(step).__name__](step, images)
+        made["slots"] = len(slots)
         fused.queue(images, step, made["table"], slots, warps=True)
         images.flush_augment()
-        rows = [fn.cast(row, dtype=types.INT32) for row in fused.gated_rows(made["table"], slots)]
-        return images.data, fn.stack(*rows)
+        return images.data, recorded[0], coins
 
-    pipeline = pipe()
-    pipeline.build()
+    with rows_recorded() as recorded:
+        pipeline = pipe()
+        pipeline.build()
     runs = [pipeline.run() for _ in range(3)]
-    return made["table"], [(np.array(img), np.array(rows)) for out, drawn in runs for img, rows in zip(out, drawn)]
+    samples = [(np.array(img), np.array(rows_of(rows, made["slots"])), int(np.array(coin)))
+               for out, drawn, coins in runs for img, rows, coin in zip(out, drawn, coins)]
+    return made["table"], samples if flip else [sample[:2] for sample in samples]
 
 
 def at_size(step, name, magnitude, relative, image):
@@ -381,6 +388,21 @@ def test_fused_draws_replayed_through_torchvision_are_pixel_exact(photos, step, 
         drawn = [(*table.labels[r], table.rows[r, relative].any()) for r in rows.tolist() if r >= 0]
         want = replay(step, kind, photos[k % len(photos)], drawn)
         assert np.array_equal(ours, want), drawn
+
+
+@pytest.mark.parametrize("kind", ["pil", "tensor"])
+def test_a_pending_flip_goes_before_the_fused_steps(photos, kind):
+    """A horizontal flip drawn before a step that warps (here TrivialAugmentWide) is applied
+    first, by the operator, where it flips: the same pixels as torchvision's flip, then the op."""
+    step = v2.TrivialAugmentWide()
+    table, samples = drawn_and_augmented(step, kind, photos, flip=True)
+    relative = [op.ROW["RelativeX"], op.ROW["RelativeY"]]
+    for k, (ours, rows, flipped) in enumerate(samples):
+        image = photos[k % len(photos)]
+        drawn = [(*table.labels[r], table.rows[r, relative].any()) for r in rows.tolist() if r >= 0]
+        want = replay(step, kind, np.ascontiguousarray(image[:, ::-1]) if flipped else image, drawn)
+        assert np.array_equal(ours, want), (flipped, drawn)
+    assert 0 < sum(flipped for _, _, flipped in samples) < len(samples)
 
 
 def test_params_must_be_a_row_per_op(photos):

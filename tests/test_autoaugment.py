@@ -7,6 +7,7 @@ from collections import Counter
 import numpy as np
 import pytest
 import torch
+from augment_rows import rows_of, rows_recorded
 from photos import load, photo_paths
 from scipy import stats
 from torchvision.transforms import v2
@@ -244,7 +245,30 @@ SLOTS = {"TrivialAugmentWide": fused.trivial_augment_slots, "RandAugment": fused
 
 def fused_draws(step, monkeypatch=None, samples: int = 2048):
     """The same on the fused path (CPU graphs with the augmentation plugin): the table rows its
-    graph draws per sample, as (operation, signed magnitude)."""
+    operator draws per sample, as (operation, signed magnitude)."""
+    from nvidia.dali import fn, pipeline_def, types
+
+    made, batch = {}, 512
+
+    @pipeline_def(batch_size=batch, num_threads=2, device_id=None, seed=7)
+    def pipe():
+        images = Images(fn.constant(idata=0, shape=[32, 32, 3], dtype=types.UINT8, layout="HWC"), 32, 32, 3, "cpu")
+        made["table"], slots = SLOTS[type(step).__name__](step, images)
+        made["slots"] = len(slots)
+        if not slots:
+            return fn.constant(idata=0, shape=[32, 32, 3], dtype=types.UINT8)
+        fused.queue(images, step, made["table"], slots, warps=True)
+        images.flush_augment()
+        return recorded[0]
+
+    with rows_recorded() as recorded:
+        pipeline = pipe()
+        pipeline.build()
+    return drawn_labels(pipeline, made, samples // batch)
+
+
+def chain_draws(step, monkeypatch=None, samples: int = 2048):
+    """The same as a GPU graph's chain draws them (fused.gated_rows), run on the CPU."""
     from nvidia.dali import fn, pipeline_def, types
 
     made, batch = {}, 512
@@ -253,17 +277,24 @@ def fused_draws(step, monkeypatch=None, samples: int = 2048):
     def pipe():
         images = Images(None, 32, 32, 3, "cpu")
         made["table"], slots = SLOTS[type(step).__name__](step, images)
+        made["slots"] = len(slots)
         rows = [fn.cast(row, dtype=types.INT32) for row in fused.gated_rows(made["table"], slots)]
         return fn.stack(*rows) if rows else fn.constant(idata=[-1], shape=[1])
 
     pipeline = pipe()
     pipeline.build()
+    return drawn_labels(pipeline, made, samples // batch, recorded=False)
+
+
+def drawn_labels(pipeline, made, runs: int, recorded: bool = True):
+    """Each sample's drawn rows as (operation, signed magnitude) labels."""
     labels = made["table"].labels
     draws = []
-    for _ in range(samples // batch):
+    for _ in range(runs):
         for rows in pipeline.run()[0]:
+            drawn = rows_of(rows, made["slots"]) if recorded else np.array(rows).tolist()
             draws.append(tuple((labels[r][0], round(float(np.float32(labels[r][1])), 4) + 0.0)
-                               for r in np.array(rows).tolist() if r >= 0))
+                               for r in drawn if r >= 0))
     return draws
 
 
@@ -297,7 +328,7 @@ def same_distribution(a, b) -> float:
     return stats.chi2_contingency(table)[1]
 
 
-@pytest.mark.parametrize("draws", [dali_draws, fused_draws], ids=["conditionals", "fused"])
+@pytest.mark.parametrize("draws", [dali_draws, fused_draws, chain_draws], ids=["conditionals", "fused", "chain"])
 @pytest.mark.parametrize("kind", ["trivial", "rand", "imagenet", "cifar10", "svhn"])
 def test_op_choice_and_magnitudes_match_torchvision(kind, draws, monkeypatch):
     step = automatic(kind)
@@ -317,7 +348,7 @@ def test_op_choice_and_magnitudes_match_torchvision(kind, draws, monkeypatch):
         assert same_distribution([str(d) for d in dali], [str(d) for d in reference]) > P_MIN
 
 
-@pytest.mark.parametrize("draws", [dali_draws, fused_draws], ids=["conditionals", "fused"])
+@pytest.mark.parametrize("draws", [dali_draws, fused_draws, chain_draws], ids=["conditionals", "fused", "chain"])
 def test_rand_augment_num_ops_and_magnitude_are_used(draws, monkeypatch):
     step = v2.RandAugment(num_ops=3, magnitude=20, num_magnitude_bins=21)
     dali = draws(step, monkeypatch, samples=512)
@@ -328,7 +359,7 @@ def test_rand_augment_num_ops_and_magnitude_are_used(draws, monkeypatch):
         assert top is None or abs(magnitude) == pytest.approx(float(np.float32(top[20])), abs=1e-4)
 
 
-@pytest.mark.parametrize("draws", [dali_draws, fused_draws], ids=["conditionals", "fused"])
+@pytest.mark.parametrize("draws", [dali_draws, fused_draws, chain_draws], ids=["conditionals", "fused", "chain"])
 def test_rand_augment_without_operations_leaves_the_images(draws, monkeypatch):
     assert draws(v2.RandAugment(num_ops=0), monkeypatch, samples=512) == [()] * 512
 

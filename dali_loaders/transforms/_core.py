@@ -13,6 +13,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 import torch
 
+from ._draws import Lookup, Uniform
 from .wrappers import delegate
 
 TRANSLATORS: Dict[type, Callable] = {}
@@ -51,6 +52,17 @@ def supported_names() -> List[str]:
     return sorted({cls.__name__ for cls in TRANSLATORS})
 
 
+def unconverted_function(function):
+    """Marks a function DALI's autograph must not convert: one that builds graph nodes but
+    never branches on a DataNode. Converting is slow (it parses and rewrites the source of
+    every function it reaches) and is redone at each pipeline build."""
+    try:
+        from nvidia.dali.pipeline import do_not_convert
+    except ImportError:   # no DALI: the package still imports, the twins still run
+        return function
+    return do_not_convert(function)
+
+
 # -- the batch in the graph ----------------------------------------------------------------
 
 
@@ -58,8 +70,11 @@ def supported_names() -> List[str]:
 class PendingAugment:
     """Augmentation steps drawn in the graph and not run yet: consecutive translated steps
     share one DaliLoadersAugment call (ops/augment.py). Each slot is a row of the call's
-    constant table (per sample, an int32 index, with a uniform draw when the row has a
-    probability or a span), or a direct op code (int32) and parameter row (float32 (4,))."""
+    constant table, fixed (an int: -1 skips, -2 - k takes direct step k) or drawn (a
+    _draws.Lookup), with a uniform draw (a _draws.Uniform) where the row has a probability
+    or a span, and timm's five level uniforms where `levels`; or a direct op code (int32)
+    and parameter row (float32 (4,)). The operator draws every slot from one uniform vector
+    per sample: one random operator for the call."""
     kernels: str
     fill: Optional[List[float]]
     warps: bool = False
@@ -67,11 +82,14 @@ class PendingAugment:
     ops: List[Any] = field(default_factory=list)      # the direct slots
     params: List[Any] = field(default_factory=list)
     table: List[np.ndarray] = field(default_factory=list)   # blocks of table rows
-    rows: List[Any] = field(default_factory=list)     # per slot: a table row, -1 (skip) or -2 - k (direct k)
-    draws: List[Any] = field(default_factory=list)    # per slot: its uniform draw, or 0.0
+    rows: List[Any] = field(default_factory=list)     # per slot: an int or a Lookup
+    draws: List[Any] = field(default_factory=list)    # per slot: a Uniform, or 0.0
     levels: List[Optional[np.ndarray]] = field(default_factory=list)   # per table block: timm's levels, or None
-    level_draws: List[Any] = field(default_factory=list)   # per slot: 5 uniforms (timm's rows), or None
+    leveled: List[bool] = field(default_factory=list)   # per slot: five level uniforms (timm's rows)
     resamples: Optional[List[float]] = None           # what timm's warps draw among
+    mirror: Any = None                                # a flip's coins (int32 per sample), before slot mirror_slot
+    mirror_slot: int = -1
+    fixed_sign: Optional[float] = None                # tests: every signed timm argument's sign
 
     def add_table(self, rows: np.ndarray, levels: Optional[np.ndarray] = None) -> int:
         """Appends a block of table rows (and their timm levels); returns its first row's index."""
@@ -80,41 +98,62 @@ class PendingAugment:
         self.levels.append(None if levels is None else np.asarray(levels, np.float64))
         return first
 
-    def add_slot(self, row, draw=0.0, level_draws=None) -> None:
+    def add_slot(self, row, draw=0.0, levels: bool = False) -> None:
+        if not (isinstance(row, numbers.Integral) or isinstance(row, Lookup)):
+            raise TypeError(f"a slot's row is an int or a Lookup, not {type(row).__name__}")
+        if not (isinstance(draw, Uniform) or draw == 0.0):
+            raise TypeError(f"a slot's draw is a Uniform or 0.0, not {draw!r}")
         self.rows.append(row)
         self.draws.append(draw)
-        self.level_draws.append(level_draws)
+        self.leveled.append(levels)
 
     def add_direct(self, code, params) -> None:
         self.ops.append(code)
         self.params.append(params)
         self.add_slot(-1 - len(self.ops))
 
+    def plan(self) -> dict:
+        """The operator's slot_plan, picks, keys and key_cdf, and the number of uniforms a
+        sample: the keys' columns first, then the draws', then five a slot with levels."""
+        keys, columns = {}, {}
+        for row in self.rows:
+            if isinstance(row, Lookup) and id(row.key) not in keys:
+                keys[id(row.key)] = (len(keys), row.key)
+        width = len(keys)
+        for draw in self.draws:
+            if isinstance(draw, Uniform) and id(draw) not in columns:
+                columns[id(draw)], width = width, width + 1
+        slot_plan, picks = [], []
+        for row, draw, leveled in zip(self.rows, self.draws, self.leveled):
+            key = keys[id(row.key)][0] if isinstance(row, Lookup) else -1
+            slot_plan += [key, len(picks), columns.get(id(draw), -1), width if leveled else -1]
+            picks += [int(v) for v in row.mapping] if isinstance(row, Lookup) else [int(row)]
+            width += 5 if leveled else 0
+        key_rows, key_cdf = [], []
+        for _, key in keys.values():
+            key_rows += [key.count, -1 if key.weights is None else len(key_cdf)]
+            key_cdf += [] if key.weights is None else [float(v) for v in key.cumulative()]
+        return dict(slot_plan=slot_plan, picks=picks, keys=key_rows, key_cdf=key_cdf, width=width)
+
     def call(self, data):
         """The one DaliLoadersAugment call for the slots, on `data`."""
-        from nvidia.dali import fn, types
+        from nvidia.dali import fn
 
         from ..ops import augment as op
 
-        def stacked(values, dtype):   # the translators' DataNodes are int32 rows and float32 draws already
-            np_type = np.int32 if dtype == types.INT32 else np.float32
-            if all(isinstance(v, numbers.Number) for v in values):
-                return types.Constant(np.array(values, np_type))
-            return fn.stack(*[types.Constant(np_type(v)) if isinstance(v, numbers.Number) else v for v in values])
-
-        drawn = any(not isinstance(d, numbers.Number) or d != 0.0 for d in self.draws)
+        plan = self.plan()
+        width = plan.pop("width")
         levels = {}
         if any(block is not None for block in self.levels):
-            none = types.Constant(np.zeros(op.LEVEL_DRAWS, np.float32))
             levels = dict(levels=np.concatenate([np.zeros((len(rows), op.LEVEL_COLUMNS)) if block is None else block
                                                  for rows, block in zip(self.table, self.levels)]).ravel(),
-                          level_draws=fn.stack(*[none if d is None else d for d in self.level_draws]),
                           resamples=self.resamples)
         return op.call(data, fn.stack(*self.ops) if self.ops else None, fn.stack(*self.params) if self.ops else None,
                        self.kernels, self.fill, self.erase_value,
                        table=np.concatenate(self.table).ravel() if self.table else None,
-                       rows=stacked(self.rows, types.INT32),
-                       draws=stacked(self.draws, types.FLOAT) if drawn else None, **levels)
+                       uniforms=fn.random.uniform(range=[0.0, 1.0], shape=[width]) if width else None,
+                       mirror=self.mirror, mirror_slot=self.mirror_slot, fixed_sign=self.fixed_sign,
+                       **plan, **levels)
 
 
 @dataclass
@@ -232,10 +271,6 @@ class Images:
         erasing, a pending horizontal flip becomes a slot (colour steps commute with it: it
         stays for crop_mirror_normalize). A new call when the arithmetic, the warps' fill or
         the erased value differs."""
-        from nvidia.dali import fn, types
-
-        from ..ops import augment as op
-
         pending = self.augment
         if pending and (pending.kernels != kernels or (warps and pending.warps and pending.fill != fill)
                         or (erase_value and pending.erase_value and pending.erase_value != erase_value)):
@@ -248,15 +283,16 @@ class Images:
         if erase_value:
             pending.erase_value = erase_value
         if (warps or erase_value) and self.mirror is not None:   # a flip does not commute with the warps: it comes first
-            row = pending.add_table([op.table_row("FlipH")])
-            pending.add_slot(fn.cast(self.mirror, dtype=types.INT32) * (row + 1) - 1)
-            self.mirror = None
+            if pending.mirror is not None:   # one flip a call
+                self.flush_augment()
+                pending = self.augment = PendingAugment(kernels, fill, warps, erase_value)
+            pending.mirror, pending.mirror_slot, self.mirror = self.mirror, len(pending.rows), None
         return pending
 
     def flush_augment(self) -> None:
         """Runs the pending slots, in one call."""
         pending, self.augment = self.augment, None
-        if pending and pending.rows:
+        if pending and (pending.rows or pending.mirror is not None):
             self.data = pending.call(self.data)
 
     def flush_mirror(self) -> None:

@@ -25,8 +25,8 @@ from ..ops import augment as op
 from ..ops import chain_tail
 from .augment_ops import (
     auto_contrast, blend, mean_grey, posterize_bits, rotation_matrix, shear_matrix, smoothed, smoothed_inside, solarize,
-    solarize_add, solarize_threshold, unconverted_function, warp, whole_pixels)
-from ._core import Images
+    solarize_add, solarize_threshold, warp, whole_pixels)
+from ._core import Images, unconverted_function
 from .color import luma
 from .fused import Table, gated_rows
 

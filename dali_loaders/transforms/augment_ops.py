@@ -12,7 +12,7 @@ import warnings
 import numpy as np
 
 from ._args import fill_values, interp_type, stack
-from ._core import Images
+from ._core import Images, unconverted_function
 from .color import luma, to_uint8
 
 RENAMED = re.compile(r"`nvidia\.dali\.fn\.experimental\.\w+` is now deprecated")
@@ -35,17 +35,6 @@ def quiet_dali():
 
         warnings.showwarning = show_unless_renamed
         yield
-
-
-def unconverted_function(function):
-    """Marks a function DALI's autograph must not convert: one that builds graph nodes but
-    never branches on a DataNode. Converting is slow (it parses and rewrites the source of
-    every function it reaches) and is redone at each pipeline build, that is every epoch."""
-    try:
-        from nvidia.dali.pipeline import do_not_convert
-    except ImportError:   # no DALI: the package still imports, the twins still run
-        return function
-    return do_not_convert(function)
 
 
 # -- the operations: (data, param) -> data, on HWC uint8 ----------------------------------------

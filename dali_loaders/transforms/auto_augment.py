@@ -21,9 +21,9 @@ from ..dali_compat import unconverted_augmentation
 from ..ops import augment as augment_op
 from . import augment_chain, fused
 from ._args import random_offset
-from .augment_ops import WARPS, operations, quiet_dali, unconverted_function
+from .augment_ops import WARPS, operations, quiet_dali
 from .augment_space import AUTOAUGMENT_BINS, depends_on_size, policies, space
-from ._core import Images, describe, refuses, translates
+from ._core import Images, describe, refuses, translates, unconverted_function
 from ._placement import augments, branches, chains
 from .affine import warp_refusal
 

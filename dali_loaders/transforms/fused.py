@@ -5,10 +5,12 @@ DaliLoadersAugment call (ops/augment.py) in the twin's own arithmetic; no condit
 Each translator builds, in numpy when the graph is built, a table of every operation it can
 apply: one row per (operation, magnitude bin, sign) with the op code and its parameters,
 computed from the torchvision object's augmentation space in Python's double arithmetic,
-as torchvision computes them. The table goes to the operator as a constant; per sample the
-graph draws only a row index per slot (and whether the step applies), which the operator
-looks up: one random operator per slot, where looking the row up in DALI arithmetic took a
-dozen, each costing ~0.1 ms a batch. Translations whose magnitudes scale with an image size
+as torchvision computes them. The table goes to the operator as a constant, with how each
+slot picks its row (a _draws.Lookup: a key's choice, mapped); per sample the graph draws one
+vector of uniforms for all the slots of a call (_core.PendingAugment), from which the
+operator picks the rows and whether each applies: one random operator a call, where looking
+the rows up in DALI arithmetic took a dozen a slot, each costing ~0.1 ms a batch. GPU graphs
+take the same choices as DALI operators (row_node, gated_rows). Translations whose magnitudes scale with an image size
 not known at build time keep the fraction in the table; the operator scales and truncates it.
 """
 import math
@@ -21,7 +23,8 @@ import numpy as np
 from ..ops import augment as op
 from . import augment_space
 from ._args import fill_values, interp_type
-from ._core import Images, is_v1
+from ._core import Images, is_v1, unconverted_function
+from ._draws import Key, Lookup, Uniform
 
 
 @dataclass
@@ -99,10 +102,14 @@ def operation_rows(step, images: Images, names, magnitudes_of, signed_of, relati
 # -- the graph: draw a row per slot, queue the slots, the operator looks the rows up -----------
 
 
+@unconverted_function
 def lookup(index, column: np.ndarray, integer: bool = False):
-    """column[index] per sample (a number when the column is constant)."""
+    """column[index] per sample (a number when the column is constant); `index` an int, a
+    Lookup or an int32 DataNode."""
     from nvidia.dali import fn, types
 
+    if isinstance(index, Lookup):
+        return lookup(index.key.node(), np.asarray(column)[np.asarray(index.mapping, np.int64)], integer)
     if isinstance(index, int) or np.all(column == column[0]):
         value = column[index if isinstance(index, int) else 0]
         return int(value) if integer else float(value)
@@ -110,36 +117,33 @@ def lookup(index, column: np.ndarray, integer: bool = False):
                            dtype=types.INT32 if integer else types.FLOAT)
 
 
-@dataclass(frozen=True)
-class Lookup:
-    """A slot's table row per sample as mapping[key] (`key` an int32 DataNode): several rows
-    drawn from one random operator, each looked up by one operator, the table's offset added
-    to the mapping rather than by an operator more."""
-    key: Any
-    mapping: np.ndarray
+def node_of(value):
+    """A Key's, Uniform's or Lookup's DataNode; anything else as it is."""
+    return row_node(value) if isinstance(value, Lookup) else value.node() if isinstance(value, (Key, Uniform)) else value
 
 
+@unconverted_function
 def row_node(index, offset: int = 0):
-    """A slot's table row (an int, an int32 DataNode or a Lookup), `offset` added."""
+    """A slot's table row (an int, an int32 DataNode or a Lookup), `offset` added: an int or
+    an int32 DataNode."""
     from nvidia.dali import fn, types
 
     if isinstance(index, Lookup):
         values = np.asarray(index.mapping, np.int64) + offset
-        if isinstance(index.key, int):
-            return int(values[index.key])
-        return fn.lookup_table(index.key, keys=list(range(len(values))), values=[float(v) for v in values],
+        if index.key.weights is None and np.array_equal(values - values[0], np.arange(len(values))):
+            # consecutive rows: the draw plus the first
+            return index.key.node() + int(values[0]) if values[0] else index.key.node()
+        return fn.lookup_table(index.key.node(), keys=list(range(len(values))), values=[float(v) for v in values],
                                dtype=types.INT32)
     return index + offset if offset else index
 
 
 def slot_probability(table: Table, index):
     """The probability column of the slot's row, per sample (a number where it is constant)."""
-    column = table.rows[:, op.ROW["Probability"]]
-    if isinstance(index, Lookup):
-        return lookup(index.key, column[np.asarray(index.mapping, np.int64)])
-    return lookup(index, column)
+    return lookup(index, table.rows[:, op.ROW["Probability"]])
 
 
+@unconverted_function
 def gated_rows(table: Table, slots: Sequence[Tuple[Any, Any]]) -> list:
     """Per slot, its row, or -1 where its draw leaves it out (draw > its row's probability,
     as DaliLoadersAugment decides): for the graphs that take rows alone (the GPU chain)."""
@@ -149,7 +153,7 @@ def gated_rows(table: Table, slots: Sequence[Tuple[Any, Any]]) -> list:
     for index, draw in slots:
         row = row_node(index)
         if draw is not None:
-            applied = fn.cast(draw <= slot_probability(table, index), dtype=types.INT32)
+            applied = fn.cast(node_of(draw) <= slot_probability(table, index), dtype=types.INT32)
             row = (row + 1) * applied - 1
         rows.append(row)
     return rows
@@ -161,13 +165,18 @@ def queue(images: Images, step, table: Table, slots: Sequence[Tuple[Any, Any]], 
     pending = images.pending_augment(kernels(step, images), warp_fill(step, images) if warps else None, warps)
     first = pending.add_table(table.rows)
     for index, draw in slots:
-        pending.add_slot(row_node(index, first), 0.0 if draw is None else draw)
+        pending.add_slot(shifted(index, first), 0.0 if draw is None else draw)
 
 
+def shifted(index, offset: int):
+    """A slot's row (an int or a Lookup) `offset` rows further."""
+    return index.shifted(offset) if isinstance(index, Lookup) else index + offset
+
+
+@unconverted_function
 def draw_index(count: int):
-    from nvidia.dali import fn, types
-
-    return fn.random.uniform(values=list(range(count)), dtype=types.INT32) if count > 1 else 0
+    """A uniform row among `count` (a Lookup), or 0 where there is one."""
+    return Lookup(Key(count), np.arange(count)) if count > 1 else 0
 
 
 # -- the translators' fused forms ----------------------------------------------------------
@@ -190,6 +199,7 @@ def automatic_table(step, images: Images, num_bins: int, magnitudes_of) -> Tuple
     return table, names
 
 
+@unconverted_function
 def trivial_augment_slots(step, images: Images):
     """One operation, uniform; a magnitude bin, uniform; a sign, fair: one row of the table
     (operation x bin x sign, each operation with as many rows), uniform."""
@@ -198,6 +208,7 @@ def trivial_augment_slots(step, images: Images):
     return table, [(draw_index(len(table.rows)), None)]
 
 
+@unconverted_function
 def rand_augment_slots(step, images: Images):
     """num_ops operations, each uniform (repeats allowed), at the one magnitude, signs fair:
     a row of the table (operation x sign), uniform, per slot."""
@@ -206,14 +217,12 @@ def rand_augment_slots(step, images: Images):
     return table, [(draw_index(len(table.rows)), None) for _ in range(step.num_ops)]
 
 
+@unconverted_function
 def auto_augment_slots(step, images: Images):
     """A sub-policy, uniform; each of its steps with its probability, at its bin, signs fair.
     The sub-policy and every step's sign are one uniform draw k (the sub-policy k >> length,
     step j's sign bit j of k), each step's row looked up from k, and its probability in its
-    rows, against a uniform of its own: 1 + 2 x length operators a graph, where the same
-    arithmetic in DALI's one-number operators took some twenty (each ~0.1-0.2 ms a batch)."""
-    from nvidia.dali import fn
-
+    rows, against a uniform of its own."""
     chosen = augment_space.policies(step)
     length = max(len(sub) for sub in chosen)
     entries = [sub[j] if j < len(sub) else ("Identity", 0.0, None) for sub in chosen for j in range(length)]
@@ -228,9 +237,9 @@ def auto_augment_slots(step, images: Images):
             rows.append(row(step, name, m, resample, images.kind, relative, float(p)))
             labels.append((name, m))
     draws = np.arange(len(chosen) << length)
-    joint = draw_index(len(draws))
-    slots = [(Lookup(joint, 2 * ((draws >> length) * length + j) + ((draws >> j) & 1)),
-              fn.random.uniform(range=[0.0, 1.0])) for j in range(length)]
+    joint = Key(len(draws))
+    slots = [(Lookup(joint, 2 * ((draws >> length) * length + j) + ((draws >> j) & 1)), Uniform())
+             for j in range(length)]
     return Table(np.array(rows, np.float64), labels), slots
 
 
@@ -246,8 +255,6 @@ def color_jitter(step, images: Images, active: Sequence[str]) -> None:
     range's low end plus the slot's uniform draw times its span), one permutation drawn."""
     from itertools import permutations
 
-    from nvidia.dali import fn
-
     codes = {"brightness": "Brightness", "contrast": "Contrast", "saturation": "Color", "hue": "Hue"}
     orders = list(permutations(range(len(active))))
     rows = []
@@ -257,19 +264,19 @@ def color_jitter(step, images: Images, active: Sequence[str]) -> None:
             rows.append(op.table_row(codes[active[k]], [low], span=high - low))
     pending = images.pending_augment(kernels(step, images), None, warps=False)
     first = pending.add_table(np.array(rows, np.float64))
-    start = draw_index(len(orders)) * len(active) if len(orders) > 1 else 0
+    order = Key(len(orders))
     ranged = any(row[op.ROW["Span"]] != 0.0 for row in rows)   # fixed factors need no draw
     for position in range(len(active)):
-        pending.add_slot(start + (first + position), fn.random.uniform(range=[0.0, 1.0]) if ranged else 0.0)
+        row = Lookup(order, np.arange(len(orders)) * len(active) + first + position) if len(orders) > 1 \
+            else first + position
+        pending.add_slot(row, Uniform() if ranged else 0.0)
 
 
 def random_grayscale(step, images: Images) -> None:
     """The Grayscale row, applied when the slot's draw is below p."""
-    from nvidia.dali import fn
-
     pending = images.pending_augment(kernels(step, images), None, warps=False)
     first = pending.add_table(np.array([op.table_row("Grayscale", probability=float(step.p))], np.float64))
-    pending.add_slot(first, fn.random.uniform(range=[0.0, 1.0]))
+    pending.add_slot(first, Uniform())
 
 
 def erase(step, images: Images, box, value: List[float]) -> None:

@@ -15,8 +15,7 @@ import numpy as np
 
 from ..ops import augment as op
 from . import augment_chain, timm_fused
-from .augment_ops import unconverted_function
-from ._core import Images
+from ._core import Images, unconverted_function
 
 ENHANCE = ("Color", "Contrast", "Brightness", "Sharpness")
 # timm's op -> (the chain's stages it takes, the column its argument goes to; None: none)

@@ -5,9 +5,10 @@ timm's fill and interpolation (bicubic warps included); no conditionals.
 Each of the step's AugmentOps is a row of a table built when the graph is and handed to the
 operator as a constant: its op code, probability, how timm's LEVEL_TO_ARG turns a magnitude
 into the argument (scale, floor, clip, sign, offset), its magnitude, noise and upper bound.
-Per sample and slot the graph draws a row (uniform among RandAugment's ops, or a sub-policy's
-step) and uniforms; the operator decides whether the row applies, draws the magnitude and the
-sign from them and computes the argument as timm does (csrc/augment_op.cc). With no magnitude
+Each slot picks a row (slot_choices: uniform among RandAugment's ops, by timm's weights, or a
+sub-policy's step) from the uniforms the graph draws per sample, one random operator for the
+call; the operator decides whether the row applies, draws the magnitude and the sign from
+them and computes the argument as timm does (csrc/augment_op.cc). With no magnitude
 noise the arguments are computed here in Python's double arithmetic, as timm computes them.
 Computed in the graph, the same took ~60 small DALI operators a slot.
 """
@@ -18,8 +19,8 @@ from typing import Callable, List, Optional, Tuple
 import numpy as np
 
 from ..ops import augment as op
-from ._core import Images
-from .fused import draw_index, lookup
+from ._core import Images, unconverted_function
+from .fused import Key, Lookup, Uniform, draw_index, row_node, shifted
 
 LEVEL_DENOM = 10.0
 FIXED_SIGN: Optional[float] = None   # tests: +1 or -1 for every signed argument; None: drawn
@@ -142,21 +143,29 @@ def weighted_refusal(step) -> str:
     return "" if count <= MAX_SEQUENCES else f"{count} op sequences to draw among (at most {MAX_SEQUENCES})"
 
 
-def slot_indices(step):
-    """Per slot, the drawn row of flat_ops(step): uniform with repeats, or a sequence of
-    distinct ops drawn by timm's choice_weights, or a sub-policy's steps."""
-    from nvidia.dali import fn
-
+@unconverted_function
+def slot_choices(step) -> list:
+    """Per slot, its row of flat_ops(step) (an int or a fused.Lookup): uniform with repeats,
+    or a sequence of distinct ops drawn by timm's choice_weights, or a sub-policy's steps."""
     if hasattr(step, "ops") and getattr(step, "choice_weights", None) is not None:
         sequences, probabilities = weighted_sequences(step)
-        drawn = fn.random.choice(len(sequences), p=[float(p) for p in probabilities]) if len(sequences) > 1 else 0
-        return [lookup(drawn, np.array([s[j] for s in sequences], np.float64), integer=True)
-                for j in range(step.num_layers)]
+        if len(sequences) == 1:
+            return list(sequences[0])
+        drawn = Key(len(sequences), weights=probabilities)
+        return [Lookup(drawn, np.array([s[j] for s in sequences], np.int64)) for j in range(step.num_layers)]
     if hasattr(step, "ops"):
         return [draw_index(len(step.ops)) for _ in range(step.num_layers)]
     length = max(len(sub) for sub in step.policy)
-    policy = draw_index(len(step.policy))
-    return [policy * length + j for j in range(length)]
+    if len(step.policy) == 1:
+        return list(range(length))
+    policy = Key(len(step.policy))
+    return [Lookup(policy, np.arange(len(step.policy)) * length + j) for j in range(length)]
+
+
+@unconverted_function
+def slot_indices(step) -> list:
+    """slot_choices as ints and int32 DataNodes, for the graphs that compute with them."""
+    return [row_node(choice) for choice in slot_choices(step)]
 
 
 # -- the operator's rows ------------------------------------------------------------------------
@@ -213,11 +222,9 @@ def operator_rows(ops, images: Images) -> Tuple[np.ndarray, np.ndarray]:
 
 def translate(step, images: Images) -> bool:
     """On a CPU graph with the plugin, the step's slots queued for DaliLoadersAugment (kernels
-    "pil", timm's fill) and True; else False, for the conditionals' path. Per slot the graph
-    draws the row (slot_indices), a uniform for whether it applies, and five for the operator's
-    magnitude noise, sign and resample: two or three random operators a slot."""
-    from nvidia.dali import fn
-
+    "pil", timm's fill) and True; else False, for the conditionals' path. Per slot the
+    operator draws the row (slot_choices), whether it applies, and five uniforms for its
+    magnitude noise, sign and resample."""
     if not (op.usable(images.device) and fusable(step)):
         return False
     images.uint8_pixels(step)
@@ -237,20 +244,8 @@ def translate(step, images: Images) -> bool:
     pending.resamples = choices
     rows, levels = operator_rows(ops, images)
     first = pending.add_table(rows, levels)
+    pending.fixed_sign = FIXED_SIGN
     sometimes = bool((rows[:, op.ROW["Probability"]] < 1.0).any())
-    for index in slot_indices(step):
-        applied = fn.random.uniform(range=[0.0, 1.0]) if sometimes else 0.0
-        pending.add_slot(index + first if first else index, applied, level_draws())
+    for index in slot_choices(step):
+        pending.add_slot(shifted(index, first), Uniform() if sometimes else 0.0, levels=True)
     return True
-
-
-def level_draws():
-    """A slot's five uniforms: the magnitude's noise (two), its fraction, the sign (< 0.5:
-    negative), the resample."""
-    from nvidia.dali import fn, types
-
-    draws = fn.random.uniform(range=[0.0, 1.0], shape=[op.LEVEL_DRAWS])
-    if FIXED_SIGN is None:
-        return draws
-    sign = types.Constant(np.array([0.75 if FIXED_SIGN > 0 else 0.25], np.float32))
-    return fn.cat(draws[0:3], sign, draws[4:5])

@@ -19,7 +19,19 @@
 // offset + flip * v, at least lo; without noise the argument precomputed for each sign. p0 is
 // the argument times direction times the size for relative translations; p1 is the warp's
 // resample (the fifth uniform picks one of `resamples`) or the row's fixed p1.
+//
+// Or the slots are drawn here from one uniform vector per sample (`uniforms`), so that a
+// graph draws every slot with one random operator, where a random operator, a lookup and a
+// stack per slot each cost a scheduling round over the batch. `slot_plan` holds four ints a
+// slot: the key it picks through (or -1: one fixed row), where its rows start in `picks`,
+// the column of its uniform draw (-1: 0) and the first of its five level columns (-1: none).
+// Key k reads column k: `keys` holds (count, start of its cumulative weights in `key_cdf` or
+// -1: uniform) a key; the pick is the first index whose cumulative weight exceeds the
+// uniform, or floor(uniform * count). Slots that share a key draw together (a sub-policy's
+// steps). `mirror` (per sample, nonzero: flip) puts a horizontal flip before slot
+// `mirror_slot`.
 // dali_loaders/ops/plugin.py compiles this file against the installed DALI on first use.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -44,6 +56,8 @@ class Augment : public dali::StatelessOperator<CPUBackend> {
         rows_("rows", spec),
         draws_("draws", spec),
         level_draws_("level_draws", spec),
+        uniforms_("uniforms", spec),
+        mirror_("mirror", spec),
         fill_("fill", spec),
         erase_value_("erase_value", spec) {
     const std::string kernels = spec.GetArgument<std::string>("kernels");
@@ -52,6 +66,7 @@ class Augment : public dali::StatelessOperator<CPUBackend> {
     flavour_ = kernels == "pil" ? augk::Flavour::kPil
                : kernels == "tensor" ? augk::Flavour::kTensor : augk::Flavour::kTensorV1;
     record_ = spec.GetArgument<bool>("_record");
+    record_rows_ = spec.GetArgument<bool>("_record_rows");
     table_ = spec.GetRepeatedArgument<float>("table");
     levels_ = spec.GetRepeatedArgument<float>("levels");
     resamples_ = spec.GetRepeatedArgument<float>("resamples");
@@ -61,6 +76,13 @@ class Augment : public dali::StatelessOperator<CPUBackend> {
     DALI_ENFORCE(levels_.empty() || !resamples_.empty(), "DaliLoadersAugment: levels need resamples");
     DALI_ENFORCE(table_.size() % augk::kTableColumns == 0,
                  dali::make_string("DaliLoadersAugment: table must hold rows of ", augk::kTableColumns, " values"));
+    slot_plan_ = spec.GetRepeatedArgument<int>("slot_plan");
+    picks_ = spec.GetRepeatedArgument<int>("picks");
+    keys_ = spec.GetRepeatedArgument<int>("keys");
+    key_cdf_ = spec.GetRepeatedArgument<float>("key_cdf");
+    mirror_slot_ = spec.GetArgument<int>("mirror_slot");
+    fixed_sign_ = spec.GetArgument<float>("_fixed_sign");
+    CheckPlan();
   }
 
  protected:
@@ -79,9 +101,12 @@ class Augment : public dali::StatelessOperator<CPUBackend> {
     if (level_draws_.HasExplicitValue())
       level_draws_.Acquire(spec_, ws, n, dali::ArgValue_AllowEmpty,
                            [](int64_t size) { return TensorShape<2>(size / augk::kLevelDraws, augk::kLevelDraws); });
+    if (uniforms_.HasExplicitValue()) uniforms_.Acquire(spec_, ws, n, dali::ArgValue_AllowEmpty);
+    if (mirror_.HasExplicitValue()) mirror_.Acquire(spec_, ws, n);
     if (fill_.HasExplicitValue()) fill_.Acquire(spec_, ws, n);
     if (erase_value_.HasExplicitValue()) erase_value_.Acquire(spec_, ws, n);
     steps_.resize(n);
+    drawn_.resize(n);
     for (int i = 0; i < n; i++) {
       const auto shape = input.tensor_shape(i);
       ReadSteps(i, static_cast<int>(shape[0]), static_cast<int>(shape[1]), static_cast<int>(shape[2]));
@@ -95,7 +120,7 @@ class Augment : public dali::StatelessOperator<CPUBackend> {
     const auto &input = ws.Input<CPUBackend>(0);
     auto &output = ws.Output<CPUBackend>(0);
     output.SetLayout(input.GetLayout());
-    if (record_) return Record(input, output);
+    if (record_ || record_rows_) return Record(input, output);
     auto &pool = ws.GetThreadPool();
     scratch_.resize(pool.NumThreads());
     for (int i = 0; i < input.num_samples(); i++) {
@@ -119,18 +144,19 @@ class Augment : public dali::StatelessOperator<CPUBackend> {
     if (erase_value_.HasExplicitValue()) CheckPerChannel(erase_value_, i, channels);
     const int direct = DirectSteps(i);
     auto &steps = steps_[i];
-    if (!rows_.HasExplicitValue()) {
-      steps.resize(direct);
-      for (int j = 0; j < direct; j++) steps[j] = Direct(i, j);
+    steps.clear();
+    drawn_[i].clear();
+    if (!slot_plan_.empty() || mirror_.HasExplicitValue()) {
+      PlannedSteps(i, direct, height, width);
+    } else if (!rows_.HasExplicitValue()) {
+      for (int j = 0; j < direct; j++) steps.push_back(Direct(i, j));
     } else {
       const auto rows = rows_[i];
       const int k = static_cast<int>(rows.shape[0]);
       DALI_ENFORCE(!draws_.HasExplicitValue() || draws_[i].shape[0] == k,
                    dali::make_string("DaliLoadersAugment: draws must have one value per row; sample ", i, " has ", k,
                                      " rows and ", draws_[i].shape[0], " draws"));
-      steps.resize(k);
       for (int j = 0; j < k; j++) {
-        const int r = rows.data[j];
         const float u = draws_.HasExplicitValue() ? draws_[i].data[j] : 0.0f;
         const float *level_u = nullptr;
         if (level_draws_.HasExplicitValue()) {
@@ -138,10 +164,7 @@ class Augment : public dali::StatelessOperator<CPUBackend> {
                                                                          "a row per slot; sample ", i, " has ", k, " slots"));
           level_u = level_draws_[i].data + static_cast<int64_t>(j) * augk::kLevelDraws;
         }
-        DALI_ENFORCE(r >= -1 - direct && r < static_cast<int>(table_.size() / augk::kTableColumns),
-                     dali::make_string("DaliLoadersAugment: rows[", j, "] = ", r, " of sample ", i, " is out of range"));
-        steps[j] = r >= 0 ? FromTable(r, u, level_u, height, width) : r == -1 ? augk::Step{augk::kSkip, {0, 0, 0, 0}}
-                                                                        : Direct(i, -2 - r);
+        steps.push_back(Slot(i, j, rows.data[j], u, level_u, direct, height, width));
       }
     }
     for (size_t j = 0; j < steps.size(); j++) {
@@ -152,6 +175,74 @@ class Augment : public dali::StatelessOperator<CPUBackend> {
       const std::string why = augk::check_step(steps[j], flavour_);
       DALI_ENFORCE(why.empty(), dali::make_string("DaliLoadersAugment: step ", j, " (op ", steps[j].op, ") of sample ",
                                                   i, ": ", why));
+    }
+  }
+
+  // Slot j of sample i: table row r (-1 skips, -2 - k the k-th direct step) drawn with u
+  augk::Step Slot(int i, int j, int r, float u, const float *level_u, int direct, int height, int width) {
+    DALI_ENFORCE(r >= -1 - direct && r < static_cast<int>(table_.size() / augk::kTableColumns),
+                 dali::make_string("DaliLoadersAugment: rows[", j, "] = ", r, " of sample ", i, " is out of range"));
+    const augk::Step step = r >= 0 ? FromTable(r, u, level_u, height, width)
+                            : r == -1 ? augk::Step{augk::kSkip, {0, 0, 0, 0}} : Direct(i, -2 - r);
+    drawn_[i].push_back(r >= 0 && step.op == augk::kSkip ? -1 : r);   // a table row left out by its draw: -1
+    return step;
+  }
+
+  // The slots of sample i drawn from its uniforms as slot_plan says (see the top of the file)
+  void PlannedSteps(int i, int direct, int height, int width) {
+    const int slots = static_cast<int>(slot_plan_.size() / 4);
+    const float *u = nullptr;
+    if (uniforms_.HasExplicitValue()) {
+      DALI_ENFORCE(uniforms_[i].shape[0] == columns_,
+                   dali::make_string("DaliLoadersAugment: uniforms must hold ", columns_, " values per sample; sample ",
+                                     i, " has ", uniforms_[i].shape[0]));
+      u = uniforms_[i].data;
+    }
+    DALI_ENFORCE(columns_ == 0 || u != nullptr, "DaliLoadersAugment: slot_plan draws from uniforms, which are missing");
+    auto &steps = steps_[i];
+    for (int j = 0; j < slots; j++) {
+      if (j == mirror_slot_ && mirror_.HasExplicitValue() && mirror_[i].data[0] != 0)
+        steps.push_back(augk::Step{augk::kFlipH, {0, 0, 0, 0}});
+      const int *plan = &slot_plan_[static_cast<size_t>(j) * 4];
+      const int row = plan[0] < 0 ? picks_[plan[1]] : picks_[plan[1] + Pick(plan[0], u[plan[0]])];
+      const float draw = plan[2] < 0 ? 0.0f : u[plan[2]];
+      steps.push_back(Slot(i, j, row, draw, plan[3] < 0 ? nullptr : u + plan[3], direct, height, width));
+    }
+    if (mirror_slot_ >= slots && mirror_.HasExplicitValue() && mirror_[i].data[0] != 0)
+      steps.push_back(augk::Step{augk::kFlipH, {0, 0, 0, 0}});
+  }
+
+  // Key k's choice at uniform v: by its cumulative weights, else floor(v * count)
+  int Pick(int k, float v) const {
+    const int count = keys_[2 * k], start = keys_[2 * k + 1];
+    int index;
+    if (start < 0) {
+      index = static_cast<int>(static_cast<double>(v) * count);
+    } else {
+      const float *cdf = &key_cdf_[start];
+      index = static_cast<int>(std::upper_bound(cdf, cdf + count, v) - cdf);
+    }
+    return std::min(std::max(index, 0), count - 1);
+  }
+
+  // slot_plan, picks and keys agree with each other (once, when the operator is made)
+  void CheckPlan() {
+    DALI_ENFORCE(slot_plan_.size() % 4 == 0 && keys_.size() % 2 == 0,
+                 "DaliLoadersAugment: slot_plan holds 4 ints a slot, keys 2 a key");
+    const int keys = static_cast<int>(keys_.size() / 2);
+    columns_ = 0;
+    for (int k = 0; k < keys; k++) {
+      const int count = keys_[2 * k], start = keys_[2 * k + 1];
+      DALI_ENFORCE(count >= 1 && (start < 0 || start + count <= static_cast<int>(key_cdf_.size())),
+                   dali::make_string("DaliLoadersAugment: key ", k, " is malformed"));
+      columns_ = std::max(columns_, k + 1);
+    }
+    for (size_t j = 0; j < slot_plan_.size() / 4; j++) {
+      const int *plan = &slot_plan_[j * 4];
+      const int span = plan[0] < 0 ? 1 : keys_.at(2 * plan[0]);
+      DALI_ENFORCE(plan[0] < keys && plan[1] >= 0 && plan[1] + span <= static_cast<int>(picks_.size()),
+                   dali::make_string("DaliLoadersAugment: slot ", j, " of slot_plan is out of range"));
+      columns_ = std::max({columns_, plan[2] + 1, plan[3] < 0 ? 0 : plan[3] + augk::kLevelDraws});
     }
   }
 
@@ -172,21 +263,23 @@ class Augment : public dali::StatelessOperator<CPUBackend> {
     return step;
   }
 
-  // Tests: each sample's resolved steps (op code, p0 .. p3 as float32) in its output's first
-  // bytes, in place of the augmented image, so that the draws can be compared with timm's
+  // Tests: each sample's resolved steps (op code, p0 .. p3 as float32), or with _record_rows its
+  // slots' rows (int32; -1 where a row's draw left it out), in its output's first bytes, in
+  // place of the augmented image, so that the draws can be compared with torchvision's and timm's
   void Record(const dali::TensorList<CPUBackend> &input, dali::TensorList<CPUBackend> &output) {
     for (int i = 0; i < input.num_samples(); i++) {
-      const auto &steps = steps_[i];
-      const int64_t bytes = static_cast<int64_t>(steps.size()) * (1 + augk::kNumParams) * sizeof(float);
-      DALI_ENFORCE(bytes <= input.tensor_shape(i).num_elements(), "DaliLoadersAugment: _record needs bigger images");
       std::vector<float> values;
-      for (const auto &step : steps) {
+      for (const auto &step : steps_[i]) {
         values.push_back(static_cast<float>(step.op));
         values.insert(values.end(), step.p, step.p + augk::kNumParams);
       }
+      const void *data = record_rows_ ? static_cast<const void *>(drawn_[i].data()) : values.data();
+      const int64_t bytes = record_rows_ ? static_cast<int64_t>(drawn_[i].size() * sizeof(int))
+                                         : static_cast<int64_t>(values.size() * sizeof(float));
+      DALI_ENFORCE(bytes <= input.tensor_shape(i).num_elements(), "DaliLoadersAugment: _record needs bigger images");
       uint8_t *out = output.mutable_tensor<uint8_t>(i);
       std::memset(out, 0, input.tensor_shape(i).num_elements());
-      std::memcpy(out, values.data(), bytes);
+      std::memcpy(out, data, bytes);
     }
   }
 
@@ -211,7 +304,7 @@ class Augment : public dali::StatelessOperator<CPUBackend> {
 
   // timm's magnitude -> argument (see the top of the file); L: a row of `levels`
   void Level(const float *L, const float *u, int height, int width, augk::Step &step) const {
-    const float sign = u[3] < 0.5f ? -1.0f : 1.0f;
+    const float sign = fixed_sign_ != 0.0f ? fixed_sign_ : u[3] < 0.5f ? -1.0f : 1.0f;
     float arg;
     if (L[augk::kLevelNoisy] != 0.0f) {
       float m = L[augk::kLevelMagnitude];
@@ -249,12 +342,18 @@ class Augment : public dali::StatelessOperator<CPUBackend> {
   dali::ArgValue<int, 1> rows_;
   dali::ArgValue<float, 1> draws_;
   dali::ArgValue<float, 2> level_draws_;
-  std::vector<float> table_, levels_, resamples_;
-  bool record_ = false;
+  dali::ArgValue<float, 1> uniforms_;
+  dali::ArgValue<int, 0> mirror_;
+  std::vector<float> table_, levels_, resamples_, key_cdf_;
+  std::vector<int> slot_plan_, picks_, keys_;
+  int mirror_slot_ = -1, columns_ = 0;
+  float fixed_sign_ = 0.0f;
+  bool record_ = false, record_rows_ = false;
   dali::ArgValue<float, 1> fill_, erase_value_;
   augk::Flavour flavour_;
   const float zeros_[4] = {0, 0, 0, 0};
   std::vector<std::vector<augk::Step>> steps_;
+  std::vector<std::vector<int>> drawn_;   // per sample, each slot's row as drawn (_record_rows)
   std::vector<augk::Scratch> scratch_;   // one per thread
 };
 
@@ -285,8 +384,22 @@ argument inputs, drawn by the graph; see augment_kernels.h for the op codes.)")
                     "top of augment_op.cc.", std::vector<float>())
     .AddOptionalArg<std::vector<float>>("level_draws", "float32 (K, 5) per sample, uniforms in [0, 1): "
                                         "timm's magnitude noise, sign and resample per slot.", nullptr, true)
+    .AddOptionalArg<std::vector<float>>("uniforms", "float32 (U,) per sample, uniforms in [0, 1) that "
+                                        "slot_plan draws the slots from.", nullptr, true)
+    .AddOptionalArg("slot_plan", "Per slot (key or -1, start in picks, draw column or -1, first level column "
+                    "or -1): the slots drawn from `uniforms` (see the top of augment_op.cc).", std::vector<int>())
+    .AddOptionalArg("picks", "The rows slot_plan's slots pick among.", std::vector<int>())
+    .AddOptionalArg("keys", "Per key (count, start in key_cdf or -1 for uniform); key k reads uniforms[k].",
+                    std::vector<int>())
+    .AddOptionalArg("key_cdf", "The weighted keys' cumulative weights.", std::vector<float>())
+    .AddOptionalArg<int>("mirror", "int32 per sample: nonzero flips the image horizontally before slot "
+                         "mirror_slot.", nullptr, true)
+    .AddOptionalArg("mirror_slot", "The slot the flip comes before (with slot_plan).", -1)
+    .AddOptionalArg("_fixed_sign", "Tests: +1 or -1, every signed timm argument's sign; 0: drawn.", 0.0f)
     .AddOptionalArg("_record", "Tests: output each sample's resolved steps (op code, p0 .. p3, float32) in "
                     "its first bytes instead of augmenting it.", false)
+    .AddOptionalArg("_record_rows", "Tests: output each sample's slots' rows (int32, -1 where a row's draw "
+                    "left it out) in its first bytes instead of augmenting it.", false)
     .AddOptionalArg("resamples", "The resamples (PIL's numbers) a warp with a level draws among.",
                     std::vector<float>())
     .AddOptionalArg<std::vector<float>>("fill", "Per channel, where a warp has no source pixel; "

@@ -13,9 +13,9 @@ DEFAULT_CACHE = os.path.join(os.path.expanduser("~"), ".cache", "dali_loaders", 
 # What the demo's speed-up is measured against, and where docs/speed.md measured the same thing
 # (its CIFAR-10 table, column "vs torchvision (PIL)"; README quotes the same figures).
 BASELINE = "torchvision's DataLoader over CIFAR10 with its PIL transforms (the get_cifar_iter_torch twin)"
-DOCS_FIGURES = ("docs/speed.md, the same comparison on a quiet 2-core machine with 50,000 images: train 63.0x, "
-                "val 76.0x;\nagainst torch's own v2 ops on whole uint8 batches (the strongest CPU peer): "
-                "train 1.99x, val 2.25x")
+DOCS_FIGURES = ("docs/speed.md, the same comparison on a quiet 2-core machine with 50,000 images: train 57.1x, "
+                "val 50.4x;\nagainst torch's own v2 ops on whole uint8 batches (the strongest CPU peer): "
+                "train 1.82x, val 1.61x")
 
 
 def _make_data(cache_dir: str, samples: int) -> str:

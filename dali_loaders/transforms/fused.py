@@ -7,7 +7,7 @@ apply: one row per (operation, magnitude bin, sign) with the op code and its par
 computed from the torchvision object's augmentation space in Python's double arithmetic,
 as torchvision computes them. The table goes to the operator as a constant, with how each
 slot picks its row (a _draws.Lookup: a key's choice, mapped); per sample the graph draws one
-vector of uniforms for all the slots of a call (_core.PendingAugment), from which the
+vector of uniforms for all the slots of a call (_draws.PendingAugment), from which the
 operator picks the rows and whether each applies: one random operator a call, where looking
 the rows up in DALI arithmetic took a dozen a slot, each costing ~0.1 ms a batch. GPU graphs
 take the same choices as DALI operators (row_node, gated_rows). Translations whose magnitudes scale with an image size

@@ -77,7 +77,7 @@ def resolved(image, **arguments):
     pipeline = pipe()
     pipeline.build()
     out = np.array(pipeline.run()[0][0])
-    steps = len(arguments["rows"] if "rows" in arguments else arguments["ops"])
+    steps = len(arguments["slot_plan"]) // 4 if "slot_plan" in arguments else len(arguments["ops"])
     return np.frombuffer(out.tobytes()[:steps * (1 + op.NUM_PARAMS) * 4], np.float32).reshape(steps, -1).tolist()
 
 
@@ -101,10 +101,10 @@ def test_the_operator_reads_the_table_and_level_columns_where_python_writes_them
              op.table_row("TranslateX", [0.25, 3.0], relative_x=1.0),             # a quarter of the width
              op.table_row("ShearY", [0.0, 0.0, 1.0])]                             # p0, p1 from its level
     levels = np.concatenate([np.zeros(3 * op.LEVEL_COLUMNS), level])
-    level_draws = np.zeros((4, op.LEVEL_DRAWS), np.float32)
-    level_draws[3, 3], level_draws[3, 4] = 0.25, 0.9   # the sign (< 0.5: minus), the last resample
-    steps = resolved(image, table=[float(v) for v in np.ravel(table)], rows=np.arange(4, dtype=np.int32),
-                     draws=np.array([0.25, 0.75, 0.0, 0.0], np.float32), levels=[float(v) for v in levels],
-                     level_draws=level_draws, resamples=[0.0, 3.0])
+    # uniforms: the first two rows' draws, then the last row's five level uniforms
+    uniforms = np.array([0.25, 0.75, 0.0, 0.0, 0.0, 0.25, 0.9], np.float32)   # sign (< 0.5: minus), last resample
+    plan = [-1, 0, 0, -1, -1, 1, 1, -1, -1, 2, -1, -1, -1, 3, -1, 2]   # fixed rows 0 .. 3, as picks say
+    steps = resolved(image, table=[float(v) for v in np.ravel(table)], uniforms=uniforms, slot_plan=plan,
+                     picks=[0, 1, 2, 3], levels=[float(v) for v in levels], resamples=[0.0, 3.0])
     assert steps == [[op.CODES["Rotate"], 11.0, 2.0, 0.0, 0.0], [op.SKIP, 100.0, 0.0, 0.0, 0.0],
                      [op.CODES["TranslateX"], 10.0, 3.0, 0.0, 0.0], [op.CODES["ShearY"], -2.0 * 20, 3.0, 0.0, 0.0]]

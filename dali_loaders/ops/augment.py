@@ -66,13 +66,12 @@ def usable(device: str) -> bool:
 
 
 def call(data, ops=None, params=None, kernels: str = "tensor", fill: Optional[Sequence[float]] = None,
-         erase_value: Optional[Sequence[float]] = None, *, table=None, rows=None, draws=None, levels=None,
-         level_draws=None, resamples=None, uniforms=None, slot_plan=(), picks=(), keys=(), key_cdf=(),
-         mirror=None, mirror_slot: int = -1, fixed_sign: Optional[float] = None):
-    """fn.dali_loaders_augment: `ops` int32 (K,) and `params` float32 (K, 4) per sample, or
-    `rows` int32 (K,) per sample into `table` (TABLE_COLUMNS values a row, flattened) with
-    `draws` float32 (K,), or the slots drawn from `uniforms` float32 (U,) per sample as
-    `slot_plan`, `picks`, `keys` and `key_cdf` say (see csrc/augment_op.cc); `mirror` int32
+         erase_value: Optional[Sequence[float]] = None, *, table=None, levels=None, resamples=None,
+         uniforms=None, slot_plan=(), picks=(), keys=(), key_cdf=(), mirror=None, mirror_slot: int = -1,
+         fixed_sign: Optional[float] = None):
+    """fn.dali_loaders_augment: `ops` int32 (K,) and `params` float32 (K, 4) per sample, and
+    slots into `table` (TABLE_COLUMNS values a row, flattened) drawn from `uniforms` float32
+    (U,) per sample as `slot_plan`, `picks`, `keys` and `key_cdf` say (csrc/augment_op.cc); `mirror` int32
     per sample flips before slot `mirror_slot`; `fill` per channel for the warps (None:
     torchvision's fill=None), `erase_value` for Erase; `fixed_sign` (tests) every signed timm
     argument's sign."""
@@ -83,8 +82,7 @@ def call(data, ops=None, params=None, kernels: str = "tensor", fill: Optional[Se
     extra = {} if fill is None else {"fill": [float(v) for v in fill]}
     if erase_value is not None:
         extra["erase_value"] = [float(v) for v in erase_value]
-    for name, value in (("ops", ops), ("params", params), ("rows", rows), ("draws", draws),
-                        ("level_draws", level_draws), ("uniforms", uniforms), ("mirror", mirror)):
+    for name, value in (("ops", ops), ("params", params), ("uniforms", uniforms), ("mirror", mirror)):
         if value is not None:
             extra[name] = value
     for name, value in (("table", table), ("levels", levels), ("resamples", resamples), ("key_cdf", key_cdf)):

@@ -4,32 +4,28 @@
 // magnitudes, signs and order) are the graph's own fn.random draws, handed in as argument
 // inputs: the operator is stateless and deterministic, so checkpoints need nothing from it.
 //
-// A sample's steps come as `ops` + `params` rows, or as `rows` into a constant `table` (each
-// table row: code, p0 .. p3, relative x, relative y, span, probability) with a uniform `draws`
-// value per slot: the row applies if draw <= probability, p0 gains draw * span, and a relative
-// translation becomes whole pixels of this image (trunc(p0 * (rel_x * W + rel_y * H))). A row
-// index of -1 skips the slot; -2 - k takes the k-th of the sample's `ops`/`params` instead.
-// With the table, drawing a TrivialAugment step is one random operator in the graph, where
-// looking its code and parameters up took a dozen small ones per slot.
+// A sample's steps come as `ops` + `params` rows, or as slots into a constant `table` (each
+// table row: code, p0 .. p3, relative x, relative y, span, probability), drawn here from one
+// uniform vector per sample (`uniforms`), so that a graph draws every slot of a call with one
+// random operator, where a random operator, a lookup and a stack per slot each cost a
+// scheduling round over the batch. `slot_plan` holds four ints a slot: the key it picks
+// through (or -1: one fixed row), where its rows start in `picks`, the column of its uniform
+// draw (-1: 0) and the first of its five level columns (-1: none). Key k reads column k:
+// `keys` holds (count, start of its cumulative weights in `key_cdf` or -1: uniform) a key; the
+// pick is the first index whose cumulative weight exceeds the uniform, or floor(uniform *
+// count). Slots that share a key draw together (a sub-policy's steps). A row applies if its
+// draw <= its probability, p0 gains draw * span, and a relative translation becomes whole
+// pixels of this image (trunc(p0 * (rel_x * W + rel_y * H))). A row of -1 skips the slot;
+// -2 - k takes the k-th of the sample's `ops`/`params` instead. `mirror` (per sample, nonzero:
+// flip) puts a horizontal flip before slot `mirror_slot`.
 //
-// timm's ops (`levels`, a row per table row, and `level_draws`, per slot five uniforms) turn a
+// timm's ops (`levels`, a row per table row, and per slot five level uniforms) turn a
 // magnitude into p0 and p1 as timm's AugmentOp does: the magnitude, uniform in 0 .. m (std inf)
 // or plus std * N(0, 1) (Box-Muller on the first two uniforms), clipped to 0 .. upper; then
 // LEVEL_TO_ARG: v = m / 10 * scale, floored, at most hi, negated on the fourth uniform < 0.5,
 // offset + flip * v, at least lo; without noise the argument precomputed for each sign. p0 is
 // the argument times direction times the size for relative translations; p1 is the warp's
 // resample (the fifth uniform picks one of `resamples`) or the row's fixed p1.
-//
-// Or the slots are drawn here from one uniform vector per sample (`uniforms`), so that a
-// graph draws every slot with one random operator, where a random operator, a lookup and a
-// stack per slot each cost a scheduling round over the batch. `slot_plan` holds four ints a
-// slot: the key it picks through (or -1: one fixed row), where its rows start in `picks`,
-// the column of its uniform draw (-1: 0) and the first of its five level columns (-1: none).
-// Key k reads column k: `keys` holds (count, start of its cumulative weights in `key_cdf` or
-// -1: uniform) a key; the pick is the first index whose cumulative weight exceeds the
-// uniform, or floor(uniform * count). Slots that share a key draw together (a sub-policy's
-// steps). `mirror` (per sample, nonzero: flip) puts a horizontal flip before slot
-// `mirror_slot`.
 // dali_loaders/ops/plugin.py compiles this file against the installed DALI on first use.
 #include <algorithm>
 #include <cmath>
@@ -53,9 +49,6 @@ class Augment : public dali::StatelessOperator<CPUBackend> {
       : dali::StatelessOperator<CPUBackend>(spec),
         ops_("ops", spec),
         params_("params", spec),
-        rows_("rows", spec),
-        draws_("draws", spec),
-        level_draws_("level_draws", spec),
         uniforms_("uniforms", spec),
         mirror_("mirror", spec),
         fill_("fill", spec),
@@ -96,11 +89,6 @@ class Augment : public dali::StatelessOperator<CPUBackend> {
       params_.Acquire(spec_, ws, n, dali::ArgValue_AllowEmpty,
                       [](int64_t size) { return TensorShape<2>(size / augk::kNumParams, augk::kNumParams); });
     }
-    if (rows_.HasExplicitValue()) rows_.Acquire(spec_, ws, n, dali::ArgValue_AllowEmpty);
-    if (draws_.HasExplicitValue()) draws_.Acquire(spec_, ws, n, dali::ArgValue_AllowEmpty);
-    if (level_draws_.HasExplicitValue())
-      level_draws_.Acquire(spec_, ws, n, dali::ArgValue_AllowEmpty,
-                           [](int64_t size) { return TensorShape<2>(size / augk::kLevelDraws, augk::kLevelDraws); });
     if (uniforms_.HasExplicitValue()) uniforms_.Acquire(spec_, ws, n, dali::ArgValue_AllowEmpty);
     if (mirror_.HasExplicitValue()) mirror_.Acquire(spec_, ws, n);
     if (fill_.HasExplicitValue()) fill_.Acquire(spec_, ws, n);
@@ -146,26 +134,10 @@ class Augment : public dali::StatelessOperator<CPUBackend> {
     auto &steps = steps_[i];
     steps.clear();
     drawn_[i].clear();
-    if (!slot_plan_.empty() || mirror_.HasExplicitValue()) {
-      PlannedSteps(i, direct, height, width);
-    } else if (!rows_.HasExplicitValue()) {
+    if (slot_plan_.empty() && !mirror_.HasExplicitValue()) {
       for (int j = 0; j < direct; j++) steps.push_back(Direct(i, j));
     } else {
-      const auto rows = rows_[i];
-      const int k = static_cast<int>(rows.shape[0]);
-      DALI_ENFORCE(!draws_.HasExplicitValue() || draws_[i].shape[0] == k,
-                   dali::make_string("DaliLoadersAugment: draws must have one value per row; sample ", i, " has ", k,
-                                     " rows and ", draws_[i].shape[0], " draws"));
-      for (int j = 0; j < k; j++) {
-        const float u = draws_.HasExplicitValue() ? draws_[i].data[j] : 0.0f;
-        const float *level_u = nullptr;
-        if (level_draws_.HasExplicitValue()) {
-          DALI_ENFORCE(level_draws_[i].shape[0] == k, dali::make_string("DaliLoadersAugment: level_draws must have "
-                                                                         "a row per slot; sample ", i, " has ", k, " slots"));
-          level_u = level_draws_[i].data + static_cast<int64_t>(j) * augk::kLevelDraws;
-        }
-        steps.push_back(Slot(i, j, rows.data[j], u, level_u, direct, height, width));
-      }
+      PlannedSteps(i, direct, height, width);
     }
     for (size_t j = 0; j < steps.size(); j++) {
       const int op = steps[j].op;   // their grey reads R, G and B: neither torchvision nor PIL has a 2-channel one
@@ -184,7 +156,7 @@ class Augment : public dali::StatelessOperator<CPUBackend> {
                  dali::make_string("DaliLoadersAugment: rows[", j, "] = ", r, " of sample ", i, " is out of range"));
     const augk::Step step = r >= 0 ? FromTable(r, u, level_u, height, width)
                             : r == -1 ? augk::Step{augk::kSkip, {0, 0, 0, 0}} : Direct(i, -2 - r);
-    drawn_[i].push_back(r >= 0 && step.op == augk::kSkip ? -1 : r);   // a table row left out by its draw: -1
+    if (record_rows_) drawn_[i].push_back(r >= 0 && step.op == augk::kSkip ? -1 : r);   // left out by its draw: -1
     return step;
   }
 
@@ -296,7 +268,7 @@ class Augment : public dali::StatelessOperator<CPUBackend> {
       step.p[0] = std::trunc(step.p[0] * size);
     }
     if (!levels_.empty() && levels_[static_cast<size_t>(r) * augk::kLevelColumns + augk::kLevelActive] != 0.0f) {
-      DALI_ENFORCE(level_u != nullptr, "DaliLoadersAugment: a row with a level needs level_draws");
+      DALI_ENFORCE(level_u != nullptr, "DaliLoadersAugment: a row with a level needs a level column in slot_plan");
       Level(&levels_[static_cast<size_t>(r) * augk::kLevelColumns], level_u, height, width, step);
     }
     return step;
@@ -339,9 +311,6 @@ class Augment : public dali::StatelessOperator<CPUBackend> {
 
   dali::ArgValue<int, 1> ops_;
   dali::ArgValue<float, 2> params_;
-  dali::ArgValue<int, 1> rows_;
-  dali::ArgValue<float, 1> draws_;
-  dali::ArgValue<float, 2> level_draws_;
   dali::ArgValue<float, 1> uniforms_;
   dali::ArgValue<int, 0> mirror_;
   std::vector<float> table_, levels_, resamples_, key_cdf_;
@@ -375,15 +344,9 @@ argument inputs, drawn by the graph; see augment_kernels.h for the op codes.)")
     .AddOptionalArg<std::vector<float>>("params", "float32 (K, 4) per sample: row k the parameters of ops[k].",
                                         nullptr, true)
     .AddOptionalArg("table", "Rows of (code, p0, p1, p2, p3, relative x, relative y, span, probability), "
-                    "flattened; `rows` pick them.", std::vector<float>())
-    .AddOptionalArg<std::vector<int>>("rows", "int32 (K,) per sample: table rows applied in order; -1 skips, "
-                                      "-2 - k takes ops[k] and params[k].", nullptr, true)
-    .AddOptionalArg<std::vector<float>>("draws", "float32 (K,) per sample, uniform in [0, 1): whether row k "
-                                        "applies (draw <= probability) and its p0 (+ draw * span).", nullptr, true)
+                    "flattened; slot_plan's slots pick them.", std::vector<float>())
     .AddOptionalArg("levels", "timm's magnitude -> argument, 20 values per table row (all 0: none); see the "
                     "top of augment_op.cc.", std::vector<float>())
-    .AddOptionalArg<std::vector<float>>("level_draws", "float32 (K, 5) per sample, uniforms in [0, 1): "
-                                        "timm's magnitude noise, sign and resample per slot.", nullptr, true)
     .AddOptionalArg<std::vector<float>>("uniforms", "float32 (U,) per sample, uniforms in [0, 1) that "
                                         "slot_plan draws the slots from.", nullptr, true)
     .AddOptionalArg("slot_plan", "Per slot (key or -1, start in picks, draw column or -1, first level column "

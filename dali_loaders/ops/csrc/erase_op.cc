@@ -34,7 +34,7 @@ class Erase : public dali::StatelessOperator<CPUBackend> {
  public:
   explicit Erase(const dali::OpSpec &spec)
       : dali::StatelessOperator<CPUBackend>(spec), draws_("draws", spec), seeds_("noise_seed", spec),
-        box_(spec, "DaliLoadersErase") {
+        box_(spec, "DaliLoadersErase"), simd_(!spec.GetArgument<bool>("_portable")) {
     value_ = spec.GetRepeatedArgument<float>("value");
     noise_ = ParseNoise(spec.GetArgument<std::string>("noise"), "DaliLoadersErase");
   }
@@ -77,8 +77,8 @@ class Erase : public dali::StatelessOperator<CPUBackend> {
         std::memcpy(out, input.tensor<float>(i), sizeof(float) * c * h * w);
         const erasek::Box box = box_.Draw(draws_[i].data, h, w);
         if (box.height > 0 && box.width > 0)
-          erasek::fill_box(out, c, h, w, chw, box, noise_,
-                           value_.empty() ? nullptr : value_.data(), static_cast<uint32_t>(seeds_[i].data[0]));
+          erasek::fill_box(out, c, h, w, chw, box, noise_, value_.empty() ? nullptr : value_.data(),
+                           static_cast<uint32_t>(seeds_[i].data[0]), simd_);
       }, shape.num_elements());
     }
     pool.RunAll();
@@ -90,6 +90,7 @@ class Erase : public dali::StatelessOperator<CPUBackend> {
   BoxSpec box_;
   std::vector<float> value_;
   erasek::Noise noise_;
+  bool simd_;
 };
 
 // The box alone (a GPU graph's fn.erase fills it): outputs anchor (top, left) and shape
@@ -162,7 +163,8 @@ with `value` (per channel), or with normal noise per pixel or per channel seeded
     .AddArg("draws", "float32 (2 * attempts + 3,) uniforms in [0, 1) per sample.", DALI_FLOAT_VEC, true)
     .AddArg("noise_seed", "int32 per sample: the seed of the normal noise.", DALI_INT32, true)
     .AddOptionalArg("value", "Per channel, the fill (noise \"none\"); empty: zeros.", std::vector<float>())
-    .AddOptionalArg("noise", "\"none\" (value), \"pixel\" or \"channel\" (standard normal).", std::string("none"));
+    .AddOptionalArg("noise", "\"none\" (value), \"pixel\" or \"channel\" (standard normal).", std::string("none"))
+    .AddOptionalArg("_portable", "Tests: the noise by the plain C++ path even where AVX2 is (the same values).", false);
 
 DALI_REGISTER_OPERATOR(DaliLoadersEraseBox, ::dali_loaders::EraseBoxOp, ::dali::CPU);
 

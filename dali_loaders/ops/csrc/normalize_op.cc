@@ -121,7 +121,7 @@ class Normalize : public dali::StatelessOperator<CPUBackend> {
     if (box.height > 0 && box.width > 0)
       erasek::fill_box(out, image.channels, image.height, image.width, chw_, box, erase_noise_,
                        erase_value_.empty() ? nullptr : erase_value_.data(),
-                       static_cast<uint32_t>(erase_seeds_[i].data[0]));
+                       static_cast<uint32_t>(erase_seeds_[i].data[0]), simd_);
   }
 
   dali::DALIDataType dtype_;

@@ -196,32 +196,21 @@ def test_autocontrast_leaves_a_flat_channel_as_it_is_and_stretches_the_others():
 TAPE = 4   # the probe records up to this many operations per image
 
 
-def probe_operations(step, images):
-    """Each operation replaced by one that appends (its index, its signed magnitude) to a tape."""
+def tape_recorder(index: int):
+    """An operation that appends (index, its argument) to the tape its image is."""
     from nvidia.dali import fn, types
 
-    names = list(aa.space(step, bins_of(step), 32, 32))
-
-    def recorder(index):
-        def record(tape, magnitude):
-            zero = tape[0, 0, 0] * 0.0
-            value = zero if magnitude is None else fn.cast(magnitude, dtype=types.FLOAT)
-            entry = fn.reshape(fn.stack(zero + float(index), value), shape=[1, 1, 2])
-            return fn.cat(tape[:, 1:, :], entry, axis=1)
-        return record
-
-    return {name: (recorder(i), np.float32) for i, name in enumerate(names)}
+    def record(tape, argument):
+        zero = tape[0, 0, 0] * 0.0
+        value = zero if argument is None else fn.cast(argument, dtype=types.FLOAT)
+        return fn.cat(tape[:, 1:, :], fn.reshape(fn.stack(zero + float(index), value), shape=[1, 1, 2]), axis=1)
+    return record
 
 
-def dali_draws(step, monkeypatch, samples: int = 2048):
-    """The (operation, signed magnitude) sequences DALI's translation applies to `samples` images,
-    on the conditional path (DALI's auto_aug; GPU graphs, or no augmentation plugin)."""
+def tape_draws(step, names, samples: int, batch: int = 512):
+    """Per sample, the (name, argument) of each operation the translation of `step` applies to
+    a tape whose operations record themselves (names[i] records index i), on DALI's conditionals."""
     from nvidia.dali import fn, pipeline_def, types
-
-    monkeypatch.setenv(plugin.DISABLE_AUGMENT_ENV, "1")
-    monkeypatch.setattr(aa, "operations", lambda step, images, relative: probe_operations(step, images))
-    names = list(aa.space(step, bins_of(step), 32, 32))
-    batch = 512
 
     @pipeline_def(batch_size=batch, num_threads=2, device_id=None, seed=7, enable_conditionals=True)
     def pipe():
@@ -237,6 +226,20 @@ def dali_draws(step, monkeypatch, samples: int = 2048):
         for tape in pipeline.run()[0]:
             draws.append(tuple((names[int(i)], round(float(m), 4) + 0.0) for i, m in np.array(tape)[0] if i >= 0))
     return draws
+
+
+def probe_operations(step, images):
+    """Each operation replaced by one that appends (its index, its signed magnitude) to a tape."""
+    names = list(aa.space(step, bins_of(step), 32, 32))
+    return {name: (tape_recorder(i), np.float32) for i, name in enumerate(names)}
+
+
+def dali_draws(step, monkeypatch, samples: int = 2048):
+    """The (operation, signed magnitude) sequences DALI's translation applies to `samples` images,
+    on the conditional path (DALI's auto_aug; GPU graphs, or no augmentation plugin)."""
+    monkeypatch.setenv(plugin.DISABLE_AUGMENT_ENV, "1")
+    monkeypatch.setattr(aa, "operations", lambda step, images, relative: probe_operations(step, images))
+    return tape_draws(step, list(aa.space(step, bins_of(step), 32, 32)), samples)
 
 
 SLOTS = {"TrivialAugmentWide": fused.trivial_augment_slots, "RandAugment": fused.rand_augment_slots,

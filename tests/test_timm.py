@@ -9,7 +9,7 @@ import pytest
 import torch
 from photos import photo_arrays
 from scipy import stats
-from test_autoaugment import same_distribution
+from test_autoaugment import same_distribution, tape_draws, tape_recorder
 from test_transforms import dali_outputs, twin_outputs
 
 from dali_loaders import transforms
@@ -45,49 +45,16 @@ def arrays(size=48, n=None):
 
 # -- the op choice, p and magnitudes: DALI's draws against timm's ------------------------------------
 
-TAPE = 4
-
-
-def recording_operations(names):
-    """Each operation replaced by one that appends (its index, its argument) to a tape."""
-    from nvidia.dali import fn, types
-
-    def recorder(index):
-        def record(tape, argument):
-            zero = tape[0, 0, 0] * 0.0
-            value = zero if argument is None else fn.cast(argument, dtype=types.FLOAT)
-            return fn.cat(tape[:, 1:, :], fn.reshape(fn.stack(zero + float(index), value), shape=[1, 1, 2]), axis=1)
-        return record
-
-    return {name: recorder(k) for k, name in enumerate(names)}
-
-
 def dali_draws(step, monkeypatch, samples=2048, fused=True):
     """Per sample, the (name, argument) of each applied op: on the fused path (the CPU graphs'
     with the plugin) its slots' draws, else the conditionals' ops recording on a tape."""
     if fused:
         return fused_draws(step, samples)
     monkeypatch.setattr(translators.timm_fused, "translate", lambda *args: False)
-    from nvidia.dali import fn, pipeline_def, types
-
     names = sorted(translators.KNOWN_OPS)
-    monkeypatch.setattr(translators, "operations", lambda images, fill: recording_operations(names))
-    batch = 512
-
-    @pipeline_def(batch_size=batch, num_threads=2, device_id=None, seed=7, enable_conditionals=True)
-    def pipe():
-        tape = fn.cast(fn.constant(fdata=-1.0, shape=[1, TAPE, 2]), dtype=types.FLOAT)
-        images = Images(tape, 32, 32, 3, "cpu")
-        transforms.TRANSLATORS[type(step)](step, images)
-        return images.data
-
-    pipeline = pipe()
-    pipeline.build()
-    draws = []
-    for _ in range(samples // batch):
-        for tape in pipeline.run()[0]:
-            draws.append(tuple((names[int(i)], round(float(m), 4) + 0.0) for i, m in np.array(tape)[0] if i >= 0))
-    return draws
+    monkeypatch.setattr(translators, "operations",
+                        lambda images, fill: {name: tape_recorder(k) for k, name in enumerate(names)})
+    return tape_draws(step, names, samples)
 
 
 def fused_draws(step, samples):

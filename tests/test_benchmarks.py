@@ -15,14 +15,14 @@ def test_they_are_not_in_the_package():
 
     package = os.path.dirname(dali_loaders.bench.__file__)
     for name in ("augment_kernels", "stages", "cifar_stages", "first_build", "screening", "gpu_probe",
-                 "graph_sizes", "chain_on_cpu", "s3_client_cost"):
+                 "graph_sizes", "chain_on_cpu", "s3_client_cost", "augment_order"):
         assert not os.path.exists(os.path.join(package, name + ".py"))
         assert os.path.isfile(os.path.join(REPO, "benchmarks", name + ".py"))
 
 
 def test_each_one_answers_help_from_the_repository_root():
     for name in ("augment_kernels", "stages", "cifar_stages", "first_build", "screening", "gpu_probe",
-                 "graph_sizes", "chain_on_cpu", "s3_client_cost"):
+                 "graph_sizes", "chain_on_cpu", "s3_client_cost", "augment_order"):
         done = subprocess.run([sys.executable, "-m", f"benchmarks.{name}", "--help"], capture_output=True,
                               text=True, timeout=120, cwd=REPO)
         assert done.returncode == 0, (name, done.stderr[-2000:])
@@ -141,6 +141,28 @@ def test_gpu_probe_tail_times_nothing_with_an_operator_that_failed_its_check(tmp
     assert not chain_tail.asked() and build.FUSED_STEPS == "measured"   # both put back
 
 
+def test_augment_order_times_both_orders_on_the_same_steps():
+    """benchmarks/augment_order.py: the operator's costliest-first order beside every sample
+    alike; the steps drawn as timm's rand-m9 (about a quarter of the samples without one)."""
+    from dali_loaders.ops import plugin
+
+    if not plugin.augment_available():
+        pytest.skip("the augmentation plugin cannot be built here")
+    from benchmarks import augment_order
+    import numpy as np
+
+    plan = augment_order.drawn_steps(np.random.default_rng(0), 8, 64)
+    counts = [len(codes) for batch_codes, _ in plan for codes in batch_codes]
+    identity = sum(codes.tolist() == [0] for batch_codes, _ in plan for codes in batch_codes)
+    assert max(counts) == 2 and 0.15 < identity / len(counts) < 0.35
+    done = subprocess.run([sys.executable, "-m", "benchmarks.augment_order", "--batch", "4", "--size", "32",
+                           "--batches", "3", "--rounds", "1"], capture_output=True, text=True, timeout=300, cwd=REPO)
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = {line[:24].strip(): line[24:].split() for line in done.stdout.splitlines()[1:]}
+    assert set(rows) == {"costliest first", "alike (as before)"}, done.stdout
+    assert all(float(row[0]) > 0 for row in rows.values()) and rows["alike (as before)"][-1] == "1.00x"
+
+
 def test_the_gpu_sessions_script_asks_only_for_options_that_exist():
     """benchmarks/on_gpu.sh runs on a lent GPU machine, where a renamed option would cost the
     call: each command it names answers --help here with every option it passes."""
@@ -152,7 +174,7 @@ def test_the_gpu_sessions_script_asks_only_for_options_that_exist():
     text = open(path).read().replace("\\\n", " ")
     commands = [line.split("python3 -m", 1)[1].split("2>&1")[0] for line in text.splitlines()
                 if "python3 -m" in line and not line.lstrip().startswith("#")]
-    assert len(commands) == 2, commands
+    assert len(commands) == 3, commands
     for command in commands:
         words = shlex.split(command)
         subcommand = [words[1]] if len(words) > 1 and not words[1].startswith("-") else []

@@ -75,6 +75,7 @@ class Augment : public dali::StatelessOperator<CPUBackend> {
     key_cdf_ = spec.GetRepeatedArgument<float>("key_cdf");
     mirror_slot_ = spec.GetArgument<int>("mirror_slot");
     fixed_sign_ = spec.GetArgument<float>("_fixed_sign");
+    equal_priority_ = spec.GetArgument<bool>("_equal_priority");
     CheckPlan();
   }
 
@@ -119,12 +120,37 @@ class Augment : public dali::StatelessOperator<CPUBackend> {
                                       erase_value_.HasExplicitValue() ? erase_value_[i].data : zeros_};
         augk::augment(input.tensor<uint8_t>(i), output.mutable_tensor<uint8_t>(i), h, w, c, steps_[i].data(),
                       static_cast<int>(steps_[i].size()), settings, scratch_[thread]);
-      }, static_cast<int64_t>(h) * w * (1 + static_cast<int64_t>(steps_[i].size())));
+      }, static_cast<int64_t>(h) * w * (equal_priority_ ? 1 : PassesOf(steps_[i])));
     }
     pool.RunAll();
   }
 
  private:
+  // What a sample's steps cost, in quarters of a pass over its pixels (a copy in and out, then
+  // each step; benchmarks/augment_kernels.py: a pointwise op ~35 us a 224 x 224 image, sharpness
+  // ~200, PIL's bicubic rotation ~930). The thread pool runs the costliest samples first, so that
+  // a batch's slow ones do not start last and keep the other threads waiting at its end.
+  static int64_t PassesOf(const std::vector<augk::Step> &steps) {
+    int64_t quarters = 4;
+    for (const auto &s : steps) {
+      const int resample = static_cast<int>(s.p[1]);
+      switch (s.op) {
+        case augk::kSkip: case augk::kIdentity: break;
+        case augk::kFlipH: case augk::kFlipV: quarters += 1; break;
+        case augk::kAutoContrast: case augk::kEqualize: quarters += 10; break;
+        case augk::kSharpness: quarters += 24; break;
+        case augk::kHue: quarters += 100; break;
+        case augk::kShearX: case augk::kShearY: case augk::kTranslateX: case augk::kTranslateY: case augk::kRotate:
+          quarters += resample == augk::kNearest ? 6
+                      : resample == augk::kBicubic ? (s.op == augk::kRotate ? 108 : s.op >= augk::kTranslateX ? 28 : 56)
+                      : (s.op == augk::kRotate ? 40 : 30);
+          break;
+        default: quarters += 4;   // one pointwise pass
+      }
+    }
+    return quarters;
+  }
+
   // Sample i's steps, checked: the op codes against the parameter rows, the per-channel values
   void ReadSteps(int i, int height, int width, int channels) {
     DALI_ENFORCE(channels <= 4, "DaliLoadersAugment: images of up to 4 channels");
@@ -323,6 +349,7 @@ class Augment : public dali::StatelessOperator<CPUBackend> {
   const float zeros_[4] = {0, 0, 0, 0};
   std::vector<std::vector<augk::Step>> steps_;
   std::vector<std::vector<int>> drawn_;   // per sample, each slot's row as drawn (_record_rows)
+  bool equal_priority_ = false;
   std::vector<augk::Scratch> scratch_;   // one per thread
 };
 
@@ -359,6 +386,8 @@ argument inputs, drawn by the graph; see augment_kernels.h for the op codes.)")
                          "mirror_slot.", nullptr, true)
     .AddOptionalArg("mirror_slot", "The slot the flip comes before (with slot_plan).", -1)
     .AddOptionalArg("_fixed_sign", "Tests: +1 or -1, every signed timm argument's sign; 0: drawn.", 0.0f)
+    .AddOptionalArg("_equal_priority", "Benchmarks: every sample of a size first alike, not the costliest first.",
+                    false)
     .AddOptionalArg("_record", "Tests: output each sample's resolved steps (op code, p0 .. p3, float32) in "
                     "its first bytes instead of augmenting it.", false)
     .AddOptionalArg("_record_rows", "Tests: output each sample's slots' rows (int32, -1 where a row's draw "

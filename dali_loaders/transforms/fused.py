@@ -103,26 +103,6 @@ def operation_rows(step, images: Images, names, magnitudes_of, signed_of, relati
 
 
 @unconverted_function
-def lookup(index, column: np.ndarray, integer: bool = False):
-    """column[index] per sample (a number when the column is constant); `index` an int, a
-    Lookup or an int32 DataNode."""
-    from nvidia.dali import fn, types
-
-    if isinstance(index, Lookup):
-        return lookup(index.key.node(), np.asarray(column)[np.asarray(index.mapping, np.int64)], integer)
-    if isinstance(index, int) or np.all(column == column[0]):
-        value = column[index if isinstance(index, int) else 0]
-        return int(value) if integer else float(value)
-    return fn.lookup_table(index, keys=list(range(len(column))), values=[float(v) for v in column],
-                           dtype=types.INT32 if integer else types.FLOAT)
-
-
-def node_of(value):
-    """A Key's, Uniform's or Lookup's DataNode; anything else as it is."""
-    return row_node(value) if isinstance(value, Lookup) else value.node() if isinstance(value, (Key, Uniform)) else value
-
-
-@unconverted_function
 def row_node(index, offset: int = 0):
     """A slot's table row (an int, an int32 DataNode or a Lookup), `offset` added: an int or
     an int32 DataNode."""
@@ -138,9 +118,18 @@ def row_node(index, offset: int = 0):
     return index + offset if offset else index
 
 
+@unconverted_function
 def slot_probability(table: Table, index):
-    """The probability column of the slot's row, per sample (a number where it is constant)."""
-    return lookup(index, table.rows[:, op.ROW["Probability"]])
+    """The probability column of the slot's row, per sample (a number where it is constant);
+    `index` an int, a Lookup or an int32 DataNode."""
+    from nvidia.dali import fn, types
+
+    column = table.rows[:, op.ROW["Probability"]]
+    if isinstance(index, Lookup):
+        column, index = column[np.asarray(index.mapping, np.int64)], index.key.node()
+    if isinstance(index, int) or np.all(column == column[0]):
+        return float(column[index if isinstance(index, int) else 0])
+    return fn.lookup_table(index, keys=list(range(len(column))), values=[float(v) for v in column], dtype=types.FLOAT)
 
 
 @unconverted_function
@@ -153,7 +142,8 @@ def gated_rows(table: Table, slots: Sequence[Tuple[Any, Any]]) -> list:
     for index, draw in slots:
         row = row_node(index)
         if draw is not None:
-            applied = fn.cast(node_of(draw) <= slot_probability(table, index), dtype=types.INT32)
+            drawn = draw.node() if isinstance(draw, Uniform) else draw
+            applied = fn.cast(drawn <= slot_probability(table, index), dtype=types.INT32)
             row = (row + 1) * applied - 1
         rows.append(row)
     return rows

@@ -20,7 +20,8 @@ import numpy as np
 
 from ..ops import augment as op
 from ._core import Images, unconverted_function
-from .fused import Key, Lookup, Uniform, draw_index, row_node, shifted
+from ._draws import Key, Lookup, Uniform
+from .fused import draw_index, row_node, shifted
 
 LEVEL_DENOM = 10.0
 FIXED_SIGN: Optional[float] = None   # tests: +1 or -1 for every signed argument; None: drawn
@@ -145,7 +146,7 @@ def weighted_refusal(step) -> str:
 
 @unconverted_function
 def slot_choices(step) -> list:
-    """Per slot, its row of flat_ops(step) (an int or a fused.Lookup): uniform with repeats,
+    """Per slot, its row of flat_ops(step) (an int or a Lookup): uniform with repeats,
     or a sequence of distinct ops drawn by timm's choice_weights, or a sub-policy's steps."""
     if hasattr(step, "ops") and getattr(step, "choice_weights", None) is not None:
         sequences, probabilities = weighted_sequences(step)

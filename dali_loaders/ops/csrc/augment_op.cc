@@ -198,16 +198,15 @@ class Augment : public dali::StatelessOperator<CPUBackend> {
     }
     DALI_ENFORCE(columns_ == 0 || u != nullptr, "DaliLoadersAugment: slot_plan draws from uniforms, which are missing");
     auto &steps = steps_[i];
-    for (int j = 0; j < slots; j++) {
-      if (j == mirror_slot_ && mirror_.HasExplicitValue() && mirror_[i].data[0] != 0)
-        steps.push_back(augk::Step{augk::kFlipH, {0, 0, 0, 0}});
+    const int flip_at = mirror_.HasExplicitValue() && mirror_[i].data[0] != 0 ? std::min(mirror_slot_, slots) : -1;
+    for (int j = 0; j <= slots; j++) {
+      if (j == flip_at) steps.push_back(augk::Step{augk::kFlipH, {0, 0, 0, 0}});
+      if (j == slots) break;
       const int *plan = &slot_plan_[static_cast<size_t>(j) * 4];
       const int row = plan[0] < 0 ? picks_[plan[1]] : picks_[plan[1] + Pick(plan[0], u[plan[0]])];
       const float draw = plan[2] < 0 ? 0.0f : u[plan[2]];
       steps.push_back(Slot(i, j, row, draw, plan[3] < 0 ? nullptr : u + plan[3], direct, height, width));
     }
-    if (mirror_slot_ >= slots && mirror_.HasExplicitValue() && mirror_[i].data[0] != 0)
-      steps.push_back(augk::Step{augk::kFlipH, {0, 0, 0, 0}});
   }
 
   // Key k's choice at uniform v: by its cumulative weights, else floor(v * count)

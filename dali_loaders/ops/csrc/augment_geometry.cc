@@ -13,7 +13,8 @@
 // Speed: the loops are instantiated per channel count and resample, with per-row work hoisted
 // (the products with the row's coordinate: a sum of the same rounded terms in the same order);
 // the filters run the channels of a pixel side by side in SIMD lanes (double for PIL, float
-// for torch), each lane the scalar arithmetic exactly.
+// for torch), each lane the scalar arithmetic exactly; where Pillow's doubles hold small
+// integers (bicubic's terms on uint8 taps), int lanes compute the same values.
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 
 #include "augment_kernels.h"
 
@@ -48,18 +49,109 @@ void pil_rgb_to_hsv(const uint8_t* p, uint8_t hsv[3]) {
   hsv[1] = clip8(static_cast<int>(s * 255.0));
 }
 
-void pil_hsv_to_rgb(const uint8_t hsv[3], uint8_t* p) {
-  const uint8_t h = hsv[0], s = hsv[1], v = hsv[2];
-  if (s == 0) { p[0] = p[1] = p[2] = v; return; }
-  const int i = static_cast<int>(std::floor(static_cast<float>(h) * 6.0 / 255.0));
-  const float f = static_cast<float>(static_cast<float>(h) * 6.0 / 255.0 - static_cast<float>(i));
-  const float fs = static_cast<float>(static_cast<float>(s) / 255.0);
-  const uint8_t up = clip8(static_cast<int>(round_half_away(static_cast<float>(v) * (1.0 - fs))));
+// Speed: the PIL flavour's hue depends on a pixel through (which channel is the largest,
+// which the smallest, their difference, the middle one's distance from the largest) alone,
+// its saturation through (difference, largest); hsv2rgb's sector, fraction and p through h, s
+// or (s, v). Those are tables, each entry made by the functions above; what remains per pixel
+// is a few comparisons and hsv2rgb's two products. Equal to the plain path on every RGB value
+// (checked exhaustively when the tables were written).
+struct PilHueTables {
+  uint8_t hue[6][256][256];              // [kind][largest - smallest][largest - middle]
+  uint8_t saturation[256][256];          // [largest - smallest][largest]
+  uint8_t p[256][256];                   // hsv2rgb's p: [s][v]
+  uint8_t sector[256];                   // hsv2rgb's i % 6, by h
+  float fraction[256], fs[256];          // hsv2rgb's f by h, fs by s
+};
+
+// The kind of a pixel: 2 x (0: red the largest, 1: green, 2: blue, in Pillow's order of
+// tests) + (0 or 1: which of the other two is the smallest, the earlier one first); the
+// largest and the middle one's distance from it
+inline int pil_kind(int r, int g, int b, int maxc, int minc, int* middle_gap) {
+  if (r == maxc) {
+    const bool g_min = g == minc;
+    *middle_gap = maxc - (g_min ? b : g);
+    return g_min ? 0 : 1;
+  }
+  if (g == maxc) {
+    const bool r_min = r == minc;
+    *middle_gap = maxc - (r_min ? b : r);
+    return r_min ? 2 : 3;
+  }
+  const bool r_min = r == minc;
+  *middle_gap = maxc - (r_min ? g : r);
+  return r_min ? 4 : 5;
+}
+
+const PilHueTables& pil_hue_tables() {
+  static const std::unique_ptr<PilHueTables> tables = [] {
+    auto t = std::make_unique<PilHueTables>();
+    std::memset(t.get(), 0, sizeof(PilHueTables));
+    uint8_t hsv[3];
+    // every (kind, difference, gap) from the pixel with the largest value 255 that has it
+    for (int cr = 1; cr < 256; cr++) {
+      for (int gap = 0; gap <= cr; gap++) {
+        const int lo = 255 - cr, mid = 255 - gap;
+        const uint8_t pixels[6][3] = {{255, (uint8_t)lo, (uint8_t)mid}, {255, (uint8_t)mid, (uint8_t)lo},
+                                      {(uint8_t)lo, 255, (uint8_t)mid}, {(uint8_t)mid, 255, (uint8_t)lo},
+                                      {(uint8_t)lo, (uint8_t)mid, 255}, {(uint8_t)mid, (uint8_t)lo, 255}};
+        for (const auto& px : pixels) {
+          int g2;
+          const int maxc = std::max(px[0], std::max(px[1], px[2])), minc = std::min(px[0], std::min(px[1], px[2]));
+          const int kind = pil_kind(px[0], px[1], px[2], maxc, minc, &g2);
+          if (maxc - minc != cr || g2 != gap) continue;   // a tie made it another kind's entry
+          pil_rgb_to_hsv(px, hsv);
+          t->hue[kind][cr][gap] = hsv[0];
+        }
+      }
+      for (int maxc = cr; maxc < 256; maxc++) {
+        const uint8_t px[3] = {(uint8_t)maxc, (uint8_t)(maxc - cr), (uint8_t)(maxc - cr)};
+        pil_rgb_to_hsv(px, hsv);
+        t->saturation[cr][maxc] = hsv[1];
+      }
+    }
+    for (int v = 0; v < 256; v++) {
+      const int i = static_cast<int>(std::floor(static_cast<float>(v) * 6.0 / 255.0));
+      t->sector[v] = static_cast<uint8_t>(i % 6);
+      t->fraction[v] = static_cast<float>(static_cast<float>(v) * 6.0 / 255.0 - static_cast<float>(i));
+      t->fs[v] = static_cast<float>(static_cast<float>(v) / 255.0);
+    }
+    for (int sat = 0; sat < 256; sat++)
+      for (int v = 0; v < 256; v++)
+        t->p[sat][v] = clip8(static_cast<int>(round_half_away(static_cast<float>(v) * (1.0 - t->fs[sat]))));
+    return t;
+  }();
+  return *tables;
+}
+
+// pil_rgb_to_hsv, the hue shift and pil_hsv_to_rgb of one pixel, through the tables
+inline void pil_hue_pixel(const PilHueTables& t, const uint8_t* in, uint8_t shift, uint8_t* out) {
+  const int r = in[0], g = in[1], b = in[2];
+  const int maxc = std::max(r, std::max(g, b)), minc = std::min(r, std::min(g, b));
+  const uint8_t v = static_cast<uint8_t>(maxc);
+  if (maxc == minc) {                    // s = 0: grey stays grey
+    out[0] = out[1] = out[2] = v;
+    return;
+  }
+  int gap;
+  const int kind = pil_kind(r, g, b, maxc, minc, &gap);
+  const int cr = maxc - minc;
+  const uint8_t h = static_cast<uint8_t>(t.hue[kind][cr][gap] + shift), s = t.saturation[cr][maxc];
+  if (s == 0) {
+    out[0] = out[1] = out[2] = v;
+    return;
+  }
+  const float f = t.fraction[h], fs = t.fs[s];
+  const uint8_t up = t.p[s][v];
   const uint8_t uq = clip8(static_cast<int>(round_half_away(static_cast<float>(v) * (1.0 - fs * f))));
   const uint8_t ut = clip8(static_cast<int>(round_half_away(static_cast<float>(v) * (1.0 - fs * (1.0 - f)))));
-  const uint8_t table[6][3] = {{v, ut, up}, {uq, v, up}, {up, v, ut}, {up, uq, v}, {ut, up, v}, {v, up, uq}};
-  const uint8_t* rgb = table[i % 6];
-  p[0] = rgb[0]; p[1] = rgb[1]; p[2] = rgb[2];
+  switch (t.sector[h]) {
+    case 0: out[0] = v; out[1] = ut; out[2] = up; break;
+    case 1: out[0] = uq; out[1] = v; out[2] = up; break;
+    case 2: out[0] = up; out[1] = v; out[2] = ut; break;
+    case 3: out[0] = up; out[1] = uq; out[2] = v; break;
+    case 4: out[0] = ut; out[1] = up; out[2] = v; break;
+    default: out[0] = v; out[1] = up; out[2] = uq; break;
+  }
 }
 
 void tensor_rgb_to_hsv(const float rgb[3], float hsv[3], bool v1) {
@@ -113,12 +205,8 @@ void hue(const Image& src, Image& dst, float factor, Flavour f) {
   uint8_t* out = dst.data;
   if (f == Flavour::kPil) {   // np.int32(factor * 255).astype(np.uint8): truncated, wrapped
     const uint8_t shift = static_cast<uint8_t>(static_cast<int32_t>(static_cast<double>(factor) * 255.0));
-    for (int64_t i = 0; i < n; i += 3) {
-      uint8_t hsv[3];
-      pil_rgb_to_hsv(in + i, hsv);
-      hsv[0] = static_cast<uint8_t>(hsv[0] + shift);
-      pil_hsv_to_rgb(hsv, out + i);
-    }
+    const PilHueTables& tables = pil_hue_tables();
+    for (int64_t i = 0; i < n; i += 3) pil_hue_pixel(tables, in + i, shift, out + i);
     return;
   }
   const bool v1 = f == Flavour::kTensorV1;

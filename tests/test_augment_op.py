@@ -115,6 +115,19 @@ def test_each_op_equals_torchvision_pixel_for_pixel(photos, kernels, case):
             assert np.array_equal(ours, want), (name, p, kernels, fill, np.abs(ours.astype(int) - want).max())
 
 
+def test_pil_hue_equals_pillow_on_a_grid_of_every_kind_of_pixel():
+    # the PIL hue runs through tables indexed by which channel is largest and smallest: a grid
+    # of levels holds every tie between channels (r == g > b, g == b < r, grey, ...) and the
+    # extremes, which photos rarely do
+    levels = np.array(sorted(set(range(0, 256, 5)) | {1, 2, 254, 255}), np.uint8)
+    r, g, b = np.meshgrid(levels, levels, levels, indexing="ij")
+    image = np.ascontiguousarray(np.stack([r, g, b], -1).reshape(len(levels) ** 2, len(levels), 3))
+    for factor in (0.2, -0.37, 0.5, 0.003):
+        ours = run_op([image], [("Hue", (factor,))], "pil")[0]
+        want = torchvision_op(image, "Hue", (factor,), "pil", None)
+        assert np.array_equal(ours, want), (factor, int(np.count_nonzero((ours != want).any(-1))))
+
+
 def test_a_sequence_is_the_ops_in_order(photos):
     steps = [("Rotate", (20.0, 2)), ("Color", (0.5, 1)), ("Posterize", (4,)), ("FlipH", ())]
     for kernels in op.KERNELS:

@@ -53,6 +53,16 @@ def _torchvision_reference_ta(train: bool):
                       [v2.RandomErasing(p=0.1)])
 
 
+def _contrastive_views(train: bool):
+    """Contrastive learning's views as MoCo v2 makes them, less its Gaussian blur: a random crop,
+    a flip, colour jitter with hue most of the time, grey some of the time."""
+    from torchvision.transforms import v2
+
+    steps = [v2.RandomResizedCrop(224, scale=(0.2, 1.0), antialias=True), v2.RandomHorizontalFlip(),
+             v2.RandomApply([v2.ColorJitter(0.4, 0.4, 0.4, 0.1)], p=0.8), v2.RandomGrayscale(p=0.2)]
+    return v2.Compose(steps + recipes.to_float(recipes.IMAGENET_MEAN, recipes.IMAGENET_STD))
+
+
 def _timm_rand_augment(train: bool):
     """timm's create_transform: rand-m9-mstd0.5-inc1, pixel RandomErasing(0.25), bicubic; eval
     as resolve_data_config gives for a resnet50 (bicubic, crop_pct 0.95)."""
@@ -129,6 +139,9 @@ RECIPES = {
                                about="timm create_transform(224, rand-m9-mstd0.5-inc1, re_prob 0.25 pixel, bicubic) / "
                                      "its eval (Resize(235, bicubic), CenterCrop(224)); tensor backend: a v2 "
                                      "near-equivalent"),
+        "contrastive": BenchRecipe(_contrastive_views, splits=("train",),
+                              about="RandomResizedCrop(224, scale=(0.2, 1)), flip, RandomApply([ColorJitter(0.4, "
+                                    "0.4, 0.4, 0.1)], p=0.8), RandomGrayscale(0.2): MoCo v2's views, less the blur"),
         "albumentations": BenchRecipe(_albumentations_val, splits=("val",), options={"python_fallback": True},
                                       tensor_backend=False, needs=("albumentations",),
                                       about="SmallestMaxSize(256), CenterCrop(224), Normalize, ToTensorV2: "

@@ -3,7 +3,7 @@ DaliLoadersAugment, milliseconds a batch.
 
 A CPU operator's samples are tasks on DALI's thread pool, and the next operator starts when
 the last of them ends. An augmentation's cost varies a hundredfold from sample to sample (no
-step, a pointwise one at ~35 us a 224 x 224 image, PIL's bicubic rotation at ~930), so a slow
+step, a pointwise one at ~37 us a 224 x 224 image, PIL's bicubic rotation at ~870), so a slow
 sample that starts last keeps the other threads waiting. The operator hands the pool each
 sample's cost (its steps' passes over its pixels), which runs the costliest first; with its
 bench-only `_equal_priority` every sample weighs alike, as before. Both graphs get the same

@@ -120,17 +120,19 @@ class Augment : public dali::StatelessOperator<CPUBackend> {
                                       erase_value_.HasExplicitValue() ? erase_value_[i].data : zeros_};
         augk::augment(input.tensor<uint8_t>(i), output.mutable_tensor<uint8_t>(i), h, w, c, steps_[i].data(),
                       static_cast<int>(steps_[i].size()), settings, scratch_[thread]);
-      }, static_cast<int64_t>(h) * w * (equal_priority_ ? 1 : PassesOf(steps_[i])));
+      }, static_cast<int64_t>(h) * w * (equal_priority_ ? 1 : PassesOf(steps_[i], flavour_)));
     }
     pool.RunAll();
   }
 
  private:
   // What a sample's steps cost, in quarters of a pass over its pixels (a copy in and out, then
-  // each step; benchmarks/augment_kernels.py: a pointwise op ~35 us a 224 x 224 image, sharpness
-  // ~200, PIL's bicubic rotation ~930). The thread pool runs the costliest samples first, so that
-  // a batch's slow ones do not start last and keep the other threads waiting at its end.
-  static int64_t PassesOf(const std::vector<augk::Step> &steps) {
+  // each step), as `python -m benchmarks.augment_kernels` times them on a 224 x 224 image: a
+  // pointwise op ~37 us, sharpness ~200, hue ~400 (PIL) or ~800 (tensors), PIL's bicubic
+  // rotation ~870. The thread pool runs the costliest samples first, so that a batch's slow
+  // ones do not start last and keep the other threads waiting at its end.
+  static int64_t PassesOf(const std::vector<augk::Step> &steps, augk::Flavour flavour) {
+    const bool pil = flavour == augk::Flavour::kPil;
     int64_t quarters = 4;
     for (const auto &s : steps) {
       const int resample = static_cast<int>(s.p[1]);
@@ -138,12 +140,13 @@ class Augment : public dali::StatelessOperator<CPUBackend> {
         case augk::kSkip: case augk::kIdentity: break;
         case augk::kFlipH: case augk::kFlipV: quarters += 1; break;
         case augk::kAutoContrast: case augk::kEqualize: quarters += 10; break;
-        case augk::kSharpness: quarters += 24; break;
-        case augk::kHue: quarters += 100; break;
+        case augk::kSharpness: quarters += 22; break;
+        case augk::kHue: quarters += pil ? 43 : 88; break;
         case augk::kShearX: case augk::kShearY: case augk::kTranslateX: case augk::kTranslateY: case augk::kRotate:
           quarters += resample == augk::kNearest ? 6
-                      : resample == augk::kBicubic ? (s.op == augk::kRotate ? 108 : s.op >= augk::kTranslateX ? 28 : 56)
-                      : (s.op == augk::kRotate ? 40 : 30);
+                      : resample == augk::kBicubic ? (s.op == augk::kRotate ? 94 : s.op >= augk::kTranslateX ? 22 : 40)
+                      : !pil ? 30
+                      : (s.op == augk::kRotate ? 37 : s.op >= augk::kTranslateX ? 20 : 28);
           break;
         default: quarters += 4;   // one pointwise pass
       }

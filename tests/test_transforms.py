@@ -421,6 +421,53 @@ def test_random_apply_rate():
     assert abs(np.mean(rates[0]) - 0.3) < 0.08
 
 
+def outcomes(outputs, kinds):
+    """Per output, the index of the one of `kinds` (distinct images) it equals exactly."""
+    found = [[k for k, kind in enumerate(kinds) if np.array_equal(o, kind)] for o in outputs]
+    assert all(len(f) == 1 for f in found), "an output that is none of the reference's images"
+    return np.array([f[0] for f in found])
+
+
+def distinct(outputs):
+    return [np.frombuffer(b, outputs[0].dtype).reshape(outputs[0].shape)
+            for b in sorted({np.ascontiguousarray(o).tobytes() for o in outputs})]
+
+
+def test_random_apply_applies_its_steps_together_or_not_at_all():
+    """One coin for every step inside: each image is untouched or both darkened and grey, as
+    torchvision's own are, at its rate (p=0.4; the default 0.5, or a coin per step, fails)."""
+    transform = C(v2.RandomApply([v2.ColorJitter(brightness=(0.5, 0.5)), v2.RandomGrayscale(p=1.0)], p=0.4),
+                  v2.PILToTensor())
+    ours, theirs = both(flat((200, 60, 30)), transform)
+    kinds = distinct(theirs)
+    assert len(kinds) == 2   # untouched, or both steps
+    applied = [outcomes(outputs, kinds) == [k for k, kind in enumerate(kinds) if kind[0, 0, 0] != 200][0]
+               for outputs in (ours, theirs)]
+    close(*applied, 0.09, "RandomApply rate")
+    assert abs(np.mean(applied[0]) - 0.4) < 0.08
+
+
+def test_random_apply_draws_color_jitter_orders_uniformly_when_applied():
+    """Brightness then contrast, contrast then brightness, or neither: each exactly one of
+    torchvision's images, at torchvision's rates (p=0.7, each order 0.35; the brighter image
+    clips, so the orders differ)."""
+    image = np.zeros((8, 8, 3), np.uint8)
+    image[:, :4] = (220, 180, 90)
+    image[:, 4:] = (40, 60, 100)
+    transform = C(v2.RandomApply([v2.ColorJitter(brightness=(2.0, 2.0), contrast=(0.3, 0.3))], p=0.7),
+                  v2.PILToTensor())
+    ours, theirs = both(image, transform)
+    kinds = distinct(theirs)
+    assert len(kinds) == 3
+    drawn = [outcomes(outputs, kinds) for outputs in (ours, theirs)]
+    for k in range(3):
+        close(drawn[0] == k, drawn[1] == k, 0.11, f"RandomApply(ColorJitter) outcome {k}")
+    rates = np.bincount(drawn[0], minlength=3) / len(ours)
+    untouched = [k for k, kind in enumerate(kinds) if np.array_equal(kind, image)][0]
+    for k in range(3):
+        assert abs(rates[k] - (0.3 if k == untouched else 0.35)) < 0.08, (k, rates)
+
+
 def test_gaussian_blur_sigma_range():
     """An impulse blurred with a 15 x 15 kernel: its spread (second moment) gives sigma."""
     image = np.zeros((15, 15, 3), dtype=np.uint8)

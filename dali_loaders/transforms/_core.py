@@ -400,8 +400,9 @@ def dtype_after(rule: Callable[[Any, torch.dtype], torch.dtype]):
     return attach
 
 
-def apply(steps: Sequence[Any], images: Images) -> Images:
-    """The translated steps, in order, on `images`; pairs that DALI does in one pass are fused."""
+def apply(steps: Sequence[Any], images: Images, flush: bool = True) -> Images:
+    """The translated steps, in order, on `images`; pairs that DALI does in one pass are fused.
+    `flush=False` leaves the last steps' augmentation slots pending (for a caller to gate them)."""
     k = 0
     while k < len(steps):
         fused = FUSIONS.get((type(steps[k]).__name__, type(steps[k + 1]).__name__)) if k + 1 < len(steps) else None
@@ -414,7 +415,8 @@ def apply(steps: Sequence[Any], images: Images) -> Images:
                 images.flush_augment()
             translator(steps[k], images)
             k += 1
-    images.flush_augment()
+    if flush:
+        images.flush_augment()
     return images
 
 

@@ -83,3 +83,13 @@ def augments(translator):
     A translator's `fuses(step)`, where it has one, says which of its steps it fuses."""
     translator.augments = True
     return translator
+
+
+def augments_when(condition: Callable[[Any], bool]):
+    """Marks a translator that adds slots to the pending DaliLoadersAugment call (as `augments`)
+    for the steps `condition` holds for, and branches or flushes for the others."""
+    def mark(translator):
+        translator = augments(translator)
+        translator.fuses = condition
+        return translator
+    return mark

@@ -1,5 +1,6 @@
 """RandomApply and the composition of steps."""
 
+from . import fused
 from ._args import coin
 from ._core import (
     Images,
@@ -7,10 +8,11 @@ from ._core import (
     check,
     describe,
     flatten,
+    is_v1,
     refuses,
     translates,
 )
-from ._placement import branches
+from ._placement import augments_when, branches
 
 # -- composition -----------------------------------------------------------------------------
 
@@ -29,14 +31,30 @@ def random_apply_refusal(step) -> str:
     return ""
 
 
+# Steps whose fused slots a RandomApply gates with one coin (fused.gated): colour steps, which
+# neither warp nor take a fill, so that theirs stay in one DaliLoadersAugment call.
+GATED = {"ColorJitter", "RandomGrayscale"}
+
+
+def gates(step) -> bool:
+    """Whether the fused operator runs the RandomApply where it is usable: its steps all in
+    GATED, of one torchvision API (v1 and v2 tensors differ in arithmetic: two calls)."""
+    inner = flatten(list(step.transforms))
+    return bool(inner) and all(type(s).__name__ in GATED for s in inner) and len({is_v1(s) for s in inner}) == 1
+
+
 @translates("RandomApply")
 @refuses(random_apply_refusal)
 @branches
+@augments_when(gates)
 def random_apply(step, images: Images) -> None:
     from dataclasses import replace
 
     images.uint8_pixels(step)
     images.decode()
+    if fused.usable(images) and gates(step):   # one coin in the DaliLoadersAugment call, no conditional
+        fused.gated(images, float(step.p), lambda: apply(flatten(list(step.transforms)), images, flush=False))
+        return
     images.flush_mirror()
     data = images.data
     if coin(step.p):
@@ -45,3 +63,4 @@ def random_apply(step, images: Images) -> None:
         inner.flush_mirror()
         data = inner.data
     images.data = data
+

@@ -269,6 +269,40 @@ def random_grayscale(step, images: Images) -> None:
     pending.add_slot(first, Uniform())
 
 
+def gated(images: Images, p: float, queue_steps) -> None:
+    """Steps that apply together with probability p or not at all, as RandomApply decides:
+    `queue_steps()` queues their slots (steps that fuse without warping, in one arithmetic:
+    one call), and each slot then reads one key that draws the coin with the keys the slots
+    read (a product of choices, weighted), its own row where the coin applies them, the skip
+    row (-1) where it does not. One column of the call's uniforms, no conditional."""
+    before = images.augment
+    start = len(before.rows) if before is not None else 0
+    queue_steps()
+    pending = images.augment
+    if pending is None or p >= 1.0:
+        return
+    if pending is not before:   # the first step began a new call: every slot of it is theirs
+        start = 0
+    slots = range(start, len(pending.rows))
+    if any(not isinstance(pending.rows[j], (int, Lookup)) for j in slots):
+        raise TypeError("a gated slot's row is an int or a Lookup")
+    keys = list({id(row.key): row.key for row in pending.rows[start:] if isinstance(row, Lookup)}.values())
+    weights = np.array([1.0])
+    for key in keys:
+        own = np.full(key.count, 1.0 / key.count) if key.weights is None else np.asarray(key.weights, np.float64)
+        weights = np.multiply.outer(weights, own / own.sum()).ravel()
+    weights = np.multiply.outer(weights, [max(p, 0.0), 1.0 - max(p, 0.0)]).ravel()
+    # choice c of the joint key: c % 2 the coin (0 applies), c // 2 the keys' choices, the last fastest
+    grid = np.indices([key.count for key in keys] + [2]).reshape(len(keys) + 1, -1)
+    joint = Key(len(weights), weights)
+    position = {id(key): k for k, key in enumerate(keys)}
+    for j in slots:
+        row = pending.rows[j]
+        rows = np.asarray(row.mapping, np.int64)[grid[position[id(row.key)]]] if isinstance(row, Lookup) \
+            else np.full(grid.shape[1], int(row), np.int64)
+        pending.rows[j] = Lookup(joint, np.where(grid[-1] == 0, rows, -1))
+
+
 def erase(step, images: Images, box, value: List[float]) -> None:
     """RandomErasing on uint8 pixels (the twin erases its uint8 tensor): the drawn box, float32
     (top, left, height, width) per sample, set to the value, which torchvision's copy into uint8

@@ -25,7 +25,7 @@ from . import auto_augment as aa
 from ._args import coin
 from . import fused, timm_chain, timm_fused
 from ._core import Images, dtype_after, refuses, register
-from ._placement import augments, branches, branches_when, chains
+from ._placement import augments_when, branches, branches_when, chains
 from .auto_augment import erase_window
 from .conversion import to_image, to_tensor
 from .geometry import random_resized_crop
@@ -250,9 +250,7 @@ def apply_one_of(images: Images, ops, index, table) -> None:
 def fused_on_cpu(translator):
     """On a CPU graph with the plugin (and a step it takes), timm_fused's slots in place of
     the conditionals."""
-    translator = chains(augments(branches(translator)))
-    translator.fuses = timm_fused.fusable
-    return translator
+    return chains(augments_when(timm_fused.fusable)(branches(translator)))
 
 
 @register(timm_aa.RandAugment)

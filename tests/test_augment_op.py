@@ -463,7 +463,8 @@ def test_params_must_be_a_row_per_op(photos):
 
 HEAVY = [v2.RandomHorizontalFlip(), v2.TrivialAugmentWide(), v2.RandAugment(), v2.AutoAugment(),
          v2.ColorJitter(0.4, 0.4, 0.4, 0.1), v2.RandomGrayscale(0.2),
-         v2.RandomApply([v2.ColorJitter(0.4, 0.4, 0.4, 0.1), v2.RandomGrayscale(0.5)], p=0.8), v2.ToImage(),
+         v2.RandomApply([v2.ColorJitter(0.4, 0.4, 0.4, 0.1), v2.RandomGrayscale(0.5)], p=0.8),
+         v2.RandomSolarize(128, p=0.2), v2.RandomEqualize(0.1), v2.ToImage(),
          v2.ToDtype(torch.float32, scale=True)]
 
 

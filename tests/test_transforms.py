@@ -178,6 +178,22 @@ DETERMINISTIC = [
      (0.0, 0.0)),
     ("v1 ColorJitter brightness + ToTensor",
      v1.Compose([v1.ColorJitter(brightness=(0.7, 0.7)), v1.ToTensor()]), (0.0, 0.0)),
+    ("RandomSolarize", pil_then(v2.RandomSolarize(128, p=1.0)), (0.0, 0.0)),
+    ("RandomSolarize fractional threshold", pil_then(v2.RandomSolarize(100.5, p=1.0)), (0.0, 0.0)),
+    ("RandomSolarize tensor", tensor_then(v2.RandomSolarize(100.5, p=1.0)), (0.0, 0.0)),
+    ("RandomPosterize", pil_then(v2.RandomPosterize(3, p=1.0)), (0.0, 0.0)),
+    ("RandomPosterize tensor", tensor_then(v2.RandomPosterize(2, p=1.0)), (0.0, 0.0)),
+    ("RandomAdjustSharpness", pil_then(v2.RandomAdjustSharpness(2.0, p=1.0)), (0.0, 0.0)),
+    ("RandomAdjustSharpness 0.3 tensor", tensor_then(v2.RandomAdjustSharpness(0.3, p=1.0)), (0.0, 0.0)),
+    ("v1 RandomAdjustSharpness tensor",
+     v1.Compose([v1.PILToTensor(), v1.RandomAdjustSharpness(1.7, p=1.0), v1.ConvertImageDtype(torch.float32)]),
+     (0.0, 0.0)),
+    ("RandomAutocontrast", pil_then(v2.RandomAutocontrast(p=1.0)), (0.0, 0.0)),
+    ("RandomAutocontrast tensor", tensor_then(v2.RandomAutocontrast(p=1.0)), (0.0, 0.0)),
+    ("RandomEqualize", pil_then(v2.RandomEqualize(p=1.0)), (0.0, 0.0)),
+    ("RandomEqualize tensor", tensor_then(v2.RandomEqualize(p=1.0)), (0.0, 0.0)),
+    ("RandomInvert", pil_then(v2.RandomInvert(p=1.0)), (0.0, 0.0)),
+    ("v1 RandomInvert + ToTensor", v1.Compose([v1.RandomInvert(p=1.0), v1.ToTensor()]), (0.0, 0.0)),
 ]
 
 
@@ -186,6 +202,25 @@ def test_deterministic_step_matches_the_twin_on_photographs(photo_files, name, t
     scale = 1.0 if transforms.plan(transform, False).output_dtype != torch.uint8 else 255.0
     mean, worst = differences(photo_files, transform, scale)
     print(f"{name}: mean {mean:.3f}/255, worst {worst:.2f}/255")
+    assert mean <= bounds[0] and worst <= bounds[1], (name, mean, worst)
+
+
+# The one-operation steps without the augmentation plugin: a chain of one slot, in DALI's
+# operators (as on GPU graphs), whose autocontrast rounds a level apart here and there and whose
+# equalize is DALI's (docs/augmentations.md).
+CHAINED = [d for d in DETERMINISTIC if d[0].split()[-1] != "tensor" and "Random" in d[0] and
+           any(name in d[0] for name in ("Solarize", "Posterize", "Sharpness", "Autocontrast", "Equalize", "Invert"))]
+CHAIN_BOUNDS = {"RandomAutocontrast": (0.01, 1.0), "RandomEqualize": (4.5, 50.0)}
+
+
+@pytest.mark.parametrize("name,transform,bounds", CHAINED, ids=[d[0] for d in CHAINED])
+def test_one_operation_steps_without_the_plugin_match_the_twin(photo_files, monkeypatch, name, transform, bounds):
+    from dali_loaders.ops import plugin
+
+    monkeypatch.setenv(plugin.DISABLE_AUGMENT_ENV, "1")
+    assert not transforms.needs_conditionals(transforms.plan(transform, False), "cpu")
+    mean, worst = differences(photo_files, transform, 1.0)
+    bounds = CHAIN_BOUNDS.get(name.split()[0], bounds)
     assert mean <= bounds[0] and worst <= bounds[1], (name, mean, worst)
 
 
@@ -447,6 +482,14 @@ def test_random_apply_applies_its_steps_together_or_not_at_all():
     assert abs(np.mean(applied[0]) - 0.4) < 0.08
 
 
+def test_random_apply_of_a_random_step_multiplies_their_rates():
+    """RandomApply(p=0.6) around RandomInvert(p=0.5): inverted 0.3 of the time, as torchvision."""
+    transform = C(v2.RandomApply([v2.RandomInvert(p=0.5)], p=0.6), v2.PILToTensor())
+    rates = [[o[0, 0, 0] > 128 for o in outputs] for outputs in both(flat((30, 60, 90)), transform)]
+    close(*rates, 0.09, "RandomApply(RandomInvert) rate")
+    assert abs(np.mean(rates[0]) - 0.3) < 0.08
+
+
 def test_random_apply_draws_color_jitter_orders_uniformly_when_applied():
     """Brightness then contrast, contrast then brightness, or neither: each exactly one of
     torchvision's images, at torchvision's rates (p=0.7, each order 0.35; the brighter image
@@ -466,6 +509,19 @@ def test_random_apply_draws_color_jitter_orders_uniformly_when_applied():
     untouched = [k for k, kind in enumerate(kinds) if np.array_equal(kind, image)][0]
     for k in range(3):
         assert abs(rates[k] - (0.3 if k == untouched else 0.35)) < 0.08, (k, rates)
+
+
+@pytest.mark.parametrize("plugin_built", [True, False], ids=["fused", "chain"])
+def test_one_operation_steps_apply_at_their_rate(monkeypatch, plugin_built):
+    """RandomInvert(p=0.3) inverts as often as torchvision's (the default 0.5 would fail)."""
+    from dali_loaders.ops import plugin
+
+    if not plugin_built:
+        monkeypatch.setenv(plugin.DISABLE_AUGMENT_ENV, "1")
+    rates = [[o[0, 0, 0] > 128 for o in outputs]
+             for outputs in both(flat((30, 60, 90)), C(v2.RandomInvert(p=0.3), v2.PILToTensor()))]
+    close(*rates, 0.09, "RandomInvert rate")
+    assert abs(np.mean(rates[0]) - 0.3) < 0.08
 
 
 def test_gaussian_blur_sigma_range():
@@ -551,6 +607,8 @@ GPU_TRANSFORMS = [
     C(v2.CenterCrop(40), transforms.DaliFunction(lambda images: dali_fn().resize(images, size=[20, 20]))),
     C(v2.RandomCrop(40, padding=(1, 2, 3, 4), padding_mode="reflect"), v2.Pad(3, padding_mode="edge"),
       v2.Pad(2, padding_mode="symmetric"), v2.ToImage(), v2.ToDtype(torch.float32, scale=True), v2.ToPureTensor()),
+    C(v2.RandomSolarize(128, p=0.2), v2.RandomPosterize(4, p=0.3), v2.RandomAdjustSharpness(2.0),
+      v2.RandomAutocontrast(), v2.RandomEqualize(0.4), v2.RandomApply([v2.RandomInvert(1.0)], p=0.3)),
 ]
 
 

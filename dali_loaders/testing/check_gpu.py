@@ -78,6 +78,11 @@ def transform_cases() -> List[tuple]:
         ("RandomGrayscale p=1 + Grayscale", v2.Compose([v2.RandomGrayscale(1), v2.Grayscale(3)]), 1),
         ("GaussianBlur sigma 1", v2.GaussianBlur(5, sigma=(1.0, 1.0)), 1),
         ("RandomApply p=1", v2.RandomApply([v2.ColorJitter(brightness=(0.9, 0.9))], p=1), 1),
+        ("One-operation steps p=1", v2.Compose([v2.RandomSolarize(100.5, 1), v2.RandomPosterize(5, 1),
+                                                 v2.RandomAdjustSharpness(1.8, 1), v2.RandomAutocontrast(1),
+                                                 v2.RandomInvert(1)]), 2),
+        # DALI's equalize on the GPU (OpenCV's formula), torchvision's on the CPU
+        ("RandomEqualize p=1", v2.RandomEqualize(1), 60),
         ("ToTensor + Normalize", v2.Compose([v2.ToImage(), v2.ToDtype(torch.float32, scale=True),
                                              v2.Normalize([0.5] * 3, [0.2] * 3)]), 2),
         ("PILToTensor + ConvertImageDtype half", v2.Compose([v2.PILToTensor(), v2.ConvertImageDtype(torch.float16)]),

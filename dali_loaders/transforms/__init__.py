@@ -3,10 +3,10 @@
 One recipe language, two backends: the user's transform is the recipe. `plan(transform)`
 flattens it into steps and splits them where translation stops; `apply(steps, images)`
 builds the DALI graph of the translated steps, one registered translator per class.
-Op families live in their own modules (geometry, color, affine, conversion, containers,
-auto_augment); importing this package registers them all.
+Op families live in their own modules (geometry, color, photometric, affine, conversion,
+containers, auto_augment); importing this package registers them all.
 """
-from . import affine, auto_augment, color, containers, conversion, cutout, geometry  # noqa: F401  registers
+from . import affine, auto_augment, color, containers, conversion, cutout, geometry, photometric  # noqa: F401  registers
 from ._core import (
                     TRANSLATORS,
                     Images,

@@ -13,11 +13,12 @@ from ._core import (
     translates,
 )
 from ._placement import augments_when, branches
+from .photometric import OPERATIONS
 
 # -- composition -----------------------------------------------------------------------------
 
 SHAPE_KEEPING = {"ColorJitter", "GaussianBlur", "RandomGrayscale", "RandomHorizontalFlip", "RandomVerticalFlip",
-                 "RandomRotation", "RandomAffine", "RandomApply"}
+                 "RandomRotation", "RandomAffine", "RandomApply", *OPERATIONS}
 
 
 def random_apply_refusal(step) -> str:
@@ -33,7 +34,7 @@ def random_apply_refusal(step) -> str:
 
 # Steps whose fused slots a RandomApply gates with one coin (fused.gated): colour steps, which
 # neither warp nor take a fill, so that theirs stay in one DaliLoadersAugment call.
-GATED = {"ColorJitter", "RandomGrayscale"}
+GATED = {"ColorJitter", "RandomGrayscale", *OPERATIONS}
 
 
 def gates(step) -> bool:

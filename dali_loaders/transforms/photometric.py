@@ -1,0 +1,72 @@
+"""torchvision's one-operation random steps: RandomSolarize, RandomPosterize,
+RandomAdjustSharpness, RandomAutocontrast, RandomEqualize and RandomInvert, each its operation
+with probability p (v1 and v2). They are operations of the AutoAugment family, so they take
+its two paths, neither with a conditional: on CPU graphs one row of the fused operator's table,
+applied where the slot's uniform is at most p (fused.py); elsewhere (GPU graphs, or no plugin)
+a chain of one slot (augment_chain.py), whose row leaves the image as it is where the coin
+says no."""
+import math
+from typing import Callable, Dict, Tuple
+
+import numpy as np
+
+from ..ops import augment as op
+from . import augment_chain, fused
+from ._core import Images, refuses, translates
+from ._draws import Uniform
+from ._placement import augments
+
+
+def solarize_levels(step, images: Images) -> Tuple[float, ...]:
+    """The threshold as the whole level it acts as on uint8 pixels: PIL keeps x < t (in
+    double), the tensor kernels invert x >= t (t a float32 scalar): both invert x >= ceil(t)."""
+    t = float(step.threshold)
+    return (float(math.ceil(t if images.kind == "pil" else np.float32(t))),)
+
+
+def sharpness_factor(step, images: Images) -> Tuple[float, ...]:
+    """The factor as the operator's p1 + p0 in double: p1 its float32, p0 the rest (the
+    factor is Python's double, as torchvision passes it on)."""
+    f = float(step.sharpness_factor)
+    high = float(np.float32(f))
+    return f - high, high
+
+
+# name -> (the operation in the fused table and the chain, its parameters, its magnitude label
+# for the chain: what the AutoAugment family's table would hold for it)
+OPERATIONS: Dict[str, Tuple[str, Callable, Callable]] = {
+    "RandomSolarize": ("Solarize", solarize_levels, lambda step, images: solarize_levels(step, images)[0]),
+    "RandomPosterize": ("Posterize", lambda step, images: (float(step.bits),), lambda step, images: int(step.bits)),
+    "RandomAdjustSharpness": ("Sharpness", sharpness_factor, lambda step, images: float(step.sharpness_factor) - 1.0),
+    "RandomAutocontrast": ("AutoContrast", lambda step, images: (), lambda step, images: 0.0),
+    "RandomEqualize": ("Equalize", lambda step, images: (), lambda step, images: 0.0),
+    "RandomInvert": ("Invert", lambda step, images: (), lambda step, images: 0.0),
+}
+
+
+def refusal(step) -> str:
+    name = type(step).__name__
+    if name == "RandomPosterize" and not (isinstance(step.bits, int) and 0 <= step.bits <= 8):
+        return f"bits={step.bits!r} (a whole number of bits to keep, 0 to 8)"
+    if name == "RandomAdjustSharpness" and not step.sharpness_factor >= 0:
+        return f"sharpness_factor={step.sharpness_factor!r} (a factor >= 0)"
+    return ""
+
+
+@translates(*OPERATIONS)
+@refuses(refusal)
+@augments
+def one_operation(step, images: Images) -> None:
+    """The step's operation where a per-sample uniform is at most p (torchvision applies it
+    where torch.rand(1) < p: the same rate)."""
+    images.uint8_pixels(step)
+    images.decode()
+    name, parameters, magnitude = OPERATIONS[type(step).__name__]
+    p = float(step.p)
+    row = op.table_row(name, parameters(step, images), probability=p)
+    table = fused.Table(np.array([row], np.float64), [(name, magnitude(step, images))])
+    slots = [(0, Uniform() if p < 1.0 else None)]
+    if fused.usable(images):
+        fused.queue(images, step, table, slots, warps=False)
+    else:
+        augment_chain.automatic(step, images, lambda step, images: (table, slots))

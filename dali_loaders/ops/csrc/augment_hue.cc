@@ -10,6 +10,7 @@
 #include <memory>
 
 #include "augment_kernels.h"
+#include "simd.h"
 
 namespace augk {
 namespace {
@@ -194,6 +195,101 @@ void tensor_hsv_to_rgb(const float hsv[3], float rgb[3], bool v1) {
   rgb[0] = table[i][0]; rgb[1] = table[i][1]; rgb[2] = table[i][2];
 }
 
+#ifdef DALI_LOADERS_X86
+// Blends of 8 lanes: b where the mask is set, else a
+__attribute__((target("avx2"))) inline __m256 where(__m256 mask, __m256 b, __m256 a) {
+  return _mm256_blendv_ps(a, b, mask);
+}
+
+__attribute__((target("avx2"))) inline __m256 clamp01x8(__m256 x) {
+  return _mm256_min_ps(_mm256_max_ps(x, _mm256_setzero_ps()), _mm256_set1_ps(1.0f));
+}
+
+// Eight pixels of the tensor flavour's shift, each lane the scalar functions' arithmetic above:
+// the same IEEE operations in the same order (min, max, +, -, *, / and floor are exact per lane,
+// nothing fused). False, having written nothing, where a lane's hue leaves the range the fast
+// fmod takes (none does: the caller then goes pixel by pixel).
+__attribute__((target("avx2"))) bool tensor_hue8(const uint8_t* in, uint8_t* out, float factor, bool v1) {
+  alignas(32) float c[3][8];
+  for (int k = 0; k < 8; k++)
+    for (int b = 0; b < 3; b++) c[b][k] = in[3 * k + b];
+  const __m256 one = _mm256_set1_ps(1.0f);
+  __m256 rgb[3];
+  for (int b = 0; b < 3; b++) {
+    const __m256 x = _mm256_load_ps(c[b]);
+    rgb[b] = v1 ? _mm256_div_ps(x, _mm256_set1_ps(255.0f)) : _mm256_mul_ps(x, _mm256_set1_ps(static_cast<float>(1.0 / 255.0)));
+  }
+  const __m256 r = rgb[0], g = rgb[1], b = rgb[2];
+  const __m256 maxc = _mm256_max_ps(r, _mm256_max_ps(g, b)), minc = _mm256_min_ps(r, _mm256_min_ps(g, b));
+  const __m256 eqc = _mm256_cmp_ps(maxc, minc, _CMP_EQ_OQ);
+  const __m256 cr = _mm256_sub_ps(maxc, minc);
+  const __m256 s = _mm256_div_ps(cr, where(eqc, one, maxc));
+  const __m256 divisor = where(eqc, one, cr);
+  const __m256 rc = _mm256_div_ps(_mm256_sub_ps(maxc, r), divisor), gc = _mm256_div_ps(_mm256_sub_ps(maxc, g), divisor),
+               bc = _mm256_div_ps(_mm256_sub_ps(maxc, b), divisor);
+  const __m256 max_r = _mm256_cmp_ps(maxc, r, _CMP_EQ_OQ), max_g = _mm256_cmp_ps(maxc, g, _CMP_EQ_OQ);
+  const __m256 is_r = _mm256_and_ps(max_r, one), is_g = _mm256_and_ps(_mm256_andnot_ps(max_r, max_g), one),
+               is_b = _mm256_andnot_ps(_mm256_or_ps(max_r, max_g), one);
+  const __m256 hr = _mm256_mul_ps(is_r, _mm256_sub_ps(bc, gc)),
+               hg = _mm256_mul_ps(is_g, _mm256_sub_ps(_mm256_add_ps(rc, _mm256_set1_ps(2.0f)), bc)),
+               hb = _mm256_mul_ps(is_b, _mm256_sub_ps(_mm256_add_ps(gc, _mm256_set1_ps(4.0f)), rc));
+  __m256 h = _mm256_add_ps(_mm256_add_ps(hr, hg), hb);
+  h = _mm256_add_ps(v1 ? _mm256_div_ps(h, _mm256_set1_ps(6.0f)) : _mm256_mul_ps(h, _mm256_set1_ps(static_cast<float>(1.0 / 6.0))),
+                    one);
+  const __m256 in_range = _mm256_and_ps(_mm256_cmp_ps(h, _mm256_setzero_ps(), _CMP_GE_OQ),
+                                        _mm256_cmp_ps(h, _mm256_set1_ps(2.0f), _CMP_LT_OQ));
+  if (_mm256_movemask_ps(in_range) != 0xff) return false;
+  h = where(_mm256_cmp_ps(h, one, _CMP_GE_OQ), _mm256_sub_ps(h, one), h);   // fraction_of
+  const __m256 shifted = _mm256_add_ps(h, _mm256_set1_ps(factor));
+  h = _mm256_sub_ps(shifted, _mm256_floor_ps(shifted));
+  // tensor_hsv_to_rgb
+  const __m256 v = maxc, h6 = _mm256_mul_ps(h, _mm256_set1_ps(6.0f)), fi = _mm256_floor_ps(h6), f = _mm256_sub_ps(h6, fi);
+  __m256 p, q, t;
+  if (v1) {
+    p = clamp01x8(_mm256_mul_ps(v, _mm256_sub_ps(one, s)));
+    q = clamp01x8(_mm256_mul_ps(v, _mm256_sub_ps(one, _mm256_mul_ps(s, f))));
+    t = clamp01x8(_mm256_mul_ps(v, _mm256_sub_ps(one, _mm256_mul_ps(s, _mm256_sub_ps(one, f)))));
+  } else {
+    const __m256 sxf = _mm256_mul_ps(s, f), one_minus_s = _mm256_sub_ps(one, s);
+    q = clamp01x8(_mm256_mul_ps(_mm256_sub_ps(one, sxf), v));
+    t = clamp01x8(_mm256_mul_ps(_mm256_add_ps(sxf, one_minus_s), v));
+    p = clamp01x8(_mm256_mul_ps(one_minus_s, v));
+  }
+  // the sector i = int(fi) % 6: fi is 0 .. 6 here (h in [0, 1], 1 where a tiny negative hue wraps)
+  const __m256 s1 = _mm256_cmp_ps(fi, _mm256_set1_ps(1.0f), _CMP_EQ_OQ), s2 = _mm256_cmp_ps(fi, _mm256_set1_ps(2.0f), _CMP_EQ_OQ),
+               s3 = _mm256_cmp_ps(fi, _mm256_set1_ps(3.0f), _CMP_EQ_OQ), s4 = _mm256_cmp_ps(fi, _mm256_set1_ps(4.0f), _CMP_EQ_OQ),
+               s5 = _mm256_cmp_ps(fi, _mm256_set1_ps(5.0f), _CMP_EQ_OQ);
+  // i: 0 (v, t, p), 1 (q, v, p), 2 (p, v, t), 3 (p, q, v), 4 (t, p, v), 5 (v, p, q)
+  __m256 out_r = where(s1, q, v), out_g = where(s1, v, t), out_b = p;
+  out_r = where(_mm256_or_ps(s2, s3), p, out_r);
+  out_g = where(s2, v, where(s3, q, out_g));
+  out_b = where(s2, t, where(_mm256_or_ps(s3, s4), v, out_b));
+  out_r = where(s4, t, where(s5, v, out_r));
+  out_g = where(_mm256_or_ps(s4, s5), p, out_g);
+  out_b = where(s5, q, out_b);
+  const __m256 to_byte = _mm256_set1_ps(255.999f), top = _mm256_set1_ps(255.0f);
+  alignas(32) int32_t bytes[3][8];
+  const __m256 planes[3] = {out_r, out_g, out_b};
+  for (int k = 0; k < 3; k++)
+    _mm256_store_si256(reinterpret_cast<__m256i*>(bytes[k]),
+                       _mm256_cvttps_epi32(_mm256_min_ps(_mm256_mul_ps(planes[k], to_byte), top)));
+  for (int k = 0; k < 8; k++)
+    for (int b = 0; b < 3; b++) out[3 * k + b] = static_cast<uint8_t>(bytes[b][k]);
+  return true;
+}
+#endif
+
+void tensor_hue_pixel(const uint8_t* in, uint8_t* out, float factor, bool v1) {
+  const float to_unit = static_cast<float>(1.0 / 255.0), to_byte = 255.999f;
+  float rgb[3], hsv[3];
+  for (int b = 0; b < 3; b++) rgb[b] = v1 ? in[b] / 255.0f : in[b] * to_unit;
+  tensor_rgb_to_hsv(rgb, hsv, v1);
+  const float shifted = hsv[0] + factor;   // torch's % 1.0: x - floor(x)
+  hsv[0] = shifted - std::floor(shifted);
+  tensor_hsv_to_rgb(hsv, rgb, v1);
+  for (int b = 0; b < 3; b++) out[b] = static_cast<uint8_t>(std::min(255.0f, rgb[b] * to_byte));
+}
+
 }  // namespace
 
 void hue(const Image& src, Image& dst, float factor, Flavour f) {
@@ -211,16 +307,16 @@ void hue(const Image& src, Image& dst, float factor, Flavour f) {
     return;
   }
   const bool v1 = f == Flavour::kTensorV1;
-  const float to_unit = static_cast<float>(1.0 / 255.0), to_byte = 255.999f;
-  for (int64_t i = 0; i < n; i += 3) {
-    float rgb[3], hsv[3];
-    for (int b = 0; b < 3; b++) rgb[b] = v1 ? in[i + b] / 255.0f : in[i + b] * to_unit;
-    tensor_rgb_to_hsv(rgb, hsv, v1);
-    const float shifted = hsv[0] + factor;   // torch's % 1.0: x - floor(x)
-    hsv[0] = shifted - std::floor(shifted);
-    tensor_hsv_to_rgb(hsv, rgb, v1);
-    for (int b = 0; b < 3; b++) out[i + b] = static_cast<uint8_t>(std::min(255.0f, rgb[b] * to_byte));
+  int64_t i = 0;
+#ifdef DALI_LOADERS_X86
+  static const bool avx2 = simd::have_avx2();
+  if (avx2) {
+    for (; i + 24 <= n; i += 24)
+      if (!tensor_hue8(in + i, out + i, factor, v1))
+        for (int k = 0; k < 24; k += 3) tensor_hue_pixel(in + i + k, out + i + k, factor, v1);
   }
+#endif
+  for (; i < n; i += 3) tensor_hue_pixel(in + i, out + i, factor, v1);
 }
 
 }  // namespace augk

@@ -267,6 +267,18 @@ def window(output: np.ndarray):
     return x.min(), y.min(), x.max() - x.min() + 1, y.max() - y.min() + 1
 
 
+@pytest.mark.parametrize("first", [v2.ToImage(), v2.PILToTensor(), v2.ToDtype(torch.uint8)],
+                         ids=["ToImage", "PILToTensor", "ToDtype uint8"])
+def test_a_conversion_to_uint8_tensors_first_keeps_the_crop_decode(photo_files, first):
+    """`ToImage()` (or another conversion that leaves uint8 pixels) before RandomResizedCrop:
+    the window is drawn and decoded as without it (the same seed, the same pixels), not the
+    whole file decoded and cropped after, which costs twice as much."""
+    crop = v2.RandomResizedCrop(48, scale=(0.2, 1.0), antialias=True)
+    ours = dali_outputs(photo_files, C(first, crop, v2.ToDtype(torch.float32, scale=True)))
+    plain = dali_outputs(photo_files, C(crop, v2.ToImage(), v2.ToDtype(torch.float32, scale=True)))
+    assert all(np.array_equal(a, b) for a, b in zip(ours, plain))
+
+
 def test_random_resized_crop_area_and_aspect():
     image = coordinate_image(200, 160)
     transform = C(v2.RandomResizedCrop(100, scale=(0.2, 0.45), ratio=(0.5, 0.9), interpolation=IM.NEAREST),

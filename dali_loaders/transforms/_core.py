@@ -225,6 +225,7 @@ class Images:
 
         from ..ops import normalize as own
 
+        self.decode()
         self.flush_augment()
         if self.materialized:
             self.flush_mirror()

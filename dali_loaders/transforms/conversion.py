@@ -35,7 +35,9 @@ def to_tensor(step, images: Images) -> None:
 
 @translates("PILToTensor", "ToImage")
 def to_image(step, images: Images) -> None:
-    images.decode()
+    """The twin holds a uint8 tensor from here on. Files stay undecoded: a crop that follows
+    (RandomResizedCrop, Resize + CenterCrop) then decodes only its window, as it would after
+    a PIL image (the pixels are the same: the decode does not depend on the twin's type)."""
     images.kind = "tensor"
 
 
@@ -56,13 +58,13 @@ def to_dtype_refusal(step) -> str:
 
 
 def _to_dtype(step, images: Images, scale: bool) -> None:
-    images.decode()
     images.kind = "tensor"
     dtype = target_dtype(step)
-    if dtype == torch.uint8:
+    if dtype == torch.uint8:   # nothing to do to uint8 pixels: files may stay undecoded (see to_image)
         if images.is_float:
             raise Untranslatable(f"{describe(step)}: converting float back to uint8 is not supported")
         return
+    images.decode()
     if images.is_float:
         if images.materialized and dtype != images.dtype:
             raise Untranslatable(f"{describe(step)}: a dtype change after a float step that DALI already "

@@ -536,6 +536,23 @@ def test_one_operation_steps_apply_at_their_rate(monkeypatch, plugin_built):
     assert abs(np.mean(rates[0]) - 0.3) < 0.08
 
 
+def test_random_apply_of_a_blur_needs_no_conditional_and_blurs_at_its_rate():
+    """RandomApply([GaussianBlur], p=0.3), as self-supervised recipes write it: each image is
+    the image itself or within a level of torchvision's blur, at torchvision's rate (the
+    default 0.5 fails), in a graph without conditionals (an `if` on a DataNode would raise)."""
+    image = coordinate_image(32, 24)
+    transform = C(v2.RandomApply([v2.GaussianBlur(5, sigma=(1.5, 1.5))], p=0.3), v2.PILToTensor())
+    recipe = transforms.plan(transform, False)
+    assert not transforms.needs_conditionals(recipe, "cpu") and not transforms.needs_conditionals(recipe, "gpu")
+    ours, theirs = both(image, transform)
+    blurred = [t for t in theirs if not np.array_equal(t, image)][0]
+    for o in ours:
+        assert np.array_equal(o, image) or np.abs(o - blurred).max() <= 1
+    rates = [[not np.array_equal(o, image) for o in outputs] for outputs in (ours, theirs)]
+    close(*rates, 0.09, "RandomApply(GaussianBlur) rate")
+    assert abs(np.mean(rates[0]) - 0.3) < 0.08
+
+
 def test_gaussian_blur_sigma_range():
     """An impulse blurred with a 15 x 15 kernel: its spread (second moment) gives sigma."""
     image = np.zeros((15, 15, 3), dtype=np.uint8)

@@ -205,12 +205,21 @@ def random_grayscale(step, images: Images) -> None:
 
 @translates("GaussianBlur")
 def gaussian_blur(step, images: Images) -> None:
-    """One sigma per image for both axes, uniform in the range, as torchvision draws it; the
-    kernel (width, height) and the border (reflect-101) are torchvision's."""
-    from nvidia.dali import fn
-
     images.uint8_pixels(step)
     images.decode()
+    blur(step, images)
+
+
+def blur(step, images: Images, applied=None) -> None:
+    """One sigma per image for both axes, uniform in the range, as torchvision draws it; the
+    kernel (width, height) and the border (reflect-101) are torchvision's. `applied`, an int32
+    0/1 per sample (RandomApply's coin): where 0, a window of 1 x 1, which gives the image back
+    exactly at the cost of a copy, so no conditional is needed."""
+    from nvidia.dali import fn
+
     kernel_x, kernel_y = step.kernel_size if not isinstance(step.kernel_size, int) else (step.kernel_size,) * 2
     sigma = uniform(*step.sigma) if step.sigma[0] != step.sigma[1] else float(step.sigma[0])
-    images.data = fn.gaussian_blur(images.data, window_size=[int(kernel_y), int(kernel_x)], sigma=sigma)
+    window = [int(kernel_y), int(kernel_x)]
+    if applied is not None:
+        window = fn.stack(*(applied * (k - 1) + 1 for k in window))
+    images.data = fn.gaussian_blur(images.data, window_size=window, sigma=sigma)

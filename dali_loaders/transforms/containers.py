@@ -2,6 +2,7 @@
 
 from . import fused
 from ._args import coin
+from .color import blur
 from ._core import (
     Images,
     apply,
@@ -12,7 +13,7 @@ from ._core import (
     refuses,
     translates,
 )
-from ._placement import augments_when, branches
+from ._placement import augments_when, branches_when
 from .photometric import OPERATIONS
 
 # -- composition -----------------------------------------------------------------------------
@@ -44,9 +45,16 @@ def gates(step) -> bool:
     return bool(inner) and all(type(s).__name__ in GATED for s in inner) and len({is_v1(s) for s in inner}) == 1
 
 
+def blurs_only(step) -> bool:
+    """Whether every step inside is a GaussianBlur: one coin then picks each image's window
+    (the blur's, or 1 x 1: the image as it is), no conditional (color.blur)."""
+    inner = flatten(list(step.transforms))
+    return bool(inner) and all(type(s).__name__ == "GaussianBlur" for s in inner)
+
+
 @translates("RandomApply")
 @refuses(random_apply_refusal)
-@branches
+@branches_when(lambda step: not blurs_only(step))
 @augments_when(gates)
 def random_apply(step, images: Images) -> None:
     from dataclasses import replace
@@ -57,6 +65,11 @@ def random_apply(step, images: Images) -> None:
         fused.gated(images, float(step.p), lambda: apply(flatten(list(step.transforms)), images, flush=False))
         return
     images.flush_mirror()
+    if blurs_only(step):
+        applied = coin(step.p)   # int32
+        for inner in flatten(list(step.transforms)):
+            blur(inner, images, applied)
+        return
     data = images.data
     if coin(step.p):
         inner = replace(images, data=data, at_source=None)   # nothing of the source inside a branch

@@ -637,7 +637,8 @@ GPU_TRANSFORMS = [
     C(v2.RandomCrop(40, padding=(1, 2, 3, 4), padding_mode="reflect"), v2.Pad(3, padding_mode="edge"),
       v2.Pad(2, padding_mode="symmetric"), v2.ToImage(), v2.ToDtype(torch.float32, scale=True), v2.ToPureTensor()),
     C(v2.RandomSolarize(128, p=0.2), v2.RandomPosterize(4, p=0.3), v2.RandomAdjustSharpness(2.0),
-      v2.RandomAutocontrast(), v2.RandomEqualize(0.4), v2.RandomApply([v2.RandomInvert(1.0)], p=0.3)),
+      v2.RandomAutocontrast(), v2.RandomEqualize(0.4), v2.RandomApply([v2.RandomInvert(1.0)], p=0.3),
+      v2.RandomApply([v2.GaussianBlur(5, sigma=(0.1, 2.0))], p=0.5)),
 ]
 
 

@@ -174,6 +174,8 @@ def timed_ops(kernels: str) -> List[Tuple[str, Steps]]:
              ("AutoContrast", [("AutoContrast", ())]), ("Equalize", [("Equalize", ())]),
              ("Grayscale", [("Grayscale", ())]), ("FlipH", [("FlipH", ())]), ("FlipV", [("FlipV", ())]),
              ("Erase", [("Erase", (50, 60, 80, 70))]),
+             ("GaussianBlur 23, sigma 1", [("GaussianBlur", (1.0, 23, 23))]),
+             ("GaussianBlur 5, sigma 1", [("GaussianBlur", (1.0, 5, 5))]),
              ("ColorJitter b/c/s", [("Brightness", (1.3, 0.0)), ("Contrast", (0.7, 0.0)), ("Color", (1.2, 0.0))])]
     return rows
 
@@ -220,7 +222,8 @@ def digest_cases(kernels: str) -> List[Tuple[str, Steps]]:
               + [("SolarizeAdd", (a, t)) for a, t in ((0, 128), (30, 128), (110, 256), (60, 0))]
               + [("Hue", (h,)) for h in (-0.5, -0.27, -0.01, 0.0, 0.08, 0.33, 0.5)]
               + [(name, ()) for name in ("AutoContrast", "Equalize", "Invert", "Grayscale", "FlipH", "FlipV")]
-              + [("Erase", box) for box in ((0, 0, 5, 7), (10, 3, 400, 400), (-3, -4, 9, 9))])
+              + [("Erase", box) for box in ((0, 0, 5, 7), (10, 3, 400, 400), (-3, -4, 9, 9))]
+              + [("GaussianBlur", b) for b in ((0.1, 3, 3), (1.5, 5, 9), (2.0, 23, 23), (0.7, 1, 7), (3.0, 61, 1))])
     cases = [(f"{name} {p}", [(name, p)]) for name, p in warps + enhance + tables]
     chains = [[], [("Skip", ())], [("Identity", ()), ("Skip", ())],
               [("Brightness", (1.3, 0.0)), ("Contrast", (0.7, 0.0)), ("Color", (1.2, 0.0)), ("Hue", (0.05,))],

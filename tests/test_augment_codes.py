@@ -84,7 +84,9 @@ def resolved(image, **arguments):
 def test_the_operator_knows_every_code_and_no_more(built):
     image = np.zeros((16, 16, 3), np.uint8)
     codes = np.array(sorted(op.CODES.values()) + [op.SKIP], np.int32)
-    steps = resolved(image, ops=codes, params=np.zeros((len(codes), op.NUM_PARAMS), np.float32))
+    params = np.zeros((len(codes), op.NUM_PARAMS), np.float32)
+    params[codes == op.CODES["GaussianBlur"]] = [1.0, 3.0, 3.0, 0.0]   # the one op whose zeros are refused
+    steps = resolved(image, ops=codes, params=params)
     assert [int(step[0]) for step in steps] == codes.tolist()
     with pytest.raises(RuntimeError, match="unknown op code"):
         resolved(image, ops=np.array([len(op.CODES)], np.int32), params=np.zeros((1, op.NUM_PARAMS), np.float32))

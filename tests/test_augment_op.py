@@ -338,6 +338,8 @@ def test_a_loader_erasing_with_the_box_operator_resumes_mid_epoch_exactly(monkey
     ([("ShearX", (0.1, 0, 0))], "tensor", "timm's shear"),
     ([("Hue", (0.7,))], "pil", "hue factor"),
     ([("Posterize", (9,))], "pil", "posterize"),
+    ([("GaussianBlur", (1.0, 4, 3))], "tensor", "kernel sizes must be odd"),
+    ([("GaussianBlur", (0.0, 3, 3))], "pil", "sigma must be > 0"),
 ])
 def test_bad_parameters_are_refused_by_name(photos, steps, kernels, match):
     with pytest.raises(RuntimeError, match=match):
@@ -464,7 +466,8 @@ def test_params_must_be_a_row_per_op(photos):
 HEAVY = [v2.RandomHorizontalFlip(), v2.TrivialAugmentWide(), v2.RandAugment(), v2.AutoAugment(),
          v2.ColorJitter(0.4, 0.4, 0.4, 0.1), v2.RandomGrayscale(0.2),
          v2.RandomApply([v2.ColorJitter(0.4, 0.4, 0.4, 0.1), v2.RandomGrayscale(0.5)], p=0.8),
-         v2.RandomSolarize(128, p=0.2), v2.RandomEqualize(0.1), v2.ToImage(),
+         v2.RandomSolarize(128, p=0.2), v2.RandomEqualize(0.1), v2.GaussianBlur(3, sigma=(0.1, 2.0)),
+         v2.RandomApply([v2.GaussianBlur(5)], p=0.5), v2.ToImage(),
          v2.ToDtype(torch.float32, scale=True)]
 
 

@@ -536,10 +536,16 @@ def test_one_operation_steps_apply_at_their_rate(monkeypatch, plugin_built):
     assert abs(np.mean(rates[0]) - 0.3) < 0.08
 
 
-def test_random_apply_of_a_blur_needs_no_conditional_and_blurs_at_its_rate():
+@pytest.mark.parametrize("plugin_built", [True, False], ids=["fused", "window"])
+def test_random_apply_of_a_blur_needs_no_conditional_and_blurs_at_its_rate(monkeypatch, plugin_built):
     """RandomApply([GaussianBlur], p=0.3), as self-supervised recipes write it: each image is
     the image itself or within a level of torchvision's blur, at torchvision's rate (the
-    default 0.5 fails), in a graph without conditionals (an `if` on a DataNode would raise)."""
+    default 0.5 fails), in a graph without conditionals (an `if` on a DataNode would raise):
+    in the augmentation operator, or without it as a window of 1 x 1 where the coin says no."""
+    from dali_loaders.ops import plugin
+
+    if not plugin_built:
+        monkeypatch.setenv(plugin.DISABLE_AUGMENT_ENV, "1")
     image = coordinate_image(32, 24)
     transform = C(v2.RandomApply([v2.GaussianBlur(5, sigma=(1.5, 1.5))], p=0.3), v2.PILToTensor())
     recipe = transforms.plan(transform, False)

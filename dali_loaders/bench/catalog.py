@@ -63,6 +63,17 @@ def _contrastive_views(train: bool):
     return v2.Compose(steps + recipes.to_float(recipes.IMAGENET_MEAN, recipes.IMAGENET_STD))
 
 
+def _moco_views(train: bool):
+    """MoCo v2's views whole: the contrastive views with its Gaussian blur half the time, as
+    torchvision's GaussianBlur (a 23-pixel kernel, a tenth of the size, as SimCLR's)."""
+    from torchvision.transforms import v2
+
+    steps = [v2.RandomResizedCrop(224, scale=(0.2, 1.0), antialias=True),
+             v2.RandomApply([v2.ColorJitter(0.4, 0.4, 0.4, 0.1)], p=0.8), v2.RandomGrayscale(p=0.2),
+             v2.RandomApply([v2.GaussianBlur(23, sigma=(0.1, 2.0))], p=0.5), v2.RandomHorizontalFlip()]
+    return v2.Compose(steps + recipes.to_float(recipes.IMAGENET_MEAN, recipes.IMAGENET_STD))
+
+
 def _timm_rand_augment(train: bool):
     """timm's create_transform: rand-m9-mstd0.5-inc1, pixel RandomErasing(0.25), bicubic; eval
     as resolve_data_config gives for a resnet50 (bicubic, crop_pct 0.95)."""
@@ -142,6 +153,10 @@ RECIPES = {
         "contrastive": BenchRecipe(_contrastive_views, splits=("train",),
                               about="RandomResizedCrop(224, scale=(0.2, 1)), flip, RandomApply([ColorJitter(0.4, "
                                     "0.4, 0.4, 0.1)], p=0.8), RandomGrayscale(0.2): MoCo v2's views, less the blur"),
+        "moco": BenchRecipe(_moco_views, splits=("train",),
+                            about="RandomResizedCrop(224, scale=(0.2, 1)), RandomApply([ColorJitter(0.4, 0.4, 0.4, "
+                                  "0.1)], p=0.8), RandomGrayscale(0.2), RandomApply([GaussianBlur(23, (0.1, 2))], "
+                                  "p=0.5), flip: MoCo v2's views"),
         "albumentations": BenchRecipe(_albumentations_val, splits=("val",), options={"python_fallback": True},
                                       tensor_backend=False, needs=("albumentations",),
                                       about="SmallestMaxSize(256), CenterCrop(224), Normalize, ToTensorV2: "

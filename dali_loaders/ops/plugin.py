@@ -85,7 +85,7 @@ RESIZE = Library("libdali_loaders_resize.so", "DaliLoadersResize", "dali_loaders
 # when the CPU has FMA (the flag is in the build's key, so another CPU builds its own).
 AUGMENT = Library("libdali_loaders_augment.so", "DaliLoadersAugment", "dali_loaders_augment",
                   ("augment_op.cc", "erase_op.cc", "timm_rows_op.cc"),
-                  ("augment_color.cc", "augment_geometry.cc", "augment_hue.cc", "erase_fill.cc"),
+                  ("augment_blur.cc", "augment_color.cc", "augment_geometry.cc", "augment_hue.cc", "erase_fill.cc"),
                   ("augment_kernels.h", "augment_codes.h", "erase_box.h", "erase_fill.h", "simd.h"),
                   ("-ffp-contract=off",), "the augmentation plugin",
                   "augmenting with DALI's conditionals and operators instead", DISABLE_AUGMENT_ENV)

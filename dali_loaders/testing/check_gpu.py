@@ -76,7 +76,8 @@ def transform_cases() -> List[tuple]:
          2),
         ("ColorJitter pinned", v2.ColorJitter((1.2, 1.2), (0.8, 0.8), (1.3, 1.3), (0.1, 0.1)), 2),
         ("RandomGrayscale p=1 + Grayscale", v2.Compose([v2.RandomGrayscale(1), v2.Grayscale(3)]), 1),
-        ("GaussianBlur sigma 1", v2.GaussianBlur(5, sigma=(1.0, 1.0)), 1),
+        # the CPU graph blurs in the augmentation operator, the GPU in DALI's: each within 1 of torchvision
+        ("GaussianBlur sigma 1", v2.GaussianBlur(5, sigma=(1.0, 1.0)), 2),
         ("RandomApply p=1", v2.RandomApply([v2.ColorJitter(brightness=(0.9, 0.9))], p=1), 1),
         ("One-operation steps p=1", v2.Compose([v2.RandomSolarize(100.5, 1), v2.RandomPosterize(5, 1),
                                                  v2.RandomAdjustSharpness(1.8, 1), v2.RandomAutocontrast(1),

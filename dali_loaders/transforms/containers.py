@@ -33,9 +33,9 @@ def random_apply_refusal(step) -> str:
     return ""
 
 
-# Steps whose fused slots a RandomApply gates with one coin (fused.gated): colour steps, which
-# neither warp nor take a fill, so that theirs stay in one DaliLoadersAugment call.
-GATED = {"ColorJitter", "RandomGrayscale", *OPERATIONS}
+# Steps whose fused slots a RandomApply gates with one coin (fused.gated): colour steps and the
+# blur, which neither warp nor take a fill, so that theirs stay in one DaliLoadersAugment call.
+GATED = {"ColorJitter", "RandomGrayscale", "GaussianBlur", *OPERATIONS}
 
 
 def gates(step) -> bool:

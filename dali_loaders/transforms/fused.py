@@ -303,6 +303,17 @@ def gated(images: Images, p: float, queue_steps) -> None:
         pending.rows[j] = Lookup(joint, np.where(grid[-1] == 0, rows, -1))
 
 
+def gaussian_blur(step, images: Images) -> None:
+    """torchvision's blur: sigma uniform in its range (the slot's draw), one for both axes,
+    the kernel (width, height) its own."""
+    kernel_x, kernel_y = (step.kernel_size,) * 2 if isinstance(step.kernel_size, int) else step.kernel_size
+    low, high = (float(s) for s in step.sigma)
+    pending = images.pending_augment(kernels(step, images), None, warps=False)
+    first = pending.add_table(np.array([op.table_row("GaussianBlur", [low, float(kernel_x), float(kernel_y)],
+                                                     span=high - low)], np.float64))
+    pending.add_slot(first, Uniform() if high != low else 0.0)
+
+
 def erase(step, images: Images, box, value: List[float]) -> None:
     """RandomErasing on uint8 pixels (the twin erases its uint8 tensor): the drawn box, float32
     (top, left, height, width) per sample, set to the value, which torchvision's copy into uint8

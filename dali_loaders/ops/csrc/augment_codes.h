@@ -33,7 +33,8 @@ enum OpCode : int32_t {
   kFlipV = 18,
   kErase = 19,
   kGrayscale = 20,
-  kNumOps = 21,   // one past the last code
+  kGaussianBlur = 21,
+  kNumOps = 22,   // one past the last code
 };
 
 enum Widths : int {

@@ -443,6 +443,12 @@ const char* check_step(const Step& s, Flavour f) {
   }
   if (s.op == kPosterize && !(s.p[0] >= 0.0f && s.p[0] <= 8.0f)) return "posterize keeps 0 to 8 bits";
   if (s.op == kHue && !(s.p[0] >= -0.5f && s.p[0] <= 0.5f)) return "the hue factor must be in [-0.5, 0.5]";
+  if (s.op == kGaussianBlur) {
+    if (!(s.p[0] > 0.0f)) return "the blur's sigma must be > 0";
+    for (int k = 1; k <= 2; k++)
+      if (!(s.p[k] >= 1.0f && s.p[k] <= 1023.0f && std::fmod(s.p[k], 2.0f) == 1.0f))
+        return "the blur's kernel sizes must be odd, 1 to 1023";
+  }
   if ((s.op == kBrightness || s.op == kColor || s.op == kContrast || s.op == kSharpness) && !(static_cast<double>(s.p[0]) + s.p[1] >= 0.0))
     return "the enhancement factor must be >= 0";
   return "";
@@ -452,8 +458,11 @@ namespace {
 
 bool is_noop(const Step& s) { return s.op == kSkip || s.op == kIdentity; }
 
-// Warps, flips and sharpness read pixels other than the one they write: not in place
-bool needs_new_buffer(const Step& s) { return (s.op >= kShearX && s.op <= kRotate) || s.op == kSharpness || s.op == kFlipH || s.op == kFlipV; }
+// Warps, flips, sharpness and the blur read pixels other than the one they write: not in place
+bool needs_new_buffer(const Step& s) {
+  return (s.op >= kShearX && s.op <= kRotate) || s.op == kSharpness || s.op == kFlipH || s.op == kFlipV ||
+         s.op == kGaussianBlur;
+}
 
 uint8_t* buffer(std::vector<uint8_t>& v, int64_t size) {
   if (static_cast<int64_t>(v.size()) < size) v.resize(size);
@@ -482,6 +491,7 @@ void augment(const uint8_t* in, uint8_t* out, int height, int width, int channel
     else if (needs_new_buffer(s) || cur.data == in) next.data = buffer(cur.data == scratch.a.data() ? scratch.b : scratch.a, size);
     if (s.op >= kShearX && s.op <= kRotate) warp(cur, next, s, settings);
     else if (s.op == kSharpness) sharpness(cur, next, s, settings.flavour);
+    else if (s.op == kGaussianBlur) gaussian_blur(cur, next, s, scratch.row);
     else if (s.op == kFlipH || s.op == kFlipV) flip(cur, next, s.op == kFlipH);
     else pointwise(cur, next, s, settings);
     cur = next;

@@ -1,7 +1,8 @@
 // The per-sample augmentations of DaliLoadersAugment (augment_op.cc), on HWC uint8 images, in
 // two arithmetics: what torchvision's uint8 tensor kernels compute (v2's, or v1's where v1
 // rounds differently) and what PIL computes (torchvision's ops on a PIL image, timm's ops).
-// Declarations only: the bodies (augment_geometry.cc, augment_color.cc) are compiled at -O3
+// Declarations only: the bodies (augment_geometry.cc, augment_color.cc, augment_hue.cc,
+// augment_blur.cc) are compiled at -O3
 // with floating-point contraction off, so that float32 and double operations round one at a
 // time, as in torch's and Pillow's builds. For speed the loops are instantiated per flavour
 // and channel count (by_flavour, by_channels below), so that no pixel loop branches on them.
@@ -19,6 +20,7 @@
 //   kPosterize         p0 bits kept          kSolarize   p0 threshold: pixels >= it are inverted
 //   kSolarizeAdd       p0 added, p1 threshold: pixels below it get p0 added, saturating (timm)
 //   kErase             p0 top, p1 left, p2 height, p3 width: the box set to `erase_value`
+//   kGaussianBlur      p0 sigma, p1 kernel width, p2 kernel height (odd): torchvision's blur
 //   kIdentity, kAutoContrast, kEqualize, kInvert, kFlipH, kFlipV, kGrayscale: no parameters
 // Resample is PIL's number: 0 nearest, 2 bilinear, 3 bicubic (bicubic: PIL flavour only).
 // `fill` (one value per channel) is where a warp finds no source pixel.
@@ -58,6 +60,7 @@ inline int channels_of(const Image& img) { return C ? C : img.channels; }
 // Buffers a caller keeps between calls (one per thread)
 struct Scratch {
   std::vector<uint8_t> a, b;
+  std::vector<float> row;   // the blur's padded row
 };
 
 // body(flavour) with the flavour as a compile-time constant (std::integral_constant)
@@ -93,5 +96,6 @@ void flip(const Image& src, Image& dst, bool horizontal);
 void sharpness(const Image& src, Image& dst, const Step& step, Flavour flavour);
 void hue(const Image& src, Image& dst, float factor, Flavour flavour);
 void pointwise(const Image& src, Image& dst, const Step& step, const Settings& settings);
+void gaussian_blur(const Image& src, Image& dst, const Step& step, std::vector<float>& scratch);   // augment_blur.cc
 
 }  // namespace augk

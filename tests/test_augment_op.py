@@ -305,6 +305,29 @@ def test_the_box_operators_graph_erases_the_boxes_the_erase_operators_graph_eras
     assert 10 < int((erased > 0).sum()) < 32
 
 
+def test_self_supervised_views_resume_mid_epoch_exactly():
+    """MoCo v2's and BYOL's steps in the operator (RandomApply's coin drawn with ColorJitter's
+    order, the blur's sigma, solarization's coin): a state saved mid-epoch gives the rest of
+    the epoch bit for bit, and the augmentations vary from image to image."""
+    from dali_loaders.loader import dali_loader
+    from dali_loaders.sources.arrays import ArraySource
+
+    pixels = np.random.default_rng(3).integers(0, 256, (48, 20, 24, 3), dtype=np.uint8)
+    recipe = v2.Compose([v2.RandomApply([v2.ColorJitter(0.4, 0.4, 0.4, 0.1)], p=0.8), v2.RandomGrayscale(0.2),
+                         v2.RandomApply([v2.GaussianBlur(5, sigma=(0.1, 2.0))], p=0.5),
+                         v2.RandomSolarize(128, p=0.2), v2.ToImage(), v2.ToDtype(torch.float32, scale=True)])
+
+    def loader():
+        return dali_loader(ArraySource(pixels, np.arange(48), "indexed"), recipe, train=True, batch_size=8,
+                           num_threads=2, seed=5)
+
+    assert_resume_gives_the_rest(loader, taken=2, epoch=1)
+    images, labels = (torch.cat(parts) for parts in zip(*loader()))
+    originals = torch.from_numpy(pixels[labels.numpy()]).permute(0, 3, 1, 2).float() / 255
+    changed = (images - originals).abs().flatten(1).amax(1) > 1e-6
+    assert 0 < int(changed.sum()) < len(changed)   # p=0.8 * ... : some images left as they are
+
+
 def test_a_loader_erasing_with_the_box_operator_resumes_mid_epoch_exactly(monkeypatch):
     """The box operator's draws are the graph's own random operator: a state saved mid-epoch
     gives the rest of the epoch bit for bit (GPU graphs' erasing, forced onto a CPU graph)."""

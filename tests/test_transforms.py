@@ -502,6 +502,30 @@ def test_random_apply_of_a_random_step_multiplies_their_rates():
     assert abs(np.mean(rates[0]) - 0.3) < 0.08
 
 
+@pytest.mark.parametrize("plugin_built", [True, False], ids=["fused", "conditionals"])
+@pytest.mark.parametrize("version", ["v1", "v2"])
+def test_random_choice_picks_each_transform_at_its_weight(monkeypatch, plugin_built, version):
+    """RandomChoice of three colour steps, weights 1:3:6: each image is exactly one of
+    torchvision's three images, at torchvision's rates (equal weights, the default, fail)."""
+    from dali_loaders.ops import plugin
+
+    if not plugin_built:
+        monkeypatch.setenv(plugin.DISABLE_AUGMENT_ENV, "1")
+    api = v1 if version == "v1" else v2
+    transform = api.Compose([api.RandomChoice([api.RandomInvert(1.0), api.RandomGrayscale(1.0),
+                                               api.Compose([api.RandomSolarize(100, 1.0), api.RandomPosterize(2, 1.0)])],
+                                              p=[1, 3, 6]), api.PILToTensor()])
+    recipe = transforms.plan(transform, False)
+    assert transforms.needs_conditionals(recipe, "cpu") == (not plugin_built)
+    ours, theirs = both(flat((200, 60, 30)), transform)
+    kinds = distinct(theirs)
+    assert len(kinds) == 3
+    drawn = [outcomes(outputs, kinds) for outputs in (ours, theirs)]
+    for k in range(3):
+        close(drawn[0] == k, drawn[1] == k, 0.11, f"RandomChoice outcome {k}")
+    assert sorted(np.bincount(drawn[0], minlength=3) / len(ours)) == pytest.approx([0.1, 0.3, 0.6], abs=0.08)
+
+
 def test_random_apply_draws_color_jitter_orders_uniformly_when_applied():
     """Brightness then contrast, contrast then brightness, or neither: each exactly one of
     torchvision's images, at torchvision's rates (p=0.7, each order 0.35; the brighter image
@@ -602,6 +626,8 @@ def test_unknown_transform_is_named_with_the_supported_list(step, named):
     (v1.Grayscale(2), "num_output_channels=2"),
     (v2.RandomApply([v2.CenterCrop(8)], p=0.5), "CenterCrop inside it"),
     (v2.RandomApply([v2.Resize(8)]), "Resize inside it"),
+    (v2.RandomChoice([v2.RandomInvert(), v2.CenterCrop(8)]), "CenterCrop inside it"),
+    (v1.RandomChoice([v1.RandomInvert(), v1.RandomGrayscale()], p=[0, 0]), "p=[0, 0]"),
     (v2.ToDtype(torch.int32), "dtype torch.int32"),
 ])
 def test_unsupported_parameter_is_refused_by_name(step, argument):
@@ -644,7 +670,8 @@ GPU_TRANSFORMS = [
       v2.Pad(2, padding_mode="symmetric"), v2.ToImage(), v2.ToDtype(torch.float32, scale=True), v2.ToPureTensor()),
     C(v2.RandomSolarize(128, p=0.2), v2.RandomPosterize(4, p=0.3), v2.RandomAdjustSharpness(2.0),
       v2.RandomAutocontrast(), v2.RandomEqualize(0.4), v2.RandomApply([v2.RandomInvert(1.0)], p=0.3),
-      v2.RandomApply([v2.GaussianBlur(5, sigma=(0.1, 2.0))], p=0.5)),
+      v2.RandomApply([v2.GaussianBlur(5, sigma=(0.1, 2.0))], p=0.5),
+      v2.RandomChoice([v2.RandomInvert(1.0), v2.Compose([v2.RandomSolarize(9, 1.0), v2.GaussianBlur(3)])], p=[2, 1])),
 ]
 
 

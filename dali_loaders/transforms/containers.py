@@ -1,8 +1,10 @@
-"""RandomApply and the composition of steps."""
+"""RandomApply and RandomChoice: steps applied at random, per image."""
+from dataclasses import replace
+from functools import partial
+from typing import Any, List
 
 from . import fused
 from ._args import coin
-from .color import blur
 from ._core import (
     Images,
     apply,
@@ -13,17 +15,22 @@ from ._core import (
     refuses,
     translates,
 )
-from ._placement import augments_when, branches_when
+from ._placement import augments_when, branches, branches_when
+from .color import blur
 from .photometric import OPERATIONS
 
 # -- composition -----------------------------------------------------------------------------
 
 SHAPE_KEEPING = {"ColorJitter", "GaussianBlur", "RandomGrayscale", "RandomHorizontalFlip", "RandomVerticalFlip",
-                 "RandomRotation", "RandomAffine", "RandomApply", *OPERATIONS}
+                 "RandomRotation", "RandomAffine", "RandomApply", "RandomChoice", *OPERATIONS}
 
 
 def random_apply_refusal(step) -> str:
-    for inner in flatten(list(step.transforms)):
+    return inner_refusal(flatten(list(step.transforms)))
+
+
+def inner_refusal(steps) -> str:
+    for inner in steps:
         if type(inner).__name__ not in SHAPE_KEEPING:
             return (f"{describe(inner)} inside it: only steps that keep the image's size and type are "
                     f"translated there ({', '.join(sorted(SHAPE_KEEPING))})")
@@ -41,8 +48,11 @@ GATED = {"ColorJitter", "RandomGrayscale", "GaussianBlur", *OPERATIONS}
 def gates(step) -> bool:
     """Whether the fused operator runs the RandomApply where it is usable: its steps all in
     GATED, of one torchvision API (v1 and v2 tensors differ in arithmetic: two calls)."""
-    inner = flatten(list(step.transforms))
-    return bool(inner) and all(type(s).__name__ in GATED for s in inner) and len({is_v1(s) for s in inner}) == 1
+    return fusable(flatten(list(step.transforms)))
+
+
+def fusable(steps) -> bool:
+    return bool(steps) and all(type(s).__name__ in GATED for s in steps) and len({is_v1(s) for s in steps}) == 1
 
 
 def blurs_only(step) -> bool:
@@ -57,8 +67,6 @@ def blurs_only(step) -> bool:
 @branches_when(lambda step: not blurs_only(step))
 @augments_when(gates)
 def random_apply(step, images: Images) -> None:
-    from dataclasses import replace
-
     images.uint8_pixels(step)
     images.decode()
     if fused.usable(images) and gates(step):   # one coin in the DaliLoadersAugment call, no conditional
@@ -78,3 +86,66 @@ def random_apply(step, images: Images) -> None:
         data = inner.data
     images.data = data
 
+
+# -- RandomChoice -----------------------------------------------------------------------------
+
+
+def groups(step) -> List[List[Any]]:
+    """RandomChoice's transforms, each flattened into its steps."""
+    return [flatten(transform) for transform in step.transforms]
+
+
+def choice_weights(step) -> List[float]:
+    """Each transform's weight (v1 keeps p as given, None for equal; v2 normalizes it)."""
+    p = getattr(step, "p", None)
+    return [1.0] * len(step.transforms) if p is None else [float(w) for w in p]
+
+
+def random_choice_refusal(step) -> str:
+    if not step.transforms:
+        return "no transforms to choose from"
+    weights = choice_weights(step)
+    if len(weights) != len(step.transforms) or min(weights) < 0 or sum(weights) <= 0:
+        return f"p={step.p!r} (a weight >= 0 per transform, not all 0)"
+    return inner_refusal([inner for group in groups(step) for inner in group])
+
+
+def chooses(step) -> bool:
+    """Whether the fused operator runs the RandomChoice where it is usable (see gates)."""
+    return fusable([inner for group in groups(step) for inner in group])
+
+
+@translates("RandomChoice")
+@refuses(random_choice_refusal)
+@branches
+@augments_when(chooses)
+def random_choice(step, images: Images) -> None:
+    """One of the transforms per image, by its weight: in the augmentation operator, one draw
+    (fused.chosen); else a DALI conditional per split of the choices."""
+    from nvidia.dali import fn
+
+    images.uint8_pixels(step)
+    images.decode()
+    weights = choice_weights(step)
+    if fused.usable(images) and chooses(step):
+        fused.chosen(images, weights, [partial(apply, group, images, flush=False) for group in groups(step)])
+        return
+    images.flush_mirror()
+    total = sum(weights)
+    index = fn.random.choice(len(weights), p=[w / total for w in weights])
+    images.data = _chosen(index, 0, len(weights) - 1, groups(step), images, images.data)
+
+
+def _chosen(index, lo: int, hi: int, choices, images: Images, data):
+    """choices[index] applied to data per sample, as a binary tree of DALI conditionals."""
+    if lo == hi:
+        inner = replace(images, data=data, at_source=None)   # nothing of the source inside a branch
+        apply(choices[lo], inner)
+        inner.flush_mirror()
+        return inner.data
+    mid = (lo + hi) // 2
+    if index <= mid:
+        out = _chosen(index, lo, mid, choices, images, data)
+    else:
+        out = _chosen(index, mid + 1, hi, choices, images, data)
+    return out

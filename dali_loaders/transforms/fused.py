@@ -272,35 +272,68 @@ def random_grayscale(step, images: Images) -> None:
 def gated(images: Images, p: float, queue_steps) -> None:
     """Steps that apply together with probability p or not at all, as RandomApply decides:
     `queue_steps()` queues their slots (steps that fuse without warping, in one arithmetic:
-    one call), and each slot then reads one key that draws the coin with the keys the slots
-    read (a product of choices, weighted), its own row where the coin applies them, the skip
-    row (-1) where it does not. One column of the call's uniforms, no conditional."""
+    one call); see joined."""
+    if p >= 1.0:
+        queue_steps()
+        return
+    pending, slots = queued(images, [queue_steps])
+    if pending is not None:
+        joined(pending, [slots[0], range(0)], [max(p, 0.0), 1.0 - max(p, 0.0)])
+
+
+def chosen(images: Images, weights: Sequence[float], queues: Sequence[Any]) -> None:
+    """One group of steps per image, group k with weights[k], as RandomChoice picks: each of
+    `queues` queues a group's slots (as gated's); see joined."""
+    pending, slots = queued(images, queues)
+    if pending is not None:
+        joined(pending, slots, weights)
+
+
+def queued(images: Images, queues: Sequence[Any]):
+    """(the pending call, each queue's slots in it as a range), the queues called in order;
+    (None, []) where they queued nothing. Their steps share one arithmetic and none warps, so
+    only the first step can begin a new call, and every slot from then on is theirs."""
     before = images.augment
     start = len(before.rows) if before is not None else 0
-    queue_steps()
-    pending = images.augment
-    if pending is None or p >= 1.0:
-        return
-    if pending is not before:   # the first step began a new call: every slot of it is theirs
-        start = 0
-    slots = range(start, len(pending.rows))
+    ends = []
+    for queue_steps in queues:
+        queue_steps()
+        if images.augment is not before:
+            if before is not None and ends:
+                raise RuntimeError("steps of one RandomApply or RandomChoice went to two operator calls")
+            before, start = images.augment, 0
+        ends.append(len(before.rows) if before is not None else 0)
+    if before is None:
+        return None, []
+    return before, [range(a, b) for a, b in zip([start] + ends[:-1], ends)]
+
+
+def joined(pending, slots_by_outcome: Sequence[range], weights: Sequence[float]) -> None:
+    """Each slot of slots_by_outcome[k] applies only where the image's outcome is k, drawn with
+    `weights`: every such slot then reads one key that draws the outcome together with the keys
+    the slots read (a product of choices, weighted), its own row where the outcome is its
+    group's, the skip row (-1) elsewhere. One column of the call's uniforms, no conditional."""
+    slots = [j for group in slots_by_outcome for j in group]
     if any(not isinstance(pending.rows[j], (int, Lookup)) for j in slots):
-        raise TypeError("a gated slot's row is an int or a Lookup")
-    keys = list({id(row.key): row.key for row in pending.rows[start:] if isinstance(row, Lookup)}.values())
-    weights = np.array([1.0])
+        raise TypeError("a joined slot's row is an int or a Lookup")
+    keys = list({id(pending.rows[j].key): pending.rows[j].key for j in slots
+                 if isinstance(pending.rows[j], Lookup)}.values())
+    joint_weights = np.array([1.0])
     for key in keys:
         own = np.full(key.count, 1.0 / key.count) if key.weights is None else np.asarray(key.weights, np.float64)
-        weights = np.multiply.outer(weights, own / own.sum()).ravel()
-    weights = np.multiply.outer(weights, [max(p, 0.0), 1.0 - max(p, 0.0)]).ravel()
-    # choice c of the joint key: c % 2 the coin (0 applies), c // 2 the keys' choices, the last fastest
-    grid = np.indices([key.count for key in keys] + [2]).reshape(len(keys) + 1, -1)
-    joint = Key(len(weights), weights)
+        joint_weights = np.multiply.outer(joint_weights, own / own.sum()).ravel()
+    outcome = np.asarray(weights, np.float64)
+    joint_weights = np.multiply.outer(joint_weights, outcome / outcome.sum()).ravel()
+    # choice c of the joint key: c % len(weights) the outcome, the keys' choices before it, the last fastest
+    grid = np.indices([key.count for key in keys] + [len(outcome)]).reshape(len(keys) + 1, -1)
+    joint = Key(len(joint_weights), joint_weights)
     position = {id(key): k for k, key in enumerate(keys)}
-    for j in slots:
-        row = pending.rows[j]
-        rows = np.asarray(row.mapping, np.int64)[grid[position[id(row.key)]]] if isinstance(row, Lookup) \
-            else np.full(grid.shape[1], int(row), np.int64)
-        pending.rows[j] = Lookup(joint, np.where(grid[-1] == 0, rows, -1))
+    for k, group in enumerate(slots_by_outcome):
+        for j in group:
+            row = pending.rows[j]
+            rows = np.asarray(row.mapping, np.int64)[grid[position[id(row.key)]]] if isinstance(row, Lookup) \
+                else np.full(grid.shape[1], int(row), np.int64)
+            pending.rows[j] = Lookup(joint, np.where(grid[-1] == k, rows, -1))
 
 
 def gaussian_blur(step, images: Images) -> None:

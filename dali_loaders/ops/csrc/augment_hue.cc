@@ -156,6 +156,133 @@ inline void pil_hue_pixel(const PilHueTables& t, const uint8_t* in, uint8_t shif
   }
 }
 
+#ifdef DALI_LOADERS_X86
+// Eight RGB pixels (24 bytes) as three int32 vectors, and back
+__attribute__((target("avx2"))) inline void load_rgb8(const uint8_t* in, __m256i* r, __m256i* g, __m256i* b) {
+  const __m128i lo = _mm_loadu_si128(reinterpret_cast<const __m128i*>(in));      // bytes 0 .. 15
+  const __m128i hi = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(in + 16));  // bytes 16 .. 23
+  const int z = -128;   // pshufb: a byte with its top bit set gives 0
+  const __m128i from_lo[3] = {_mm_setr_epi8(0, 3, 6, 9, 12, 15, z, z, z, z, z, z, z, z, z, z),
+                              _mm_setr_epi8(1, 4, 7, 10, 13, z, z, z, z, z, z, z, z, z, z, z),
+                              _mm_setr_epi8(2, 5, 8, 11, 14, z, z, z, z, z, z, z, z, z, z, z)};
+  const __m128i from_hi[3] = {_mm_setr_epi8(z, z, z, z, z, z, 2, 5, z, z, z, z, z, z, z, z),
+                              _mm_setr_epi8(z, z, z, z, z, 0, 3, 6, z, z, z, z, z, z, z, z),
+                              _mm_setr_epi8(z, z, z, z, z, 1, 4, 7, z, z, z, z, z, z, z, z)};
+  __m256i* planes[3] = {r, g, b};
+  for (int k = 0; k < 3; k++)
+    *planes[k] = _mm256_cvtepu8_epi32(_mm_or_si128(_mm_shuffle_epi8(lo, from_lo[k]), _mm_shuffle_epi8(hi, from_hi[k])));
+}
+
+__attribute__((target("avx2"))) inline __m128i bytes8(__m256i v) {   // 8 int32 in 0 .. 255 -> 8 bytes
+  const __m128i words = _mm_packus_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+  return _mm_packus_epi16(words, words);
+}
+
+__attribute__((target("avx2"))) inline void store_rgb8(uint8_t* out, __m256i r, __m256i g, __m256i b) {
+  const __m128i rg = _mm_unpacklo_epi64(bytes8(r), bytes8(g));   // r0 .. r7, g0 .. g7
+  const __m128i bb = bytes8(b);                                   // b0 .. b7
+  const int z = -128;
+  const __m128i lo = _mm_or_si128(_mm_shuffle_epi8(rg, _mm_setr_epi8(0, 8, z, 1, 9, z, 2, 10, z, 3, 11, z, 4, 12, z, 5)),
+                                  _mm_shuffle_epi8(bb, _mm_setr_epi8(z, z, 0, z, z, 1, z, z, 2, z, z, 3, z, z, 4, z)));
+  const __m128i hi = _mm_or_si128(_mm_shuffle_epi8(rg, _mm_setr_epi8(13, z, 6, 14, z, 7, 15, z, z, z, z, z, z, z, z, z)),
+                                  _mm_shuffle_epi8(bb, _mm_setr_epi8(z, 5, z, z, 6, z, z, 7, z, z, z, z, z, z, z, z)));
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(out), lo);
+  _mm_storel_epi64(reinterpret_cast<__m128i*>(out + 16), hi);
+}
+
+// round_half_away of 4 doubles in [0, 2^31) then clip8: the whole part plus 1 where the rest is
+// at least a half (exact: x - floor(x) is exact for these x), as int32
+__attribute__((target("avx2"))) inline __m128i rounded_half_away4(__m256d x) {
+  const __m256d whole = _mm256_floor_pd(x);
+  const __m256d up = _mm256_and_pd(_mm256_cmp_pd(_mm256_sub_pd(x, whole), _mm256_set1_pd(0.5), _CMP_GE_OQ),
+                                   _mm256_set1_pd(1.0));
+  const __m128i v = _mm256_cvttpd_epi32(_mm256_add_pd(whole, up));
+  return _mm_min_epi32(_mm_max_epi32(v, _mm_setzero_si128()), _mm_set1_epi32(255));
+}
+
+// hsv2rgb's q (v (1 - fs f), fs f in float) and t (v (1 - fs (1 - f)), in double) for 8 lanes
+__attribute__((target("avx2"))) inline void pil_qt8(__m256 v, __m256 fs, __m256 f, __m256i* q, __m256i* t) {
+  const __m256 fsf = _mm256_mul_ps(fs, f);
+  const __m256d one = _mm256_set1_pd(1.0);
+  __m128i qs[2], ts[2];
+  for (int half = 0; half < 2; half++) {
+    const __m128 v4 = half ? _mm256_extractf128_ps(v, 1) : _mm256_castps256_ps128(v);
+    const __m128 fs4 = half ? _mm256_extractf128_ps(fs, 1) : _mm256_castps256_ps128(fs);
+    const __m128 f4 = half ? _mm256_extractf128_ps(f, 1) : _mm256_castps256_ps128(f);
+    const __m128 fsf4 = half ? _mm256_extractf128_ps(fsf, 1) : _mm256_castps256_ps128(fsf);
+    const __m256d vd = _mm256_cvtps_pd(v4);
+    qs[half] = rounded_half_away4(_mm256_mul_pd(vd, _mm256_sub_pd(one, _mm256_cvtps_pd(fsf4))));
+    const __m256d rest = _mm256_mul_pd(_mm256_cvtps_pd(fs4), _mm256_sub_pd(one, _mm256_cvtps_pd(f4)));
+    ts[half] = rounded_half_away4(_mm256_mul_pd(vd, _mm256_sub_pd(one, rest)));
+  }
+  *q = _mm256_set_m128i(qs[1], qs[0]);
+  *t = _mm256_set_m128i(ts[1], ts[0]);
+}
+
+__attribute__((target("avx2"))) inline __m256i pick(__m256i mask, __m256i yes, __m256i no) {
+  return _mm256_blendv_epi8(no, yes, mask);
+}
+
+// hsv2rgb's sector and fraction of 4 hues, computed as the tables are made (sector, fraction)
+__attribute__((target("avx2"))) inline void sector_fraction4(__m128i h, __m128i* sector, __m128 * fraction) {
+  const __m256d scaled = _mm256_div_pd(_mm256_mul_pd(_mm256_cvtepi32_pd(h), _mm256_set1_pd(6.0)), _mm256_set1_pd(255.0));
+  const __m256d whole = _mm256_floor_pd(scaled);
+  *fraction = _mm256_cvtpd_ps(_mm256_sub_pd(scaled, whole));
+  const __m128i i = _mm256_cvttpd_epi32(whole);   // 0 .. 6: 6 (h = 255) is sector 0
+  *sector = _mm_andnot_si128(_mm_cmpeq_epi32(i, _mm_set1_epi32(6)), i);
+}
+
+// Eight pixels of pil_hue_pixel, lane for lane: the hue, saturation and p tables read (gathered),
+// hsv2rgb's sector, fraction and fs computed as their tables are made, the same float and double
+// arithmetic for q and t. The byte tables are read 4 bytes at a time and masked: the struct's
+// next member lies after each, so no read leaves it.
+__attribute__((target("avx2"))) void pil_hue8(const PilHueTables& t, const uint8_t* in, uint8_t shift, uint8_t* out) {
+  __m256i r, g, b;
+  load_rgb8(in, &r, &g, &b);
+  const __m256i maxc = _mm256_max_epi32(r, _mm256_max_epi32(g, b)), minc = _mm256_min_epi32(r, _mm256_min_epi32(g, b));
+  const __m256i is_r = _mm256_cmpeq_epi32(r, maxc), is_g = _mm256_andnot_si256(is_r, _mm256_cmpeq_epi32(g, maxc));
+  const __m256i g_min = _mm256_cmpeq_epi32(g, minc), r_min = _mm256_cmpeq_epi32(r, minc);
+  const __m256i one = _mm256_set1_epi32(1);
+  // pil_kind: red largest 0/1, green 2/3, blue 4/5 (the first of the other two the smallest: even)
+  const __m256i kind = pick(is_r, _mm256_andnot_si256(g_min, one),
+                            pick(is_g, _mm256_add_epi32(_mm256_set1_epi32(2), _mm256_andnot_si256(r_min, one)),
+                                 _mm256_add_epi32(_mm256_set1_epi32(4), _mm256_andnot_si256(r_min, one))));
+  const __m256i middle = pick(is_r, pick(g_min, b, g), pick(is_g, pick(r_min, b, r), pick(r_min, g, r)));
+  const __m256i gap = _mm256_sub_epi32(maxc, middle), cr = _mm256_sub_epi32(maxc, minc);
+  const __m256i bytes = _mm256_set1_epi32(0xff);
+  const int* hue_base = reinterpret_cast<const int*>(&t.hue[0][0][0]);
+  const __m256i hue_at = _mm256_add_epi32(_mm256_slli_epi32(kind, 16), _mm256_add_epi32(_mm256_slli_epi32(cr, 8), gap));
+  const __m256i h = _mm256_and_si256(_mm256_add_epi32(_mm256_i32gather_epi32(hue_base, hue_at, 1),
+                                                      _mm256_set1_epi32(shift)), bytes);
+  const __m256i s = _mm256_and_si256(
+      _mm256_i32gather_epi32(reinterpret_cast<const int*>(&t.saturation[0][0]),
+                             _mm256_add_epi32(_mm256_slli_epi32(cr, 8), maxc), 1), bytes);
+  const __m256i up = _mm256_and_si256(
+      _mm256_i32gather_epi32(reinterpret_cast<const int*>(&t.p[0][0]), _mm256_add_epi32(_mm256_slli_epi32(s, 8), maxc), 1),
+      bytes);
+  __m128i sector_lo, sector_hi;
+  __m128 f_lo, f_hi;
+  sector_fraction4(_mm256_castsi256_si128(h), &sector_lo, &f_lo);
+  sector_fraction4(_mm256_extracti128_si256(h, 1), &sector_hi, &f_hi);
+  const __m256i sector = _mm256_set_m128i(sector_hi, sector_lo);
+  const __m256 f = _mm256_set_m128(f_hi, f_lo);
+  const __m256 fs = _mm256_set_m128(
+      _mm256_cvtpd_ps(_mm256_div_pd(_mm256_cvtepi32_pd(_mm256_extracti128_si256(s, 1)), _mm256_set1_pd(255.0))),
+      _mm256_cvtpd_ps(_mm256_div_pd(_mm256_cvtepi32_pd(_mm256_castsi256_si128(s)), _mm256_set1_pd(255.0))));
+  __m256i uq, ut;
+  pil_qt8(_mm256_cvtepi32_ps(maxc), fs, f, &uq, &ut);
+  const __m256i v = maxc;
+  __m256i sec[6];
+  for (int k = 0; k < 6; k++) sec[k] = _mm256_cmpeq_epi32(sector, _mm256_set1_epi32(k));
+  // sector: 0 (v, t, p), 1 (q, v, p), 2 (p, v, t), 3 (p, q, v), 4 (t, p, v), 5 (v, p, q)
+  __m256i out_r = pick(sec[1], uq, pick(_mm256_or_si256(sec[2], sec[3]), up, pick(sec[4], ut, v)));
+  __m256i out_g = pick(sec[0], ut, pick(sec[3], uq, pick(_mm256_or_si256(sec[4], sec[5]), up, v)));
+  __m256i out_b = pick(_mm256_or_si256(sec[0], sec[1]), up, pick(sec[2], ut, pick(sec[5], uq, v)));
+  const __m256i grey = _mm256_cmpeq_epi32(s, _mm256_setzero_si256());   // s = 0 (a grey pixel among them)
+  store_rgb8(out, pick(grey, v, out_r), pick(grey, v, out_g), pick(grey, v, out_b));
+}
+#endif
+
 void tensor_rgb_to_hsv(const float rgb[3], float hsv[3], bool v1) {
   const float r = rgb[0], g = rgb[1], b = rgb[2];
   const float maxc = std::max(r, std::max(g, b)), minc = std::min(r, std::min(g, b));
@@ -210,13 +337,12 @@ __attribute__((target("avx2"))) inline __m256 clamp01x8(__m256 x) {
 // nothing fused). False, having written nothing, where a lane's hue leaves the range the fast
 // fmod takes (none does: the caller then goes pixel by pixel).
 __attribute__((target("avx2"))) bool tensor_hue8(const uint8_t* in, uint8_t* out, float factor, bool v1) {
-  alignas(32) float c[3][8];
-  for (int k = 0; k < 8; k++)
-    for (int b = 0; b < 3; b++) c[b][k] = in[3 * k + b];
+  __m256i bytes[3];
+  load_rgb8(in, &bytes[0], &bytes[1], &bytes[2]);
   const __m256 one = _mm256_set1_ps(1.0f);
   __m256 rgb[3];
   for (int b = 0; b < 3; b++) {
-    const __m256 x = _mm256_load_ps(c[b]);
+    const __m256 x = _mm256_cvtepi32_ps(bytes[b]);
     rgb[b] = v1 ? _mm256_div_ps(x, _mm256_set1_ps(255.0f)) : _mm256_mul_ps(x, _mm256_set1_ps(static_cast<float>(1.0 / 255.0)));
   }
   const __m256 r = rgb[0], g = rgb[1], b = rgb[2];
@@ -268,13 +394,10 @@ __attribute__((target("avx2"))) bool tensor_hue8(const uint8_t* in, uint8_t* out
   out_g = where(_mm256_or_ps(s4, s5), p, out_g);
   out_b = where(s5, q, out_b);
   const __m256 to_byte = _mm256_set1_ps(255.999f), top = _mm256_set1_ps(255.0f);
-  alignas(32) int32_t bytes[3][8];
+  __m256i levels[3];
   const __m256 planes[3] = {out_r, out_g, out_b};
-  for (int k = 0; k < 3; k++)
-    _mm256_store_si256(reinterpret_cast<__m256i*>(bytes[k]),
-                       _mm256_cvttps_epi32(_mm256_min_ps(_mm256_mul_ps(planes[k], to_byte), top)));
-  for (int k = 0; k < 8; k++)
-    for (int b = 0; b < 3; b++) out[3 * k + b] = static_cast<uint8_t>(bytes[b][k]);
+  for (int k = 0; k < 3; k++) levels[k] = _mm256_cvttps_epi32(_mm256_min_ps(_mm256_mul_ps(planes[k], to_byte), top));
+  store_rgb8(out, levels[0], levels[1], levels[2]);
   return true;
 }
 #endif
@@ -303,7 +426,13 @@ void hue(const Image& src, Image& dst, float factor, Flavour f) {
   if (f == Flavour::kPil) {   // np.int32(factor * 255).astype(np.uint8): truncated, wrapped
     const uint8_t shift = static_cast<uint8_t>(static_cast<int32_t>(static_cast<double>(factor) * 255.0));
     const PilHueTables& tables = pil_hue_tables();
-    for (int64_t i = 0; i < n; i += 3) pil_hue_pixel(tables, in + i, shift, out + i);
+    int64_t i = 0;
+#ifdef DALI_LOADERS_X86
+    static const bool avx2 = simd::have_avx2();
+    if (avx2)
+      for (; i + 24 <= n; i += 24) pil_hue8(tables, in + i, shift, out + i);
+#endif
+    for (; i < n; i += 3) pil_hue_pixel(tables, in + i, shift, out + i);
     return;
   }
   const bool v1 = f == Flavour::kTensorV1;

@@ -128,7 +128,7 @@ class Augment : public dali::StatelessOperator<CPUBackend> {
  private:
   // What a sample's steps cost, in quarters of a pass over its pixels (a copy in and out, then
   // each step), as `python -m benchmarks.augment_kernels` times them on a 224 x 224 image: a
-  // pointwise op ~37 us, sharpness ~200, hue ~400 (PIL) or ~250 (tensors), PIL's bicubic
+  // pointwise op ~37 us, sharpness ~200, hue ~220 (PIL) or ~115-140 (tensors), PIL's bicubic
   // rotation ~870. The thread pool runs the costliest samples first, so that a batch's slow
   // ones do not start last and keep the other threads waiting at its end.
   static int64_t PassesOf(const std::vector<augk::Step> &steps, augk::Flavour flavour) {
@@ -141,7 +141,7 @@ class Augment : public dali::StatelessOperator<CPUBackend> {
         case augk::kFlipH: case augk::kFlipV: quarters += 1; break;
         case augk::kAutoContrast: case augk::kEqualize: quarters += 10; break;
         case augk::kSharpness: quarters += 22; break;
-        case augk::kHue: quarters += pil ? 43 : 27; break;
+        case augk::kHue: quarters += pil ? 24 : 14; break;
         case augk::kGaussianBlur: quarters += 4 + static_cast<int64_t>((s.p[1] + s.p[2]) * 5 / 8); break;   // 23 x 23: ~310 us
         case augk::kShearX: case augk::kShearY: case augk::kTranslateX: case augk::kTranslateY: case augk::kRotate:
           quarters += resample == augk::kNearest ? 6

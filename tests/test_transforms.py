@@ -526,6 +526,21 @@ def test_random_choice_picks_each_transform_at_its_weight(monkeypatch, plugin_bu
     assert sorted(np.bincount(drawn[0], minlength=3) / len(ours)) == pytest.approx([0.1, 0.3, 0.6], abs=0.08)
 
 
+def test_random_choice_whose_first_transform_queues_nothing_on_grey_images():
+    """A grey image: RandomGrayscale queues no slot, so the second transform's step begins the
+    operator's call after a pending one in other (v1 tensor) arithmetic; each image is one of
+    torchvision's images at its rate."""
+    image = np.full((8, 8, 1), 90, np.uint8)
+    transform = v2.Compose([v2.ToImage(), v1.RandomInvert(1.0),
+                            v2.RandomChoice([v2.RandomGrayscale(1.0), v2.RandomInvert(1.0)], p=[3, 7]),
+                            v2.ToDtype(torch.uint8)])
+    ours, theirs = both(image, transform)
+    kinds = distinct(theirs)
+    assert len(kinds) == 2
+    drawn = [outcomes(outputs, kinds) for outputs in (ours, theirs)]
+    close(drawn[0] == 0, drawn[1] == 0, 0.11, "RandomChoice outcome on grey images")
+
+
 def test_random_apply_draws_color_jitter_orders_uniformly_when_applied():
     """Brightness then contrast, contrast then brightness, or neither: each exactly one of
     torchvision's images, at torchvision's rates (p=0.7, each order 0.35; the brighter image

@@ -292,16 +292,17 @@ def chosen(images: Images, weights: Sequence[float], queues: Sequence[Any]) -> N
 def queued(images: Images, queues: Sequence[Any]):
     """(the pending call, each queue's slots in it as a range), the queues called in order;
     (None, []) where they queued nothing. Their steps share one arithmetic and none warps, so
-    only the first step can begin a new call, and every slot from then on is theirs."""
+    only the first step that queues a slot can begin a new call, and every slot from then on is
+    theirs."""
     before = images.augment
     start = len(before.rows) if before is not None else 0
     ends = []
     for queue_steps in queues:
         queue_steps()
         if images.augment is not before:
-            if before is not None and ends:
+            if before is not None and ends and ends[-1] > start:
                 raise RuntimeError("steps of one RandomApply or RandomChoice went to two operator calls")
-            before, start = images.augment, 0
+            before, start, ends = images.augment, 0, [0] * len(ends)   # the groups before queued nothing
         ends.append(len(before.rows) if before is not None else 0)
     if before is None:
         return None, []

@@ -79,6 +79,7 @@ def transform_cases() -> List[tuple]:
         # the CPU graph blurs in the augmentation operator, the GPU in DALI's: each within 1 of torchvision
         ("GaussianBlur sigma 1", v2.GaussianBlur(5, sigma=(1.0, 1.0)), 2),
         ("RandomApply p=1", v2.RandomApply([v2.ColorJitter(brightness=(0.9, 0.9))], p=1), 1),
+        ("RandomChoice of equal steps", v2.RandomChoice([v2.RandomInvert(1), v2.RandomSolarize(0, 1)]), 1),
         ("One-operation steps p=1", v2.Compose([v2.RandomSolarize(100.5, 1), v2.RandomPosterize(5, 1),
                                                  v2.RandomAdjustSharpness(1.8, 1), v2.RandomAutocontrast(1),
                                                  v2.RandomInvert(1)]), 2),

@@ -81,6 +81,20 @@ def coin(p: float):
     return fn.random.coin_flip(probability=float(p))
 
 
+def one_of(index, functions, data, lo: int = 0, hi: int = -1):
+    """functions[index](data) per sample (`index` an int DataNode, 0 .. len(functions) - 1), as a
+    binary tree of DALI conditionals: a sample goes through log2(n) splits, not n."""
+    hi = len(functions) - 1 if hi < 0 else hi
+    if lo == hi:
+        return functions[lo](data)
+    mid = (lo + hi) // 2
+    if index <= mid:
+        out = one_of(index, functions, data, lo, mid)
+    else:
+        out = one_of(index, functions, data, mid + 1, hi)
+    return out
+
+
 def uniform(lo: float, hi: float):
     """Per sample, a float uniform in [lo, hi]; a fixed range (lo == hi) is that number
     (DALI's random.uniform refuses an empty range)."""

@@ -1,7 +1,7 @@
 """Colour: ColorJitter, Grayscale, GaussianBlur, and the blends they are made of, in each twin's rounding."""
 
 from . import fused
-from ._args import coin, uniform
+from ._args import coin, one_of, uniform
 from ._core import Images, is_v1, refuses, translates
 from ._placement import augments, branches
 from ._hsv import (
@@ -140,21 +140,8 @@ def color_jitter(step, images: Images) -> None:
             continue
         chosen = fn.lookup_table(order, keys=list(range(len(orders))), dtype=types.INT32,
                                  values=[o[position] for o in orders])
-        data = _one_of(chosen, 0, len(active) - 1, [jitters[name] for name in active], data,
-                       [factors[name] for name in active], images)
+        data = one_of(chosen, [partial(jitters[name], factor=factors[name], images=images) for name in active], data)
     images.data = data
-
-
-def _one_of(chosen, lo: int, hi: int, jitters, data, factors, images: Images):
-    """jitters[chosen](data, factors[chosen]) per sample, as a binary tree of DALI conditionals."""
-    if lo == hi:
-        return jitters[lo](data, factors[lo], images)
-    mid = (lo + hi) // 2
-    if chosen <= mid:
-        out = _one_of(chosen, lo, mid, jitters, data, factors, images)
-    else:
-        out = _one_of(chosen, mid + 1, hi, jitters, data, factors, images)
-    return out
 
 
 def grayscale_refusal(step) -> str:

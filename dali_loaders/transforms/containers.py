@@ -4,7 +4,7 @@ from functools import partial
 from typing import Any, List
 
 from . import fused
-from ._args import coin
+from ._args import coin, one_of
 from ._core import (
     Images,
     apply,
@@ -80,11 +80,17 @@ def random_apply(step, images: Images) -> None:
         return
     data = images.data
     if coin(step.p):
-        inner = replace(images, data=data, at_source=None)   # nothing of the source inside a branch
-        apply(flatten(list(step.transforms)), inner)
-        inner.flush_mirror()
-        data = inner.data
+        data = applied_to(flatten(list(step.transforms)), images, data)
     images.data = data
+
+
+def applied_to(steps, images: Images, data):
+    """The steps on `data` inside a conditional's branch (the rest of `images` as it is, nothing
+    of the source: a branch holds only some of the batch's samples)."""
+    inner = replace(images, data=data, at_source=None)
+    apply(steps, inner)
+    inner.flush_mirror()
+    return inner.data
 
 
 # -- RandomChoice -----------------------------------------------------------------------------
@@ -133,19 +139,4 @@ def random_choice(step, images: Images) -> None:
     images.flush_mirror()
     total = sum(weights)
     index = fn.random.choice(len(weights), p=[w / total for w in weights])
-    images.data = _chosen(index, 0, len(weights) - 1, groups(step), images, images.data)
-
-
-def _chosen(index, lo: int, hi: int, choices, images: Images, data):
-    """choices[index] applied to data per sample, as a binary tree of DALI conditionals."""
-    if lo == hi:
-        inner = replace(images, data=data, at_source=None)   # nothing of the source inside a branch
-        apply(choices[lo], inner)
-        inner.flush_mirror()
-        return inner.data
-    mid = (lo + hi) // 2
-    if index <= mid:
-        out = _chosen(index, lo, mid, choices, images, data)
-    else:
-        out = _chosen(index, mid + 1, hi, choices, images, data)
-    return out
+    images.data = one_of(index, [partial(applied_to, group, images) for group in groups(step)], images.data)

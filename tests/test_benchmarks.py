@@ -163,6 +163,24 @@ def test_augment_order_times_both_orders_on_the_same_steps():
     assert all(float(row[0]) > 0 for row in rows.values()) and rows["alike (as before)"][-1] == "1.00x"
 
 
+def test_blur_cost_times_both_blurs_and_their_baselines():
+    """benchmarks/blur_cost.py: DALI's blur and the operator's, each beside its pipeline with a
+    step that leaves the image as it is, and the blur alone as the difference."""
+    from dali_loaders.ops import plugin
+
+    if not plugin.augment_available():
+        pytest.skip("the augmentation plugin cannot be built here")
+    done = subprocess.run([sys.executable, "-m", "benchmarks.blur_cost", "--batch", "2", "--size", "40",
+                           "--kernel", "5", "--runs", "1", "--rounds", "1"], capture_output=True, text=True,
+                          timeout=300, cwd=REPO)
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = done.stdout.splitlines()
+    rows = {line[:34].strip(): float(line[34:]) for line in lines[1:5]}
+    assert set(rows) == {"DALI fn.gaussian_blur", "DALI, 1 x 1 window", "augmentation operator",
+                         "augmentation operator, Identity"}, done.stdout
+    assert all(ms > 0 for ms in rows.values()) and lines[5].startswith("the blur alone: DALI "), done.stdout
+
+
 def test_the_gpu_sessions_script_asks_only_for_options_that_exist():
     """benchmarks/on_gpu.sh runs on a lent GPU machine, where a renamed option would cost the
     call: each command it names answers --help here with every option it passes."""

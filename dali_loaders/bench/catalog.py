@@ -64,8 +64,9 @@ def _contrastive_views(train: bool):
 
 
 def _moco_views(train: bool):
-    """MoCo v2's views whole: the contrastive views with its Gaussian blur half the time, as
-    torchvision's GaussianBlur (a 23-pixel kernel, a tenth of the size, as SimCLR's)."""
+    """MoCo v2's views with the blur: the contrastive views and a Gaussian blur half the time,
+    written with torchvision's GaussianBlur (a 23-pixel kernel, a tenth of the size, as SimCLR's;
+    MoCo's own code blurs with PIL's ImageFilter instead)."""
     from torchvision.transforms import v2
 
     steps = [v2.RandomResizedCrop(224, scale=(0.2, 1.0), antialias=True),
@@ -156,7 +157,7 @@ RECIPES = {
         "moco": BenchRecipe(_moco_views, splits=("train",),
                             about="RandomResizedCrop(224, scale=(0.2, 1)), RandomApply([ColorJitter(0.4, 0.4, 0.4, "
                                   "0.1)], p=0.8), RandomGrayscale(0.2), RandomApply([GaussianBlur(23, (0.1, 2))], "
-                                  "p=0.5), flip: MoCo v2's views"),
+                                  "p=0.5), flip: MoCo v2's views, the blur torchvision's"),
         "albumentations": BenchRecipe(_albumentations_val, splits=("val",), options={"python_fallback": True},
                                       tensor_backend=False, needs=("albumentations",),
                                       about="SmallestMaxSize(256), CenterCrop(224), Normalize, ToTensorV2: "

@@ -330,7 +330,7 @@ _EpochIterator = None  # defined on first use: DALI is imported only when a DALI
 _define_lock = threading.Lock()
 
 
-def epoch_iterator(pipeline, runs: int, ahead: int = 0, in_flight: int = 0):
+def epoch_iterator(pipeline, runs: int, ahead: int = 0, in_flight: int = 0, outputs=None):
     """A DALIGenericIterator that hands out `runs` batches and schedules no run past them but
     `ahead` runs of the epoch that follows (at most the pipeline's prefetch depth); `in_flight`
     of its own runs are in the pipeline already, handed over by the previous epoch's iterator
@@ -344,7 +344,7 @@ def epoch_iterator(pipeline, runs: int, ahead: int = 0, in_flight: int = 0):
     with _define_lock:
         if _EpochIterator is None:
             _EpochIterator = _define_epoch_iterator()
-    return _EpochIterator(pipeline, runs, ahead, in_flight)
+    return _EpochIterator(pipeline, runs, ahead, in_flight, outputs)
 
 
 def _define_epoch_iterator():
@@ -358,7 +358,7 @@ def _define_epoch_iterator():
         raise _missing("DALIGenericIterator")
 
     class EpochIterator(DALIGenericIterator):
-        def __init__(self, pipeline, runs: int, ahead: int, in_flight: int):
+        def __init__(self, pipeline, runs: int, ahead: int, in_flight: int, outputs=None):
             # before the base __init__, which may schedule
             depth = pipeline.prefetch_queue_depth
             self._depth = max(depth.values()) if isinstance(depth, dict) else depth
@@ -370,8 +370,9 @@ def _define_epoch_iterator():
             self.carried = in_flight > 0                       # it began with runs already in flight
             # A pipeline's first schedule_run puts `depth` runs in flight, later ones one.
             self._new_pipeline = getattr(pipeline, "_first_iter", True)
-            # a graph whose loader reads the labels itself has the images alone (build.graph)
-            outputs = ["images", "labels"][:pipeline.num_outputs]
+            # a graph whose loader reads the labels itself has the images alone (build.graph);
+            # a view maker's has an output per view (build.output_names)
+            outputs = list(outputs) if outputs is not None else ["images", "labels"][:pipeline.num_outputs]
             super().__init__([pipeline], outputs, auto_reset=False, prepare_first_batch=False)
 
         def _schedule_runs(self, release_outputs=True):

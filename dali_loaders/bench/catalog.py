@@ -75,6 +75,23 @@ def _moco_views(train: bool):
     return v2.Compose(steps + recipes.to_float(recipes.IMAGENET_MEAN, recipes.IMAGENET_STD))
 
 
+class TwoCropsTransform:
+    """MoCo's view maker: two views of each image, each drawn by the same transform."""
+
+    def __init__(self, base_transform):
+        self.base_transform = base_transform
+
+    def __call__(self, x):
+        q = self.base_transform(x)
+        k = self.base_transform(x)
+        return [q, k]
+
+
+def _two_crops(train: bool):
+    """MoCo v2's training samples: two views of each image (the contrastive views)."""
+    return TwoCropsTransform(_contrastive_views(train))
+
+
 def _timm_rand_augment(train: bool):
     """timm's create_transform: rand-m9-mstd0.5-inc1, pixel RandomErasing(0.25), bicubic; eval
     as resolve_data_config gives for a resnet50 (bicubic, crop_pct 0.95)."""
@@ -158,6 +175,9 @@ RECIPES = {
                             about="RandomResizedCrop(224, scale=(0.2, 1)), RandomApply([ColorJitter(0.4, 0.4, 0.4, "
                                   "0.1)], p=0.8), RandomGrayscale(0.2), RandomApply([GaussianBlur(23, (0.1, 2))], "
                                   "p=0.5), flip: MoCo v2's views, the blur torchvision's"),
+        "two-crops": BenchRecipe(_two_crops, splits=("train",),
+                                 about="TwoCropsTransform of the contrastive views: two views of each image, as "
+                                       "MoCo v2 trains (images/s counts samples, each two views)"),
         "albumentations": BenchRecipe(_albumentations_val, splits=("val",), options={"python_fallback": True},
                                       tensor_backend=False, needs=("albumentations",),
                                       about="SmallestMaxSize(256), CenterCrop(224), Normalize, ToTensorV2: "

@@ -87,10 +87,17 @@ class DaliCollate:
     def __init__(self, collate_fn: Callable, order, labels: SampleLabels, pin: bool):
         self.collate_fn, self.order, self.labels, self.pin = collate_fn, order, labels, pin
 
-    def __call__(self, images: torch.Tensor, labels: torch.Tensor, epoch: int, batch_index: int):
-        items = list(zip(batch_rows(images), *self.labels(labels)))
+    def __call__(self, images, labels: torch.Tensor, epoch: int, batch_index: int):
+        """`images`: the batch, or a list of batches, one per view (a sample's image is then the
+        list of its views, as DataLoader's items hold them)."""
+        if isinstance(images, list):
+            rows = [list(views) for views in zip(*(batch_rows(view) for view in images))]
+            device = images[0].device
+        else:
+            rows, device = batch_rows(images), images.device
+        items = list(zip(rows, *self.labels(labels)))
         seed = derived_seed(self.order.seed, epoch, self.order.rank, batch_index, COLLATE_STREAM)
-        with seeded_globals(seed, images.device), one_torch_thread(), batch_memory.allocations():
+        with seeded_globals(seed, device), one_torch_thread(), batch_memory.allocations():
             batch = self.collate_fn(items)
         return placed(batch, None, True) if self.pin else batch
 

@@ -172,7 +172,7 @@ class DaliLoader:
                 pipeline.failed()
                 raise self._parts.explain(failure, plan.indices[plan.bounds[k]:]) from None
             live.done = k + 1
-            images = self._parts.finish(out["images"][:len(indices)])
+            images = self._parts.finish(out, len(indices))
             labels = self._labels(out, indices)
             self.padded = self._order.padding_mask(int(plan.bounds[k]), len(indices), unpadded)
             batch = (images, labels) if self._parts.collate is None else \
@@ -223,7 +223,7 @@ class DaliLoader:
         if "labels" in out:
             return out["labels"][:len(indices)].view(-1).long()
         labels = torch.from_numpy(self._parts.host_labels(indices)).long()
-        device = out["images"].device
+        device = out[self._parts.finish.names[0]].device
         return labels if device.type == "cpu" else labels.to(device)
 
     @property

@@ -138,8 +138,9 @@ class LivePipeline:
     same epoch, from its first batch) they are its first batches, the pipeline never idle in
     between. Any other start drops them, as a loop left early does."""
 
-    def __init__(self, build: Builder, feed: EpochOrder):
+    def __init__(self, build: Builder, feed: EpochOrder, outputs: Optional[List[str]] = None):
         self._build = build
+        self._outputs = outputs                # the names of the graph's outputs (build.output_names)
         self._feed = feed                      # the order the graph's sources read
         self.pipeline = None
         self._start: Optional[bytes] = None   # its checkpoint before any run (None: a pipeline per epoch)
@@ -176,7 +177,7 @@ class LivePipeline:
             ahead = len(self._feed.following.bounds) - 1
         elif following is not None:   # asked only by a source that reads ahead, near the epoch's end
             self._feed.upcoming = lambda: (following() or (None, None))[1]
-        self._iterator = epoch_iterator(self.pipeline, len(self._feed.bounds) - 1, ahead, carried)
+        self._iterator = epoch_iterator(self.pipeline, len(self._feed.bounds) - 1, ahead, carried, self._outputs)
         return self._iterator
 
     def _carried(self, key, epoch: EpochOrder) -> int:
@@ -197,7 +198,7 @@ class LivePipeline:
                 self.close()
                 self.pipeline = self._build(seed, checkpoint)
             return
-        fresh = epoch_iterator(self.pipeline, 0).fresh_state()   # what an iterator before its first batch saves
+        fresh = epoch_iterator(self.pipeline, 0, outputs=self._outputs).fresh_state()   # what an iterator before its first batch saves
         start = checkpoint_with(self.pipeline, fresh)
         if checkpoint is not None:
             check_same_graph(checkpoint, start)

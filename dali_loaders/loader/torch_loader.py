@@ -9,8 +9,9 @@ from ..sources.screening import KeptSubset, screen
 from ..sources.storage import worker_context
 from ..sources.torch_dataset import SourceDataset
 from ..sources.torchvision import adapt
+from ..transforms import made_views
 from ..transforms.mixing import batch_mixer
-from .build import output_layout
+from .build import check_batch_transform, output_layout
 from .collate import SampleLabels, TwinCollate, user_collate
 from .dataloader_args import check_dataloader_args, order_of
 from .options import check_options, resolve_device
@@ -49,9 +50,9 @@ class TorchLoader(DataLoader):
                                                                     max_image_pixels, on_error)
         order, sampler, batch_sampler = order_of(counted, batch_size, shuffle, sampler, batch_sampler, drop_last,
                                                  seed, rank, world_size, local_rank, even_batches)
-        if batch_transform is not None and (label_table is not None or target_transform is not None):
-            raise ValueError("batch_transform (MixUp, CutMix) mixes one-integer labels; it cannot be combined "
-                             "with target_transform or sequence labels")
+        check_batch_transform(batch_transform, label_table is not None or target_transform is not None,
+                              made_views(transform if transform is not None else getattr(twin, "transform", None))
+                              is not None)
         if collate is not None:   # the DALI loader's items; counted, whatever the batch it makes
             collate_fn = TwinCollate(collate, SampleLabels(label_table, target_transform))
         elif collate_fn is None and layout == "HWC":
@@ -143,4 +144,6 @@ def twin_dataset(dataset, transform, target_transform, max_image_pixels, on_erro
 
 def _collate_channels_last(samples):
     images, labels = torch.utils.data.default_collate(samples)
+    if isinstance(images, list):   # a view maker's views
+        return [view.contiguous(memory_format=torch.channels_last) for view in images], labels
     return images.contiguous(memory_format=torch.channels_last), labels

@@ -153,12 +153,33 @@ def build_checks(folder: str) -> list:
         checks.append(Check(f"loader: ImageNet recipe {'train' if train else 'val'}", lambda v, t=train:
                             get_imagefolder_iter_dali(images, 4, t, 2, crop=32, val_size=40, seed=3, device=v), 12,
                             std=imagenet_std))
+    two_views = TwoViews(v2.Compose([v2.Resize(40), v2.CenterCrop(32)]),
+                         v2.Compose([v2.CenterCrop(40), v2.Resize((32, 32))]))
+    checks.append(Check("views: two of each image, a view maker", lambda v: side_by_side(dali_loader(
+        ImageFiles(same), two_views, train=True, batch_size=4, num_threads=2, seed=7, device=v)), 2))
     random_images = write_gradient_images(os.path.join(folder, "random"))
     return checks + [dataclasses.replace(check, name=f"random: {check.name}", folder=random_images)
                      for check in distribution_checks()]
 
 
 SIZES = [(64, 48), (50, 70), (81, 81), (96, 57), (45, 45), (70, 66)]
+
+
+class TwoViews:
+    """A view maker as self-supervised repos write one: each image's views side by side in the
+    batch (transforms/view_makers.py)."""
+
+    def __init__(self, first, second):
+        self.first, self.second = first, second
+
+    def __call__(self, image):
+        return [self.first(image), self.second(image)]
+
+
+def side_by_side(loader):
+    """A loader's batches of views as one batch, the views joined along the width."""
+    for views, labels in loader:
+        yield torch.cat(views, dim=-1), labels
 
 
 def write_image_folder(root: str, sizes) -> str:

@@ -12,11 +12,14 @@ from ._core import (
                     Images,
                     Plan,
                     Untranslatable,
+                    Views,
                     apply,
                     check,
                     describe,
                     flatten,
+                    made_views,
                     plan,
+                    plans_of,
                     register,
                     supported_names,
                     untranslatable_reason,
@@ -25,7 +28,7 @@ from ._placement import CPU_STEPS, fused_on_cpu, needs_conditionals
 from .dali_function import DaliFunction
 from .python_fallback import as_tensor, call_step, call_steps, run_in_python, warn_slow
 
-__all__ = ["CPU_STEPS", "DaliFunction", "TRANSLATORS", "Images", "Plan", "Untranslatable", "apply", "as_tensor", "call_step",
+__all__ = ["CPU_STEPS", "DaliFunction", "TRANSLATORS", "Images", "Plan", "Untranslatable", "Views", "apply", "as_tensor", "call_step",
            "call_steps", "check",
-           "describe", "flatten", "fused_on_cpu", "needs_conditionals", "plan", "register", "run_in_python", "supported_names",
+           "describe", "flatten", "fused_on_cpu", "made_views", "needs_conditionals", "plan", "plans_of", "register", "run_in_python", "supported_names",
            "untranslatable_reason", "warn_slow"]

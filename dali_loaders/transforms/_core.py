@@ -13,6 +13,7 @@ import numpy as np
 import torch
 
 from ._draws import PendingAugment
+from .view_makers import views_of
 from .wrappers import delegate
 
 TRANSLATORS: Dict[type, Callable] = {}
@@ -276,6 +277,18 @@ class Plan:
         return final_dtype(self.translated) if not self.python else None
 
 
+@dataclass
+class Views:
+    """The recipe of a view maker (view_makers.py): one Plan per view, in the order of the list
+    it returns; each view is an output of the graph, and the batch holds a list of them."""
+    plans: List[Plan]
+
+
+def plans_of(recipe) -> List[Plan]:
+    """The Plans of a recipe: a Views' own, or the one Plan."""
+    return recipe.plans if isinstance(recipe, Views) else [recipe]
+
+
 def flatten(transform, _depth: int = 0) -> List[Any]:
     """The steps of a transform: Compose (v1 or v2) unrolled, recursively, and wrappers (an
     object of a user's class that only hands the image to a transform it holds, as
@@ -314,9 +327,27 @@ def wrapped(step) -> Tuple[Optional[Any], str]:
     return delegate(step)
 
 
+def made_views(transform) -> Optional[List[Any]]:
+    """The transforms of each view where `transform` is a view maker (an unregistered class of
+    the user's, see view_makers.py), else None."""
+    if translator_of(transform) is not None or type(transform).__module__.split(".")[0] in LIBRARIES \
+            or isinstance(transform, PLAIN_CALLABLES) or transform is None \
+            or isinstance(transform, (list, tuple)) or wrapped(transform)[0] is not None:
+        return None
+    return views_of(transform)[0]
+
+
 def untranslatable_reason(transform) -> Optional[str]:
     """Why DALI cannot run `transform` whole (the first step with no translation, or a
     wrapper that does more than hand the image on), or None when every step translates."""
+    views = made_views(transform)
+    if views is not None:
+        reasons = ((k, _first_refusal(view)) for k, view in enumerate(views))
+        return next((f"view {k} of {describe(transform)}: {why}" for k, why in reasons if why), None)
+    return _first_refusal(transform)
+
+
+def _first_refusal(transform) -> Optional[str]:
     for step in flatten(transform):
         reason = check(step)
         if reason:
@@ -324,8 +355,16 @@ def untranslatable_reason(transform) -> Optional[str]:
     return None
 
 
-def plan(transform, python_fallback: bool) -> Plan:
-    """Splits the steps at the first one with no translation; raises for it unless python_fallback."""
+def plan(transform, python_fallback: bool):
+    """Splits the steps at the first one with no translation; raises for it unless python_fallback.
+    A Plan, or for a view maker Views of a Plan per view."""
+    views = made_views(transform)
+    if views is not None:
+        return Views([_split(view, python_fallback) for view in views])
+    return _split(transform, python_fallback)
+
+
+def _split(transform, python_fallback: bool) -> Plan:
     steps = flatten(transform)
     closing = [k for k, step in enumerate(steps) if getattr(TRANSLATORS.get(type(step)), "last", False)]
     if closing and closing[0] != len(steps) - 1:

@@ -1,30 +1,33 @@
 """Where a recipe's steps run and what its graph needs: the marks translators carry (they
 branch per sample, fuse into DaliLoadersAugment, chain on GPU graphs) and what follows from
 them for a whole recipe (conditionals; the fused steps on the CPU under device="gpu")."""
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, Union
 
-from ._core import TRANSLATORS, Plan
+from ._core import TRANSLATORS, Plan, Views, plans_of
 
 
-def needs_conditionals(recipe: Plan, variant: str = "gpu") -> bool:
+def needs_conditionals(recipe: Union[Plan, Views], variant: str = "gpu") -> bool:
     """Whether the graph has per-sample `if`s: DALI then needs enable_conditionals. Where the
     steps run on the CPU, the steps DaliLoadersAugment runs have none (see fused.py); the
     plugin is only built when the recipe has such a step. On the GPU, the chained steps
     have none (see augment_chain.py)."""
     from ..ops import augment as op
 
-    # the translated steps run where the pixels are read: the CPU for Python steps
-    device = "cpu" if recipe.python or variant in CPU_STEPS else "gpu"
-    branching = [(step, t) for step, t in _branching(recipe) if not (device == "gpu" and getattr(t, "chains", False))]
-    fusing = [_fuses(step, t) for step, t in branching]
-    fused = any(fusing) and op.usable(device)
-    return bool(branching) and not (fused and all(fusing))
+    for view in plans_of(recipe):   # each view's steps are their own calls
+        # the translated steps run where the pixels are read: the CPU for Python steps
+        device = "cpu" if view.python or variant in CPU_STEPS else "gpu"
+        branching = [(step, t) for step, t in _branching(view) if not (device == "gpu" and getattr(t, "chains", False))]
+        fusing = [_fuses(step, t) for step, t in branching]
+        fused = any(fusing) and op.usable(device)
+        if branching and not (fused and all(fusing)):
+            return True
+    return False
 
 
 CPU_STEPS = ("cpu", "cpu-steps")   # the variants whose translated steps run on the CPU (loader/build.py)
 
 
-def fused_on_cpu(recipe: Plan, one_slot_on_gpu: bool = True) -> bool:
+def fused_on_cpu(recipe: Union[Plan, Views], one_slot_on_gpu: bool = True) -> bool:
     """Whether a per-sample branching step of the recipe (the AutoAugment family, ColorJitter's
     order, RandomApply, ...) is one the fused CPU operator runs, and that operator is built here;
     with `one_slot_on_gpu`, a step whose GPU chain has one slot does not count (a GPU graph runs
@@ -32,7 +35,7 @@ def fused_on_cpu(recipe: Plan, one_slot_on_gpu: bool = True) -> bool:
     from ..ops import augment as op
 
     return any(_fuses(step, t) and not (one_slot_on_gpu and _one_slot_on_gpu(step, t))
-               for step, t in _branching(recipe)) and op.usable("cpu")
+               for view in plans_of(recipe) for step, t in _branching(view)) and op.usable("cpu")
 
 
 def _one_slot_on_gpu(step, translator) -> bool:

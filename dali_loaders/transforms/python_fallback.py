@@ -6,7 +6,7 @@ from typing import Optional
 import numpy as np
 import torch
 
-from ._core import Images, Plan, describe, flatten
+from ._core import Images, Plan, describe, flatten, plans_of
 
 # -- steps that DALI runs per sample in Python (python_fallback=True) ----------------------
 
@@ -126,7 +126,11 @@ _warned = set()
 
 
 def warn_slow(recipe: Plan) -> None:
-    """Once per kind of step and process: which step makes the loader slow, and why."""
+    """Once per kind of step and process: which step makes the loader slow, and why (a Views'
+    first view with Python steps)."""
+    recipe = next((view for view in plans_of(recipe) if view.python), None)
+    if recipe is None:
+        return
     name = describe(recipe.python[0])
     if name not in _warned:
         _warned.add(name)

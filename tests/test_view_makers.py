@@ -70,6 +70,16 @@ class PairOfTuple:
         return self.a(x), self.b(x)
 
 
+class MultiViewTransform:
+    """lightly's: a view by each transform of a list."""
+
+    def __init__(self, transforms):
+        self.transforms = transforms
+
+    def __call__(self, image):
+        return [transform(image) for transform in self.transforms]
+
+
 A, B, C = v2.RandomHorizontalFlip(), v2.RandomVerticalFlip(), v2.RandomGrayscale()
 
 
@@ -79,6 +89,8 @@ A, B, C = v2.RandomHorizontalFlip(), v2.RandomVerticalFlip(), v2.RandomGrayscale
     (ViewGenerator(A, 3), [A, A, A]),
     (GlobalAndLocal(A, B, C, 4), [A, B, C, C, C, C]),
     (PairOfTuple(B, A), [B, A]),
+    (MultiViewTransform([C, A, B]), [C, A, B]),
+    (MultiViewTransform((A,)), [A]),
 ])
 def test_view_makers_are_read_from_their_source(maker, expected):
     views = transforms.made_views(maker)
@@ -149,8 +161,18 @@ class ConditionalAppend:
         return crops
 
 
+class EachTransformOfItself:
+    def __init__(self, transforms):
+        self.transforms = transforms
+
+    def __call__(self, image):
+        return [image(transform) for transform in self.transforms]
+
+
 @pytest.mark.parametrize("maker", [SameDrawTwice(A), LoopVariableRead(A), DoesMore(A), CountIsAProperty(A),
-                                   UnusedView(A), ConditionalAppend(A), ViewGenerator(A, 0), ViewGenerator(A, 2.0)])
+                                   UnusedView(A), ConditionalAppend(A), ViewGenerator(A, 0), ViewGenerator(A, 2.0),
+                                   MultiViewTransform([]), MultiViewTransform([A, len]), MultiViewTransform(A),
+                                   EachTransformOfItself([A])])
 def test_what_is_not_only_views_is_not_read_as_views(maker):
     assert transforms.made_views(maker) is None
     assert transforms.untranslatable_reason(maker)   # the loader takes the Python path, as DataLoader

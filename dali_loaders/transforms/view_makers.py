@@ -13,6 +13,7 @@ never by calling it, and the compiled source must be the code Python runs. The b
 - `return [self.a(x), self.b(x), ...]` (or a tuple);
 - `v = self.a(x)` assignments, then `return [v, w, ...]` naming each once;
 - `return [self.a(x) for _ in range(N)]`, N a literal int or an int attribute `self.n`;
+- `return [t(x) for t in self.transforms]`, a list or tuple of transforms the object holds;
 - `views = []`, then `views.append(self.a(x))` lines and `for _ in range(N): views.append(self.a(x))`
   loops, then `return views`.
 """
@@ -23,10 +24,11 @@ import types
 import weakref
 from typing import Any, List, Optional, Tuple, Union
 
-from .wrappers import calling_method, held_transform, mangled, runs_this_source
+from .wrappers import calling_method, checked_transform, held_transform, mangled, runs_this_source
 
 MAX_VIEWS = 64   # a count attribute above this is not read as a number of views
-Count = Union[int, str]   # a literal number of views, or the attribute holding it
+EACH = "*"   # the count of a list attribute: a view by each of its transforms (no attribute is named so)
+Count = Union[int, str]   # a literal number of views, the attribute holding it, or EACH
 
 
 def views_of(obj) -> Tuple[Optional[List[Any]], str]:
@@ -45,6 +47,12 @@ def views_of(obj) -> Tuple[Optional[List[Any]], str]:
         return None, reason
     views = []
     for attr, count in parts:
+        if count == EACH:
+            held, why = held_list(obj, mangled(attr, method), name)
+            if why:
+                return None, why
+            views += held
+            continue
         transform, why = held_transform(obj, mangled(attr, method), name)
         if transform is None:
             return None, why
@@ -113,6 +121,18 @@ class _BodyReader:
             return bound.attr
         return None
 
+    def each(self, element, loop) -> Optional[str]:
+        """The attribute of `[t(image) for t in self.<attribute>]`, or None."""
+        if isinstance(loop.target, ast.Name) and loop.target.id not in (self.this, self.image) \
+                and not loop.ifs and not loop.is_async \
+                and isinstance(loop.iter, ast.Attribute) and isinstance(loop.iter.value, ast.Name) \
+                and loop.iter.value.id == self.this and isinstance(element, ast.Call) \
+                and isinstance(element.func, ast.Name) and element.func.id == loop.target.id \
+                and len(element.args) == 1 and not element.keywords \
+                and isinstance(element.args[0], ast.Name) and element.args[0].id == self.image:
+            return loop.iter.attr
+        return None
+
     def listed(self, body) -> List[Tuple[str, Count]]:
         """`v = self.a(x)` ..., then `return [...]` of views and those names; or a comprehension."""
         named = {}
@@ -131,6 +151,9 @@ class _BodyReader:
         value = last.value
         if isinstance(value, ast.ListComp) and not named and len(value.generators) == 1:
             loop = value.generators[0]
+            each = self.each(value.elt, loop)
+            if each is not None:
+                return [(each, EACH)]
             attr, count = self.view(value.elt), self.count(loop.iter, loop.target)
             if attr is None or count is None or loop.ifs or loop.is_async \
                     or loop.target.id in (self.this, self.image):
@@ -185,6 +208,20 @@ class _BodyReader:
                 and len(call.args) == 1 and not call.keywords:
             return self.view(call.args[0])
         return None
+
+
+def held_list(obj, attr: str, name: str) -> Tuple[List[Any], str]:
+    """(the transforms of a list or tuple the object holds in its own __dict__, "") or ([], why not)."""
+    value = getattr(obj, "__dict__", {}).get(attr)
+    if type(value) not in (list, tuple) or not 1 <= len(value) <= MAX_VIEWS:
+        return [], f"self.{attr} of {name} is not a list of 1 to {MAX_VIEWS} transforms"
+    held = []
+    for k, item in enumerate(value):
+        transform, why = checked_transform(obj, f"{attr}[{k}]", item, name)
+        if transform is None:
+            return [], why
+        held.append(transform)
+    return held, ""
 
 
 def view_count(obj, count: Count, method, name: str) -> Tuple[int, str]:

@@ -36,6 +36,7 @@ DRIVER = r"""
 #include <chrono>
 #include <vector>
 #include "augment_kernels.h"
+#include "simd.h"
 
 namespace {
 std::vector<augk::Step> steps_of(const int* ops, const float* params, int k) {
@@ -47,6 +48,9 @@ std::vector<augk::Step> steps_of(const int* ops, const float* params, int k) {
   return steps;
 }
 }  // namespace
+
+// Whether the kernels take their AVX2 paths in this process (DALI_LOADERS_PORTABLE: see simd.h)
+extern "C" int augk_bench_avx2() { return simd::have_avx2() ? 1 : 0; }
 
 extern "C" const char* augk_bench_check(const int* ops, const float* params, int k, int flavour) {
   for (const augk::Step& s : steps_of(ops, params, k)) {
@@ -96,6 +100,11 @@ def build(folder: str, sources: str = plugin.SOURCE_DIR) -> ctypes.CDLL:
               "-o", objects[-1]])
     library = os.path.join(folder, "augk_bench.so")
     _run([*common, "-O1", "-shared", driver, *objects, "-o", library])
+    return load(library)
+
+
+def load(library: str) -> ctypes.CDLL:
+    """The built library at this path, its functions typed."""
     lib = ctypes.CDLL(library)
     pointer = ctypes.c_void_p
     lib.augk_bench_check.restype = ctypes.c_char_p

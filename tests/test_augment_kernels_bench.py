@@ -1,8 +1,13 @@
 """benchmarks/augment_kernels.py builds the augmentation kernels outside DALI to time them and to prove a
 faster build bit-identical: the build it times must compute what the plugin computes, and its
 digest must see a changed output."""
+import json
+import subprocess
+import sys
+
 import numpy as np
 import pytest
+from subprocess_env import subprocess_env
 
 from benchmarks import augment_kernels as bench
 from dali_loaders.ops import augment as op
@@ -61,3 +66,34 @@ def test_the_digest_names_the_cases_whose_output_moved(kernels):
 def test_a_bad_step_is_refused_by_name(kernels):
     with pytest.raises(ValueError, match="bicubic warps are PIL's only"):
         kernels.run(bench.photo_like(8, 8, 3), [("Rotate", (10.0, 3))], "tensor")
+
+
+def _has_avx2() -> bool:
+    try:
+        with open("/proc/cpuinfo") as f:
+            return any(line.startswith("flags") and " avx2 " in f" {line.split(':', 1)[-1]} " for line in f)
+    except OSError:
+        return False
+
+
+DIGEST_OF = ("import json, sys; from benchmarks import augment_kernels as bench; "
+             "lib = bench.load(sys.argv[1]); "
+             "print(json.dumps([lib.augk_bench_avx2(), bench.digest(bench.Kernels(lib))]))")
+
+
+@pytest.mark.skipif(not _has_avx2(), reason="no AVX2 here: the plain C++ paths are the only ones")
+def test_the_plain_cpp_paths_compute_what_the_avx2_paths_compute(kernels):
+    """A CPU without AVX2 (an ARM host of a GPU, an older x86) runs the kernels' plain C++ paths
+    (hue, blur, erasing's noise): DALI_LOADERS_PORTABLE=1 makes this one run them, and every
+    output of the digest's grid is the AVX2 paths' bit for bit."""
+    library = kernels.lib._name
+
+    def digest(**env):
+        done = subprocess.run([sys.executable, "-c", DIGEST_OF, library], capture_output=True, text=True,
+                              env=subprocess_env(**env), timeout=600)
+        assert done.returncode == 0, done.stderr
+        return json.loads(done.stdout)
+
+    (avx2, simd), (avx2_after_all, portable) = digest(), digest(DALI_LOADERS_PORTABLE="1")
+    assert (avx2, avx2_after_all) == (1, 0)   # the two runs took the two paths
+    assert len(simd) > 1000 and bench.changed(portable, simd) == []

@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 
 #if defined(__x86_64__) || defined(_M_X64)
 #define DALI_LOADERS_X86 1
@@ -18,8 +19,12 @@ namespace simd {
 // where the CPU has it), so none may end up calling another library's copy of these.
 namespace {
 
+// DALI_LOADERS_PORTABLE=1 in the environment: the plain C++ paths even where AVX2 is, as a CPU
+// without it runs them (the tests compare the two).
 inline bool have_avx2() {
 #ifdef DALI_LOADERS_X86
+  const char* portable = std::getenv("DALI_LOADERS_PORTABLE");
+  if (portable != nullptr && portable[0] != '\0' && portable[0] != '0') return false;
   return __builtin_cpu_supports("avx2");
 #else
   return false;

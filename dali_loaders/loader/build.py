@@ -1,7 +1,6 @@
 """What a DaliLoader is made of (`assemble`): the path its dataset takes, its order, and on
 the DALI path the graph, the pipeline and the steps around it; the output layout and dtype.
 """
-import copy
 from dataclasses import dataclass
 from typing import Any, Callable, List, Optional
 
@@ -48,26 +47,14 @@ def graph(source, feed, per_batch: int, recipe: transforms.Plan, layout: str, va
         images.decode_args = dict(images.decode_args, device="cpu")   # Images.decode moves them to the GPU
     images.layout = layout
     if len(views) > 1 and images.encoded and images.decode_args.get("device") == "mixed":
-        images.decode()   # each view would decode the whole image (see Images.decode_random_crop)
-    outputs = [view_graph(view, images if len(views) == 1 else view_input(images)) for view in views]
+        images.decode()   # each view would decode the whole image (see Images.decode_random_crop, branch)
+    outputs = [view_graph(view, images if len(views) == 1 else images.branch()) for view in views]
     if variant != "cpu":   # the batch is handed over on the GPU
         outputs = [data.gpu() for data in outputs]
         labels = None if labels is None else labels.gpu()
     if labels is None:
         return outputs[0] if len(outputs) == 1 else tuple(outputs)
     return (*outputs, labels)
-
-
-def view_input(images: transforms.Images) -> transforms.Images:
-    """What one view's steps start from: the images read, as their own Images (the steps set
-    its fields), with nothing the source does to whole batches (a crop or flip at the source
-    would be every view's). Files still encoded are decoded by each view, only the window it
-    cuts where the decode is on the CPU: two views of MoCo v2's crops ran 908-918 images/s
-    so on a 2-core machine, 628 decoding each image once and cutting both windows from it."""
-    view = copy.copy(images)
-    view.scale, view.offset, view.decode_args = list(images.scale), list(images.offset), dict(images.decode_args)
-    view.at_source = None
-    return view
 
 
 def view_graph(recipe: transforms.Plan, images: transforms.Images):

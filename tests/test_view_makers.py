@@ -80,6 +80,16 @@ class MultiViewTransform:
         return [transform(image) for transform in self.transforms]
 
 
+class Preset:
+    """A wrapper, as torchvision's reference presets: it only hands the image on."""
+
+    def __init__(self, transform):
+        self.transform = transform
+
+    def __call__(self, image):
+        return self.transform(image)
+
+
 A, B, C = v2.RandomHorizontalFlip(), v2.RandomVerticalFlip(), v2.RandomGrayscale()
 
 
@@ -91,6 +101,7 @@ A, B, C = v2.RandomHorizontalFlip(), v2.RandomVerticalFlip(), v2.RandomGrayscale
     (PairOfTuple(B, A), [B, A]),
     (MultiViewTransform([C, A, B]), [C, A, B]),
     (MultiViewTransform((A,)), [A]),
+    (Preset(Preset(TwoTransforms(B, C))), [B, C]),
 ])
 def test_view_makers_are_read_from_their_source(maker, expected):
     views = transforms.made_views(maker)

@@ -341,13 +341,16 @@ def wrapped(step) -> Tuple[Optional[Any], str]:
     return delegate(step)
 
 
-def made_views(transform) -> Optional[List[Any]]:
+def made_views(transform, _depth: int = 0) -> Optional[List[Any]]:
     """The transforms of each view where `transform` is a view maker (an unregistered class of
-    the user's, see view_makers.py), else None."""
+    the user's, see view_makers.py), or a wrapper of one, else None."""
     if translator_of(transform) is not None or type(transform).__module__.split(".")[0] in LIBRARIES \
             or isinstance(transform, PLAIN_CALLABLES) or transform is None \
-            or isinstance(transform, (list, tuple)) or wrapped(transform)[0] is not None:
+            or isinstance(transform, (list, tuple)) or _depth > MAX_NESTING:
         return None
+    inner, _ = wrapped(transform)
+    if inner is not None:
+        return made_views(inner, _depth + 1)
     return views_of(transform)[0]
 
 

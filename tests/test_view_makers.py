@@ -16,6 +16,7 @@ from torchvision.transforms import v2
 
 from dali_loaders import DaliLoader, TorchLoader, dali_compat, transforms
 from dali_loaders.bench.catalog import TwoCropsTransform   # MoCo v2's, as its repository writes it
+from dali_loaders.loader import build
 from dali_loaders.loader.build import serialized_gpu_graph
 from dali_loaders.loader.resolve import PythonPathNote
 
@@ -366,6 +367,9 @@ def test_a_gpu_graph_of_views_has_an_output_per_view_and_no_gpu_to_cpu_edge(soli
             for name, input_device in inputs if input_device == "gpu"] == []
     assert [device for _, device in dali_compat.graph_outputs(graph)] == ["gpu"] * 5
     decoders = [kind for kind, *_ in operators if kind.startswith("decoders__")]
-    # a GPU decode is of whole images: once, each view cutting its window; on the CPU each view
-    # decodes only its window
+    # a GPU decode is of whole images: once, each view cutting its window; on the CPU each of a
+    # few views decodes only its window, and many views cut theirs from one decode
     assert len(decoders) == (1 if variant == "gpu" else 4), decoders
+    many = GlobalAndLocal(crops(24), crops(24), crops(12), build.DECODE_ONCE_VIEWS - 2)
+    operators = dali_compat.graph_operators(serialized_gpu_graph(ImageFiles(solid_root), many, variant=variant))
+    assert len([kind for kind, *_ in operators if kind.startswith("decoders__")]) == 1

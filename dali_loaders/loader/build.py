@@ -46,8 +46,9 @@ def graph(source, feed, per_batch: int, recipe: transforms.Plan, layout: str, va
     if variant == "cpu-decode" and images.encoded:
         images.decode_args = dict(images.decode_args, device="cpu")   # Images.decode moves them to the GPU
     images.layout = layout
-    if len(views) > 1 and images.encoded and images.decode_args.get("device") == "mixed":
-        images.decode()   # each view would decode the whole image (see Images.decode_random_crop, branch)
+    if len(views) > 1 and images.encoded and (images.decode_args.get("device") == "mixed"
+                                              or len(views) >= DECODE_ONCE_VIEWS):
+        images.decode()   # see DECODE_ONCE_VIEWS
     outputs = [view_graph(view, images if len(views) == 1 else images.branch()) for view in views]
     if variant != "cpu":   # the batch is handed over on the GPU
         outputs = [data.gpu() for data in outputs]
@@ -55,6 +56,15 @@ def graph(source, feed, per_batch: int, recipe: transforms.Plan, layout: str, va
     if labels is None:
         return outputs[0] if len(outputs) == 1 else tuple(outputs)
     return (*outputs, labels)
+
+
+# From how many views a CPU decode decodes each image once, every view cutting its window from
+# it, where fewer views each decode only their own window (a GPU decode is of whole images, so
+# it decodes once for any number). Measured on a 2-core machine, samples/s, each view decoding
+# its window / decoding once: MoCo v2's two crops 908-918 / 628; DINO's two global crops (224,
+# scale 0.4-1) and two local ones (96, 0.05-0.4) 554-561 / 504-509, four local 414-422 / 411-415,
+# eight local (DINO's default) 279-285 / 337-345.
+DECODE_ONCE_VIEWS = 7
 
 
 def view_graph(recipe: transforms.Plan, images: transforms.Images):

@@ -118,10 +118,8 @@ class Images:
         """The start of one view of a view maker (view_makers.py): these images as Images of
         their own (the view's steps set its fields), with nothing the source does to whole
         batches (a crop or flip at the source would be every view's). Files still encoded are
-        decoded by each view, only the window it cuts where the decode is on the CPU: two views
-        of MoCo v2's crops ran 908-918 images/s so on a 2-core machine, 628 decoding each image
-        once and cutting both windows from it (the loader decodes once for a GPU decode, which
-        decodes whole images)."""
+        decoded by each view, a leading crop decoding only its window (the loader decodes once
+        before branching where that costs less: loader/build.py's DECODE_ONCE_VIEWS)."""
         view = copy.copy(self)
         view.scale, view.offset, view.decode_args = list(self.scale), list(self.offset), dict(self.decode_args)
         view.at_source = None

@@ -92,6 +92,36 @@ def _two_crops(train: bool):
     return TwoCropsTransform(_contrastive_views(train))
 
 
+class MultiCrop:
+    """DINO's view maker: two global crops, then small local ones."""
+
+    def __init__(self, global_transfo1, global_transfo2, local_transfo, local_crops_number):
+        self.global_transfo1, self.global_transfo2 = global_transfo1, global_transfo2
+        self.local_transfo, self.local_crops_number = local_transfo, local_crops_number
+
+    def __call__(self, image):
+        crops = []
+        crops.append(self.global_transfo1(image))
+        crops.append(self.global_transfo2(image))
+        for _ in range(self.local_crops_number):
+            crops.append(self.local_transfo(image))
+        return crops
+
+
+def _multi_crop(train: bool):
+    """DINO's training samples with torchvision's steps: two 224 px crops of 40-100% of the image
+    and eight 96 px crops of 5-40%, each flipped, colour-jittered and greyed at random (DINO's own
+    blur and solarization classes left out)."""
+    from torchvision.transforms import v2
+
+    def view(size, scale):
+        steps = [v2.RandomResizedCrop(size, scale=scale, antialias=True), v2.RandomHorizontalFlip(),
+                 v2.RandomApply([v2.ColorJitter(0.4, 0.4, 0.2, 0.1)], p=0.8), v2.RandomGrayscale(p=0.2)]
+        return v2.Compose(steps + recipes.to_float(recipes.IMAGENET_MEAN, recipes.IMAGENET_STD))
+
+    return MultiCrop(view(224, (0.4, 1.0)), view(224, (0.4, 1.0)), view(96, (0.05, 0.4)), 8)
+
+
 def _timm_rand_augment(train: bool):
     """timm's create_transform: rand-m9-mstd0.5-inc1, pixel RandomErasing(0.25), bicubic; eval
     as resolve_data_config gives for a resnet50 (bicubic, crop_pct 0.95)."""
@@ -178,6 +208,10 @@ RECIPES = {
         "two-crops": BenchRecipe(_two_crops, splits=("train",),
                                  about="TwoCropsTransform of the contrastive views: two views of each image, as "
                                        "MoCo v2 trains (images/s counts samples, each two views)"),
+        "multi-crop": BenchRecipe(_multi_crop, splits=("train",),
+                                  about="DINO's multi-crop view maker: two 224 px and eight 96 px views of each "
+                                        "image (RandomResizedCrop, flip, ColorJitter, RandomGrayscale; images/s "
+                                        "counts samples)"),
         "albumentations": BenchRecipe(_albumentations_val, splits=("val",), options={"python_fallback": True},
                                       tensor_backend=False, needs=("albumentations",),
                                       about="SmallestMaxSize(256), CenterCrop(224), Normalize, ToTensorV2: "

@@ -76,19 +76,11 @@ extern "C" double augk_bench_run(const unsigned char* in, unsigned char* out, in
 """
 
 
-def _cpu_has_fma() -> bool:
-    try:
-        with open("/proc/cpuinfo") as f:
-            return any(line.startswith("flags") and " fma " in f" {line.split(':', 1)[-1]} " for line in f)
-    except OSError:
-        return False
-
-
 def build(folder: str, sources: str = plugin.SOURCE_DIR) -> ctypes.CDLL:
     """The kernels in `sources` and the driver, compiled into `folder` as the plugin compiles them."""
     compiler = os.environ.get("CXX") or shutil.which("g++") or "c++"
     arch = ["-march=x86-64-v2"] if platform.machine() in ("x86_64", "AMD64") else []
-    arch += ["-mfma"] if arch and _cpu_has_fma() else []
+    arch += ["-mfma"] if arch and plugin.cpu_has("fma") else []
     driver = os.path.join(folder, "augk_bench.cc")
     with open(driver, "w") as f:
         f.write(DRIVER)

@@ -68,20 +68,12 @@ def test_a_bad_step_is_refused_by_name(kernels):
         kernels.run(bench.photo_like(8, 8, 3), [("Rotate", (10.0, 3))], "tensor")
 
 
-def _has_avx2() -> bool:
-    try:
-        with open("/proc/cpuinfo") as f:
-            return any(line.startswith("flags") and " avx2 " in f" {line.split(':', 1)[-1]} " for line in f)
-    except OSError:
-        return False
-
-
 DIGEST_OF = ("import json, sys; from benchmarks import augment_kernels as bench; "
              "lib = bench.load(sys.argv[1]); "
              "print(json.dumps([lib.augk_bench_avx2(), bench.digest(bench.Kernels(lib))]))")
 
 
-@pytest.mark.skipif(not _has_avx2(), reason="no AVX2 here: the plain C++ paths are the only ones")
+@pytest.mark.skipif(not plugin.cpu_has("avx2"), reason="no AVX2 here: the plain C++ paths are the only ones")
 def test_the_plain_cpp_paths_compute_what_the_avx2_paths_compute(kernels):
     """A CPU without AVX2 (an ARM host of a GPU, an older x86) runs the kernels' plain C++ paths
     (hue, blur, erasing's noise): DALI_LOADERS_PORTABLE=1 makes this one run them, and every

@@ -341,7 +341,7 @@ def _commands(library: Library, compiler: str, work: str, gpu: bool = True) -> L
     import nvidia.dali.sysconfig as dali_config
 
     arch = ["-march=x86-64-v2"] if platform.machine() in ("x86_64", "AMD64") else []   # AVX2 is picked at run time
-    if library is AUGMENT and _cpu_has_fma():
+    if library is AUGMENT and cpu_has("fma"):
         arch.append("-mfma")
     cuda = [flag for folder in _cuda_includes() for flag in ("-isystem", folder)]
     common = [compiler, "-std=c++17", "-fPIC", "-w", *arch, *dali_config.get_compile_flags(), "-I", SOURCE_DIR]
@@ -395,10 +395,11 @@ def gpu_operator_loaded(schema: str) -> bool:
     return schema in backend.RegisteredGPUOps()
 
 
-def _cpu_has_fma() -> bool:
+def cpu_has(flag: str) -> bool:
+    """Whether this CPU lists `flag` ("fma", "avx2") in /proc/cpuinfo (False where there is none)."""
     try:
         with open("/proc/cpuinfo") as f:
-            return any(line.startswith("flags") and " fma " in f" {line.split(':', 1)[-1].strip()} " for line in f)
+            return any(line.startswith("flags") and f" {flag} " in f" {line.split(':', 1)[-1].strip()} " for line in f)
     except OSError:
         return False
 

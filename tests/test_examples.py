@@ -1,4 +1,5 @@
-"""examples/train.py trains ResNet-18 for one short epoch with each loader and prints its figures."""
+"""examples/train.py trains ResNet-18 for one short epoch with each loader and prints its figures;
+examples/contrastive.py pretrains it with SimCLR on two views of each image."""
 import os
 import re
 import subprocess
@@ -7,7 +8,7 @@ import sys
 import pytest
 from cifar_data import write_cifar
 
-pytestmark = pytest.mark.subprocess   # every test runs examples/train.py
+pytestmark = pytest.mark.subprocess   # every test runs an example script
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 N_TRAIN, N_VAL = 128, 64
@@ -61,3 +62,19 @@ def test_device_variant_table(small_cifar):
             continue
         found = re.fullmatch(rf"{variant}\s+([\d.]+)\s+([\d.]+)\s+([\d.]+) \(\d+%\)", row)
         assert found and float(found[3]) <= float(found[1]), row
+
+
+@pytest.mark.parametrize("loader, loader_class", [("dali", "DaliLoader"), ("torch", "TorchLoader")])
+def test_contrastive_example_trains_on_two_views_of_each_image(small_cifar, loader, loader_class):
+    done = subprocess.run([sys.executable, os.path.join(REPO, "examples", "contrastive.py"), "--root", small_cifar,
+                           "--epochs", "1", "--batch-size", "64", "--loader", loader],
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = done.stdout.splitlines()
+    assert f", {loader_class}, " in lines[0]
+    assert "Python path" not in done.stderr   # the view maker runs in DALI
+    epoch = re.fullmatch(r"epoch 0: ([\d.]+) s, waiting for data ([\d.]+) s \(\d+%\), (\d+) samples, "
+                         r"NT-Xent loss ([\d.]+)", lines[1])
+    assert epoch, lines[1]
+    # drop_last: whole batches only; the loss of 2 x 64 views starts near log(127)
+    assert int(epoch[3]) == N_TRAIN and 3.0 < float(epoch[4]) < 6.0

@@ -373,3 +373,13 @@ def test_a_gpu_graph_of_views_has_an_output_per_view_and_no_gpu_to_cpu_edge(soli
     many = GlobalAndLocal(crops(24), crops(24), crops(12), build.DECODE_ONCE_VIEWS - 2)
     operators = dali_compat.graph_operators(serialized_gpu_graph(ImageFiles(solid_root), many, variant=variant))
     assert len([kind for kind, *_ in operators if kind.startswith("decoders__")]) == 1
+
+
+def test_dali_iterators_dict_holds_the_list_of_views(solid_root):
+    loader = DaliLoader(datasets.ImageFolder(solid_root, transform=TwoCropsTransform(crops(16))), batch_size=8,
+                        output="dict")
+    batch = next(iter(loader))
+    assert isinstance(batch, list) and set(batch[0]) == {"data", "label"}
+    views = batch[0]["data"]
+    assert isinstance(views, list) and [view.shape for view in views] == [(8, 3, 16, 16)] * 2
+    assert batch[0]["label"].shape == (8, 1)

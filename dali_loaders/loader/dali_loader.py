@@ -3,7 +3,9 @@
 `DaliLoader(dataset, batch_size, shuffle, sampler, ...)` takes DataLoader's arguments in
 DataLoader's order, then this library's own. What it does with `dataset` (see resolve.py):
 - one of this library's sources, or a torchvision dataset object it can read as one: the
-  dataset's own transform is translated into one DALI graph (the DALI path);
+  dataset's own transform is translated into one DALI graph (the DALI path); a transform
+  that makes several views of each image (MoCo's TwoCropsTransform and kin) gives batches
+  `([view_0, view_1, ...], labels)`, as DataLoader does;
 - any other map-style Dataset, or a transform that cannot be translated: the dataset's own
   `__getitem__` runs in `num_workers` worker processes, batches collated by `collate_fn`
   (the Python path); a one-line note says why.

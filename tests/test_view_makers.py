@@ -187,7 +187,13 @@ class EachTransformOfItself:
                                    EachTransformOfItself([A])])
 def test_what_is_not_only_views_is_not_read_as_views(maker):
     assert transforms.made_views(maker) is None
-    assert transforms.untranslatable_reason(maker)   # the loader takes the Python path, as DataLoader
+    # the loader takes the Python path, as DataLoader, and says why
+    assert "; nor a view maker: " in transforms.untranslatable_reason(maker)
+
+
+def test_a_view_maker_inside_another_transform_is_named_so():
+    reason = transforms.untranslatable_reason(v2.Compose([v2.RandomHorizontalFlip(), TwoCropsTransform(A)]))
+    assert "TwoCropsTransform" in reason and "where it must be the whole transform" in reason
 
 
 # -- the loader ----------------------------------------------------------------------------------

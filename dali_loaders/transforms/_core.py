@@ -415,6 +415,10 @@ def check(step) -> str:
     translator = translator_of(step)
     if translator is None:
         _, why = wrapped(step)
+        if why:   # a class of the user's: neither kind of class the translator reads
+            views, views_why = views_of(step)
+            why += "; nor a view maker: " + (views_why if views is None else "it is one, inside another transform, "
+                                             "where it must be the whole transform")
         return f"{describe(step)} has no DALI translation" + (f" (nor is it a mere wrapper: {why})" if why else "")
     refusal = getattr(translator, "refuse", None)
     reason = refusal(step) if refusal else ""

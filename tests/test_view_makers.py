@@ -389,3 +389,17 @@ def test_dali_iterators_dict_holds_the_list_of_views(solid_root):
     views = batch[0]["data"]
     assert isinstance(views, list) and [view.shape for view in views] == [(8, 3, 16, 16)] * 2
     assert batch[0]["label"].shape == (8, 1)
+
+
+def test_a_source_s_twin_gives_each_view_as_the_dali_loader_does(solid_root):
+    """Views that end as PIL images (no ToTensor) are uint8 tensors from both loaders."""
+    from dali_loaders import get_imagefolder_iter_dali, get_imagefolder_iter_torch
+
+    maker = TwoTransforms(v2.Resize((10, 12)), v2.Compose([v2.Resize((10, 12)), v2.RandomHorizontalFlip(1.0)]))
+    ours = get_imagefolder_iter_dali(solid_root, 8, False, 2, transform=maker)
+    theirs = get_imagefolder_iter_torch(solid_root, 8, False, 0, transform=maker)
+    for (views, labels), (expected, expected_labels) in zip(ours, theirs, strict=True):
+        assert torch.equal(labels, expected_labels)
+        for view, want in zip(views, expected, strict=True):
+            assert view.dtype == want.dtype == torch.uint8 and view.shape == want.shape == (len(labels), 3, 10, 12)
+            assert int((view.int() - want.int()).abs().max()) <= 1   # flat colours

@@ -14,8 +14,10 @@ class SourceDataset(Dataset):
         return len(self.source)
 
     def __getitem__(self, i):
-        image = self.source.pil_image(i)
-        return transforms.as_tensor(transforms.call_steps(self.transform, image)), int(self.source.labels[i])
+        made = transforms.call_steps(self.transform, self.source.pil_image(i))
+        # a view maker's list: each view a tensor, as the DALI loader gives it
+        images = [transforms.as_tensor(view) for view in made] if isinstance(made, list) else transforms.as_tensor(made)
+        return images, int(self.source.labels[i])
 
     @property
     def fingerprint(self) -> str:

@@ -211,7 +211,7 @@ def test_the_transforms_its_getitem_applies_come_along(roots):
     assert isinstance(flowers[0][0], Image.Image) and adapt(flowers).transform is None
 
 
-def test_unknown_objects_and_subclasses_give_none(roots):
+def test_unknown_objects_give_none_and_subclasses_are_read_only_where_they_read_as_their_base(roots):
     class MyCIFAR(tvd.CIFAR10):
         def __getitem__(self, i):
             return super().__getitem__(len(self) - 1 - i)
@@ -220,8 +220,13 @@ def test_unknown_objects_and_subclasses_give_none(roots):
         pass
 
     for dataset in ([1, 2, 3], torch.utils.data.TensorDataset(torch.zeros(4, 3)), tvd.FakeData(size=4),
-                    MyCIFAR(roots["cifar10"]), MyFolder(roots["folder"]), "a string", None):
+                    "a string", None):
         assert adapt(dataset) is None, type(dataset)
+    reversed_reading = adapt(MyCIFAR(roots["cifar10"]))   # its own __getitem__: named, not read
+    assert reversed_reading.source is None and "MyCIFAR.__getitem__ is not" in reversed_reading.why
+    same = adapt(MyFolder(roots["folder"]))
+    assert same.source is not None and not same.adds_index
+    assert same.source.files == adapt(tvd.ImageFolder(roots["folder"])).source.files
 
 
 def odd_label_cifar(root):
@@ -315,4 +320,9 @@ def test_timm_image_dataset_it_cannot_read(roots):
     class MyDataset(timm_data.ImageDataset):
         pass
 
-    assert adapt(MyDataset(roots["folder"])) is None
+    class OwnItems(timm_data.ImageDataset):
+        def __getitem__(self, index):
+            return super().__getitem__(0)
+
+    assert adapt(MyDataset(roots["folder"])).source is not None   # it reads its samples as ImageDataset does
+    assert adapt(OwnItems(roots["folder"])).source is None

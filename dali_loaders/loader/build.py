@@ -121,6 +121,7 @@ class Parts:
     feed: Optional[EpochOrder] = None
     finish: Optional["BatchImages"] = None
     host_labels: Optional[Callable] = None
+    dataset_index: Optional[Callable] = None   # positions in the source -> the dataset's indices, where items carry them
     explain: Callable = None
     python: Optional[PythonBatches] = None
     place: Callable = None
@@ -189,7 +190,17 @@ def assemble(dataset, *, batch_size, shuffle, sampler, batch_sampler, num_worker
         parts.collate = DaliCollate(collate, order, SampleLabels(label_table, way.target_transform), pin)
     parts.finish = BatchImages(recipe, names, layout, pin and collate is None)
     parts.explain = failure_explainer(source, limit or 1)
+    if way.adds_index:
+        parts.dataset_index = dataset_indices(source)
     return parts
+
+
+def dataset_indices(source) -> Callable[[np.ndarray], np.ndarray]:
+    """The dataset's index of each of these positions in the source: the same, or, where
+    screening left files out (on_error="skip"), their positions before it, as the twin's
+    KeptSubset hands them to the dataset."""
+    kept = getattr(source, "kept_positions", None)
+    return (lambda positions: np.asarray(positions, dtype=np.int64)) if kept is None else (lambda positions: kept[positions])
 
 
 # Pixels already decoded (CIFAR, MNIST, SVHN, STL-10: ArraySource) get their steps on the CPU

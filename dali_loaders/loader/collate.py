@@ -87,15 +87,16 @@ class DaliCollate:
     def __init__(self, collate_fn: Callable, order, labels: SampleLabels, pin: bool):
         self.collate_fn, self.order, self.labels, self.pin = collate_fn, order, labels, pin
 
-    def __call__(self, images, labels: torch.Tensor, epoch: int, batch_index: int):
+    def __call__(self, images, labels: torch.Tensor, epoch: int, batch_index: int, extra: tuple = ()):
         """`images`: the batch, or a list of batches, one per view (a sample's image is then the
-        list of its views, as DataLoader's items hold them)."""
+        list of its views, as DataLoader's items hold them). `extra`: what the items hold after
+        the label (the samples' indices), a tensor (B,) each."""
         if isinstance(images, list):
             rows = [list(views) for views in zip(*(batch_rows(view) for view in images))]
             device = images[0].device
         else:
             rows, device = batch_rows(images), images.device
-        items = list(zip(rows, *self.labels(labels)))
+        items = list(zip(rows, *self.labels(labels), *(column.tolist() for column in extra)))
         seed = derived_seed(self.order.seed, epoch, self.order.rank, batch_index, COLLATE_STREAM)
         with seeded_globals(seed, device), one_torch_thread(), batch_memory.allocations():
             batch = self.collate_fn(items)
@@ -122,7 +123,7 @@ class TwinCollate:
         self.collate_fn, self.labels = collate_fn, labels
 
     def __call__(self, items: list):
-        if self.labels.changes_labels:
+        if self.labels.changes_labels:   # what follows the label in the items (an index) stays
             columns = self.labels(torch.tensor([item[1] for item in items]))
-            items = list(zip([item[0] for item in items], *columns))
+            items = [(item[0], *looked_up, *item[2:]) for item, looked_up in zip(items, zip(*columns))]
         return len(items), self.collate_fn(items)

@@ -177,10 +177,11 @@ class DaliLoader:
             images = self._parts.finish(out, len(indices))
             labels = self._labels(out, indices)
             self.padded = self._order.padding_mask(int(plan.bounds[k]), len(indices), unpadded)
-            batch = (images, labels) if self._parts.collate is None else \
-                self._parts.collate(images, labels, live.epoch, k)
+            extra = self._extra_items(indices, labels)
+            batch = (images, labels, *extra) if self._parts.collate is None else \
+                self._parts.collate(images, labels, live.epoch, k, extra)
             if self._parts.batch_transform is not None:
-                batch = self._parts.batch_transform(*batch, live.epoch, k)
+                batch = mixed(self._parts.batch_transform, batch, live.epoch, k)
             yield batch
         self._end(live)
         live.dali_iter = None
@@ -198,7 +199,7 @@ class DaliLoader:
             self.padded = self._order.padding_mask(int(plan.bounds[k]), len(batches[k - live.start]), unpadded)
             batch = self._parts.place(batch)
             if self._parts.batch_transform is not None:
-                batch = self._parts.batch_transform(*batch, live.epoch, k)
+                batch = mixed(self._parts.batch_transform, batch, live.epoch, k)
             yield batch
         self._end(live)
 
@@ -227,6 +228,13 @@ class DaliLoader:
         labels = torch.from_numpy(self._parts.host_labels(indices)).long()
         device = out[self._parts.finish.names[0]].device
         return labels if device.type == "cpu" else labels.to(device)
+
+    def _extra_items(self, indices: np.ndarray, labels: torch.Tensor) -> tuple:
+        """What the dataset's items hold after the label: the samples' indices in the dataset,
+        where its __getitem__ adds them (sources/indexed.py), as default_collate stacks them."""
+        if self._parts.dataset_index is None:
+            return ()
+        return (torch.from_numpy(self._parts.dataset_index(indices)).to(labels.device),)
 
     @property
     def pipeline(self):
@@ -294,6 +302,14 @@ class DaliLoader:
         self._resume = dict(state)
         if state["rank"] != mine["rank"]:
             self._resume.update(rank=mine["rank"], dali=None)
+
+
+def mixed(batch_transform, batch, epoch: int, batch_index: int):
+    """batch_transform on a batch's images and labels; what follows them in the batch (the
+    samples' indices) stays as it is."""
+    if isinstance(batch, (tuple, list)) and len(batch) > 2:
+        return (*batch_transform(batch[0], batch[1], epoch, batch_index), *batch[2:])
+    return batch_transform(*batch, epoch, batch_index)
 
 
 class _LiveEpoch:

@@ -44,7 +44,8 @@ class BatchShape:
             return None
         return cls(label_table=label_table, target_transform=target_transform, as_dict=as_dict)
 
-    def __call__(self, images: torch.Tensor, labels: torch.Tensor):
+    def __call__(self, images: torch.Tensor, labels: torch.Tensor, *indices):
+        """`indices`: the samples' indices, where the dataset's items carry them after the label."""
         lengths = None
         if self.label_table is not None:
             labels, lengths = self.label_table(labels)
@@ -54,8 +55,10 @@ class BatchShape:
             batch = {"data": images, "label": labels.unsqueeze(1) if labels.dim() == 1 else labels}
             if lengths is not None:
                 batch["label_length"] = lengths
+            if indices:
+                batch["index"] = indices[0]
             return [batch]
-        return (images, labels) if lengths is None else (images, labels, lengths)
+        return (images, labels, *indices) if lengths is None else (images, labels, lengths, *indices)
 
 
 def transform_each(target_transform: Callable, labels: torch.Tensor):

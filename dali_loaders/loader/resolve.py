@@ -29,6 +29,7 @@ class Route:
     target_transform: Optional[Callable] = None
     dataset: Any = None                      # the Python path's dataset, or the twin's
     why: str = ""                            # why the Python path
+    adds_index: bool = False                 # the dataset's items end with the sample's index (sources/indexed.py)
 
     @property
     def name(self) -> str:
@@ -55,6 +56,7 @@ def route(dataset, transform, target_transform, python_fallback: bool) -> Route:
     from ..sources.torchvision import adapt
 
     given = (transform, target_transform)   # what the loader was handed, not the dataset's own
+    adds_index = False
     if is_source(dataset):
         source = dataset
     else:
@@ -68,7 +70,7 @@ def route(dataset, transform, target_transform, python_fallback: bool) -> Route:
         target_transform = own_transform(adapted, target_transform, "target_transform")
         if adapted.source is None:
             return python_route(dataset, *given, adapted.why)
-        source = adapted.source
+        source, adds_index = adapted.source, adapted.adds_index
     recipe_transform = transform if transform is not None else default_transform()
     why = untranslatable(recipe_transform)
     if why and not python_fallback:
@@ -77,7 +79,7 @@ def route(dataset, transform, target_transform, python_fallback: bool) -> Route:
         return python_route(dataset, *given, why)
     plan = transforms.plan(recipe_transform, python_fallback)
     return Route(source=source, recipe=plan, transform=recipe_transform, target_transform=target_transform,
-                 dataset=dataset)
+                 dataset=dataset, adds_index=adds_index)
 
 
 def untranslatable(transform) -> str:

@@ -103,8 +103,8 @@ class TorchLoader(DataLoader):
                 count = len(batch[1])
             self.padded = self._order.padding_mask(start, count, unpadded)
             start += count
-            if self._mixer is not None:
-                batch = self._mixer(batch[0], batch[1], epoch, k)
+            if self._mixer is not None:   # what follows the labels (an index) stays
+                batch = (*self._mixer(batch[0], batch[1], epoch, k), *batch[2:])
             yield batch if self._shape is None else self._shape(*batch)
 
     # DALIGenericIterator's manners, as DaliLoader's
@@ -143,7 +143,7 @@ def twin_dataset(dataset, transform, target_transform, max_image_pixels, on_erro
 
 
 def _collate_channels_last(samples):
-    images, labels = torch.utils.data.default_collate(samples)
+    images, *rest = torch.utils.data.default_collate(samples)   # labels, and an index if the items hold one
     if isinstance(images, list):   # a view maker's views
-        return [view.contiguous(memory_format=torch.channels_last) for view in images], labels
-    return images.contiguous(memory_format=torch.channels_last), labels
+        return [view.contiguous(memory_format=torch.channels_last) for view in images], *rest
+    return images.contiguous(memory_format=torch.channels_last), *rest

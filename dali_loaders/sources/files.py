@@ -21,6 +21,7 @@ class FileSource:
         self.skipped: dict = {}              # {path: why} left out by screening
         self.max_image_pixels = PIL_RULE     # the limit its PIL loading honours
         self.screened_with: Optional[tuple] = None   # (max_image_pixels, on_error) of its screening
+        self.kept_positions: Optional[np.ndarray] = None   # screened: each file's position before, if any left out
 
     def screened(self, max_image_pixels=PIL_RULE, on_error: str = "raise") -> "FileSource":
         """A copy holding only the files screening keeps (sources/screening.py), with `skipped`;
@@ -33,6 +34,9 @@ class FileSource:
         kept = copy.copy(self)
         kept.__dict__.pop("fingerprint", None)   # a cached fingerprint is of the files before
         kept.files, kept.labels = [self.files[i] for i in found.kept], self.labels[found.kept]
+        if found.skipped:
+            before = self.kept_positions if self.kept_positions is not None else np.arange(len(self.files))
+            kept.kept_positions = before[np.asarray(found.kept, dtype=np.int64)]
         kept.skipped = {**self.skipped, **found.skipped}
         kept.max_image_pixels, kept.screened_with = max_image_pixels, (max_image_pixels, on_error)
         return kept

@@ -5,8 +5,10 @@ into an ArraySource or a FileSource holding exactly what its __getitem__ hands i
 in its order: the pixels (or the files its loader opens) and the labels. The dataset's own
 transform and target_transform come along, for the loader to translate.
 
-Classes are recognised by exact type: a subclass may override __getitem__, so it is not
-ours to read (adapt gives None, and the loader calls its __getitem__). A known class this
+Classes are recognised by exact type, or as a subclass that changes nothing of how a sample
+is read but to add the sample's index to each item (sources/indexed.py: `adds_index`); any
+other subclass may read its samples its own way, so it is not ours to read (the loader calls
+its __getitem__). A known class this
 cannot read as a source (a custom loader, a joint `transforms=`, segmentation targets, ...)
 gives an Adapted with no source and `why`, so the loader can say why it takes the Python path.
 torch's `Subset` (what `random_split` gives) of such a dataset, or of one of this library's
@@ -28,6 +30,7 @@ import numpy as np
 
 from .arrays import ArraySource
 from .files import FileSource
+from .indexed import index_adding_base
 
 
 @dataclass(frozen=True)
@@ -39,6 +42,7 @@ class Adapted:
     target_transform: Optional[Callable]
     why: str = ""
     only_as_source: bool = False   # a Subset of a library source: no __getitem__ reads it, only `source`
+    adds_index: bool = False       # each item is (image, target, the sample's index): see sources/indexed.py
 
 
 class _CannotRead(Exception):
@@ -61,17 +65,25 @@ def adapt(dataset) -> Optional[Adapted]:
             return None
         source, transform, why = found
         return Adapted(source, transform, None, why, only_as_source=source is not None)
-    if package not in ("torchvision", "timm"):
-        return None
-    reader = _registry(package).get(type(dataset))
-    if reader is None:
-        return None
     transform, target_transform = getattr(dataset, "transform", None), getattr(dataset, "target_transform", None)
+    reader = _registry(package).get(type(dataset)) if package in ("torchvision", "timm") else None
+    adds_index = False
+    if reader is None:   # a user's subclass of a known class?
+        packages = sorted({k.__module__.split(".")[0] for k in type(dataset).__mro__[1:]} & {"torchvision", "timm"})
+        known = {cls: read for name in packages for cls, read in _registry(name).items()}
+        base, why = index_adding_base(dataset, known)
+        if base is None:
+            return Adapted(None, transform, target_transform, why) if why else None
+        reader, adds_index = known[base], base is not type(dataset) and _overrides_getitem(dataset, base)
     try:
         source, transform, target_transform = reader(dataset)
     except _CannotRead as reason:
         return Adapted(None, transform, target_transform, f"{type(dataset).__name__}: {reason}")
-    return Adapted(source, transform, target_transform)
+    return Adapted(source, transform, target_transform, adds_index=adds_index)
+
+
+def _overrides_getitem(dataset, base) -> bool:
+    return type(dataset).__getitem__ is not base.__getitem__
 
 
 def _subset(subset) -> Optional[Adapted]:
@@ -85,6 +97,9 @@ def _subset(subset) -> Optional[Adapted]:
         return None
     if inner.source is None:
         return Adapted(None, inner.transform, inner.target_transform, f"a Subset of {inner.why}")
+    if inner.adds_index:   # its items would carry the index in the dataset, not in the Subset
+        return Adapted(None, inner.transform, inner.target_transform,
+                       f"a Subset of {type(subset.dataset).__name__}, whose __getitem__ adds the sample's index")
     try:
         source = _take(inner.source, subset.indices)
     except _CannotRead as reason:

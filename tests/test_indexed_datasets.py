@@ -209,3 +209,18 @@ def test_index_dataset_arrays_too(monkeypatch, tmp_path):
         expected = torch.from_numpy(np.ascontiguousarray(cifar.data[indices.numpy()])).permute(0, 3, 1, 2)
         assert torch.equal(images, expected)
         assert labels.tolist() == [cifar.targets[i] for i in indices.tolist()]
+
+
+def test_target_transform_changes_the_labels_and_leaves_the_indices(root):
+    def collate(items):
+        assert all(len(item) == 3 and item[1] in (10, 11, 12) for item in items)
+        return default_collate(items)
+
+    dataset = IndexedImageFolder(root, transform=v2.Compose([v2.Resize((8, 8)), v2.PILToTensor()]),
+                                 target_transform=lambda label: label + 10)
+    for options in ({}, {"collate_fn": collate}):
+        ours = list(DaliLoader(dataset, batch_size=5, shuffle=True, seed=3, **options))
+        twin = list(TorchLoader(dataset, batch_size=5, shuffle=True, seed=3, **options))
+        for (_, labels, indices), (_, t_labels, t_indices) in zip(ours, twin, strict=True):
+            assert torch.equal(indices, t_indices) and torch.equal(labels, t_labels)
+            assert labels.tolist() == [dataset.targets[i] + 10 for i in indices.tolist()]

@@ -141,12 +141,25 @@ def test_subclasses_that_read_their_own_way_take_the_python_path_and_say_why(roo
     assert len(next(iter(loader))) == (2 if cls is OwnLength else 3)   # as DataLoader
 
 
-def test_a_subset_of_one_takes_the_python_path_with_the_inner_indices(root):
+def test_a_subset_of_one_gives_the_indices_the_dataset_is_handed(root, tmp_path):
+    """Subset(dataset, indices)[j] is dataset[indices[j]]: that index, as given (-1 stays -1),
+    through a Subset of a Subset and past a file left out."""
     dataset = IndexedImageFolder(root, transform=SMALL)
-    subset = Subset(dataset, [5, 2, 17])
-    loader = DaliLoader(subset, batch_size=3)
-    assert loader.route.startswith("python") and "adds the sample's index" in loader.route
-    assert next(iter(loader))[2].tolist() == [5, 2, 17]
+    for subset, expected in ((Subset(dataset, [5, 2, 17, -1]), [5, 2, 17, -1]),
+                             (Subset(Subset(dataset, [3, 9, 11, 20, 4]), [4, 0, 2]), [4, 3, 11])):
+        loader = DaliLoader(subset, batch_size=4)
+        assert loader.route == "dali"
+        images, labels, indices = next(iter(loader))
+        assert indices.tolist() == expected == next(iter(TorchLoader(subset, batch_size=4)))[2].tolist()
+        assert shown_ids(images) == [i % len(dataset) for i in expected]
+    folder = str(tmp_path / "with_garbage")
+    write_solid_folder(folder, COUNTS)
+    write_garbage(os.path.join(folder, "a", "002.jpg"))   # index 2
+    subset = Subset(IndexedImageFolder(folder, transform=SMALL), [7, 2, 0, 12])
+    with pytest.warns(UserWarning):
+        ours = next(iter(DaliLoader(subset, batch_size=4, on_error="skip")))
+        twin = next(iter(TorchLoader(subset, batch_size=4, on_error="skip")))
+    assert ours[2].tolist() == twin[2].tolist() == [7, 0, 12] and shown_ids(ours[0]) == [7, 0, 12]
 
 
 def test_collate_fn_batch_transform_and_dict_keep_the_index(root):

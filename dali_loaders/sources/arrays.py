@@ -1,6 +1,8 @@
 """Images in memory (CIFAR, MNIST, SVHN, STL-10), fed to DALI by external_source."""
 import zlib
 
+from typing import Optional
+
 import numpy as np
 
 from .. import transforms
@@ -12,10 +14,12 @@ class ArraySource:
 
     decoded = True   # pixels already: nothing for a GPU decoder to do
 
-    def __init__(self, images: np.ndarray, labels: np.ndarray, name: str):
+    def __init__(self, images: np.ndarray, labels: np.ndarray, name: str,
+                 kept_positions: Optional[np.ndarray] = None):
         if images.ndim == 3:
             images = images[..., None]
         self.images, self.labels, self.name = images, np.asarray(labels, dtype=np.int64), name
+        self.kept_positions = kept_positions   # cut from a dataset: each sample's index there
 
     def __len__(self) -> int:
         return len(self.labels)

@@ -15,13 +15,15 @@ from .url_reads import UrlBytesFeeder, reads_ahead
 class FileSource:
     """Encoded image files and their labels; decoded to RGB as PIL's convert("RGB") does."""
 
-    def __init__(self, files: List[str], labels: Sequence[int], name: str, classes: Optional[List[str]] = None):
+    def __init__(self, files: List[str], labels: Sequence[int], name: str, classes: Optional[List[str]] = None,
+                 kept_positions: Optional[np.ndarray] = None):
         self.files, self.labels, self.name = list(files), np.asarray(labels, dtype=np.int64), name
         self.classes = classes
         self.skipped: dict = {}              # {path: why} left out by screening
         self.max_image_pixels = PIL_RULE     # the limit its PIL loading honours
         self.screened_with: Optional[tuple] = None   # (max_image_pixels, on_error) of its screening
-        self.kept_positions: Optional[np.ndarray] = None   # screened: each file's position before, if any left out
+        # cut from a dataset (a Subset), or screened with files left out: each file's index before
+        self.kept_positions: Optional[np.ndarray] = kept_positions
 
     def screened(self, max_image_pixels=PIL_RULE, on_error: str = "raise") -> "FileSource":
         """A copy holding only the files screening keeps (sources/screening.py), with `skipped`;

@@ -97,14 +97,12 @@ def _subset(subset) -> Optional[Adapted]:
         return None
     if inner.source is None:
         return Adapted(None, inner.transform, inner.target_transform, f"a Subset of {inner.why}")
-    if inner.adds_index:   # its items would carry the index in the dataset, not in the Subset
-        return Adapted(None, inner.transform, inner.target_transform,
-                       f"a Subset of {type(subset.dataset).__name__}, whose __getitem__ adds the sample's index")
     try:
         source = _take(inner.source, subset.indices)
     except _CannotRead as reason:
         return Adapted(None, inner.transform, inner.target_transform, f"a Subset: {reason}")
-    return Adapted(source, inner.transform, inner.target_transform, only_as_source=inner.only_as_source)
+    return Adapted(source, inner.transform, inner.target_transform, only_as_source=inner.only_as_source,
+                   adds_index=inner.adds_index)
 
 
 def _take(source, indices):
@@ -115,6 +113,7 @@ def _take(source, indices):
     if picked.ndim != 1 or (len(picked) and picked.dtype.kind not in "iu"):
         raise _CannotRead("its indices are not a sequence of integers")
     picked = picked.astype(np.int64)
+    given = picked.copy()   # as the Subset hands them to the dataset (an index-adding one returns them)
     if not len(picked):
         raise _CannotRead("it holds no samples")
     if picked.min() < -total or picked.max() >= total:
@@ -124,10 +123,13 @@ def _take(source, indices):
         return source.subset(picked)
     tag = f"[{len(picked)} of {total}, {zlib.crc32(picked.tobytes()):08x}]"
     classes = getattr(source, "classes", None)
+    before = getattr(source, "kept_positions", None)
+    positions = given if before is None else before[picked]
     if isinstance(source, FileSource):
-        return FileSource([source.files[i] for i in picked], source.labels[picked], source.name + tag, classes)
+        return FileSource([source.files[i] for i in picked], source.labels[picked], source.name + tag, classes,
+                          kept_positions=positions)
     if isinstance(source, ArraySource):
-        taken = ViewedArrays(source.images[picked], source.labels[picked], source.name + tag)
+        taken = ViewedArrays(source.images[picked], source.labels[picked], source.name + tag, kept_positions=positions)
         taken.classes = classes
         return taken
     raise _CannotRead(f"its dataset is a {type(source).__name__}, which is not cut by indices")

@@ -395,9 +395,14 @@ def test_a_source_s_twin_gives_each_view_as_the_dali_loader_does(solid_root):
     """Views that end as PIL images (no ToTensor) are uint8 tensors from both loaders."""
     from dali_loaders import get_imagefolder_iter_dali, get_imagefolder_iter_torch
 
-    maker = TwoTransforms(v2.Resize((10, 12)), v2.Compose([v2.Resize((10, 12)), v2.RandomHorizontalFlip(1.0)]))
-    ours = get_imagefolder_iter_dali(solid_root, 8, False, 2, transform=maker)
-    theirs = get_imagefolder_iter_torch(solid_root, 8, False, 0, transform=maker)
+    first, second = v2.Resize((10, 12)), v2.Compose([v2.Resize((10, 12)), v2.RandomHorizontalFlip(1.0)])
+    for maker in (TwoTransforms(first, second), PairOfTuple(first, second)):   # a list, a tuple
+        ours = get_imagefolder_iter_dali(solid_root, 8, False, 2, transform=maker)
+        theirs = get_imagefolder_iter_torch(solid_root, 8, False, 0, transform=maker)
+        check_same_views(ours, theirs)
+
+
+def check_same_views(ours, theirs):
     for (views, labels), (expected, expected_labels) in zip(ours, theirs, strict=True):
         assert torch.equal(labels, expected_labels)
         for view, want in zip(views, expected, strict=True):

@@ -46,8 +46,7 @@ def graph(source, feed, per_batch: int, recipe: transforms.Plan, layout: str, va
     if variant == "cpu-decode" and images.encoded:
         images.decode_args = dict(images.decode_args, device="cpu")   # Images.decode moves them to the GPU
     images.layout = layout
-    if len(views) > 1 and images.encoded and (images.decode_args.get("device") == "mixed"
-                                              or len(views) >= DECODE_ONCE_VIEWS):
+    if len(views) > 1 and images.encoded and (images.decodes_whole or len(views) >= DECODE_ONCE_VIEWS):
         images.decode()   # see DECODE_ONCE_VIEWS
     outputs = [view_graph(view, images if len(views) == 1 else images.branch()) for view in views]
     if variant != "cpu":   # the batch is handed over on the GPU

@@ -26,6 +26,7 @@ from ..sources.storage import BatchTimeout
 from .build import assemble
 from .deadline import batch_deadline, next_batch
 from .orders import EpochPlan
+from .outputs import mixed
 from .pipeline import EpochOrder
 from .skips import skipped_files, warn_skipped
 from .state import check_state, dataset_fingerprint, library_versions
@@ -302,14 +303,6 @@ class DaliLoader:
         self._resume = dict(state)
         if state["rank"] != mine["rank"]:
             self._resume.update(rank=mine["rank"], dali=None)
-
-
-def mixed(batch_transform, batch, epoch: int, batch_index: int):
-    """batch_transform on a batch's images and labels; what follows them in the batch (the
-    samples' indices) stays as it is."""
-    if isinstance(batch, (tuple, list)) and len(batch) > 2:
-        return (*batch_transform(batch[0], batch[1], epoch, batch_index), *batch[2:])
-    return batch_transform(*batch, epoch, batch_index)
 
 
 class _LiveEpoch:

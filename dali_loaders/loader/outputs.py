@@ -67,3 +67,11 @@ def transform_each(target_transform: Callable, labels: torch.Tensor):
     device = labels.device
     collated = default_collate([target_transform(label) for label in labels.cpu().tolist()])
     return collated.to(device) if isinstance(collated, torch.Tensor) else collated
+
+
+def mixed(batch_transform: Callable, batch, epoch: int, batch_index: int):
+    """batch_transform on a batch's images and labels; what follows them in the batch (the
+    samples' indices) stays as it is."""
+    if isinstance(batch, (tuple, list)) and len(batch) > 2:
+        return (*batch_transform(batch[0], batch[1], epoch, batch_index), *batch[2:])
+    return batch_transform(*batch, epoch, batch_index)

@@ -16,7 +16,7 @@ from .collate import SampleLabels, TwinCollate, user_collate
 from .dataloader_args import check_dataloader_args, order_of
 from .options import check_options, resolve_device
 from .orders import LibraryOrder
-from .outputs import BatchShape
+from .outputs import BatchShape, mixed
 from .python_path import TransformedDataset
 from .resolve import default_transform, own_transform
 from .skips import skipped_files, warn_skipped
@@ -103,8 +103,8 @@ class TorchLoader(DataLoader):
                 count = len(batch[1])
             self.padded = self._order.padding_mask(start, count, unpadded)
             start += count
-            if self._mixer is not None:   # what follows the labels (an index) stays
-                batch = (*self._mixer(batch[0], batch[1], epoch, k), *batch[2:])
+            if self._mixer is not None:
+                batch = mixed(self._mixer, batch, epoch, k)
             yield batch if self._shape is None else self._shape(*batch)
 
     # DALIGenericIterator's manners, as DaliLoader's

@@ -19,6 +19,8 @@ import textwrap
 import types
 from typing import Optional
 
+from ..transforms.wrappers import runs_this_source
+
 
 # class attributes every class has, or that do not change what a sample is
 INERT = {"__module__", "__qualname__", "__doc__", "__dict__", "__weakref__", "__annotations__",
@@ -83,7 +85,7 @@ def read_getitem(cls) -> str:
     if not (isinstance(value, ast.Tuple) and [getattr(e, "id", None) for e in value.elts] == [*names, index]
             and all(isinstance(e, ast.Name) for e in value.elts)):
         return expected
-    if not _runs_this_source(node, method, cls):
+    if not runs_this_source(node, method):
         return f"{where} does not run the source found for it (a wrapped function, or a file edited since)"
     return ""
 
@@ -110,14 +112,3 @@ def _super_getitem(call, this: str, index: str, cls) -> bool:
     return len(inner.args) == 2 and isinstance(inner.args[0], ast.Name) and inner.args[0].id == cls.__name__ \
         and isinstance(inner.args[1], ast.Name) and inner.args[1].id == this
 
-
-def _runs_this_source(node: ast.FunctionDef, method, cls) -> bool:
-    """Whether the def, compiled inside a class of cls's name (zero-argument super() reads the
-    class from there), is the code Python runs for `method`."""
-    body = ast.ClassDef(name=cls.__name__, bases=[], keywords=[], body=[node], decorator_list=[], type_params=[])
-    module = compile(ast.fix_missing_locations(ast.Module(body=[body], type_ignores=[])), "<subclass>", "exec")
-    owner = next((c for c in module.co_consts if isinstance(c, types.CodeType)), None)
-    compiled = owner and next((c for c in owner.co_consts if isinstance(c, types.CodeType)), None)
-    code = method.__code__
-    return compiled is not None and compiled.co_code == code.co_code and compiled.co_names == code.co_names \
-        and compiled.co_varnames == code.co_varnames and compiled.co_freevars == code.co_freevars

@@ -16,7 +16,8 @@ class SourceDataset(Dataset):
     def __getitem__(self, i):
         made = transforms.call_steps(self.transform, self.source.pil_image(i))
         # a view maker's list: each view a tensor, as the DALI loader gives it
-        images = [transforms.as_tensor(view) for view in made] if isinstance(made, list) else transforms.as_tensor(made)
+        images = [transforms.as_tensor(view) for view in made] if isinstance(made, (list, tuple)) else \
+            transforms.as_tensor(made)
         return images, int(self.source.labels[i])
 
     @property

@@ -114,16 +114,25 @@ class Images:
         self.height, self.width = sizes[0], sizes[1]
         self.sizes, self.sized = sizes, (self.height, self.width)
 
-    def branch(self) -> "Images":
-        """The start of one view of a view maker (view_makers.py): these images as Images of
-        their own (the view's steps set its fields), with nothing the source does to whole
-        batches (a crop or flip at the source would be every view's). Files still encoded are
-        decoded by each view, a leading crop decoding only its window (the loader decodes once
-        before branching where that costs less: loader/build.py's DECODE_ONCE_VIEWS)."""
+    def branch(self, data=None) -> "Images":
+        """These images as Images of their own, for steps that see only part of the graph: one
+        view of a view maker (view_makers.py), or a conditional's branch (`data`: the branch's
+        samples). Their steps set its fields, never these; nothing the source does to whole
+        batches (a crop or flip at the source would be every view's, and a branch holds only
+        some of the batch's samples). Files still encoded are decoded by each view, a leading
+        crop decoding only its window (the loader decodes once before branching where that
+        costs less: loader/build.py's DECODE_ONCE_VIEWS)."""
         view = copy.copy(self)
         view.scale, view.offset, view.decode_args = list(self.scale), list(self.offset), dict(self.decode_args)
         view.at_source = None
+        if data is not None:
+            view.data = data
         return view
+
+    @property
+    def decodes_whole(self) -> bool:
+        """Whether the decode is the GPU's, which decodes whole images (see decode_random_crop)."""
+        return self.decode_args.get("device") == "mixed"
 
     def decode(self) -> None:
         """Decodes the files, if not done yet: every step but a leading crop wants pixels."""
@@ -140,7 +149,7 @@ class Images:
         as DALI draws it for a region decode, and cut from the whole decoded image."""
         from nvidia.dali import fn
 
-        if self.decode_args.get("device") == "mixed":
+        if self.decodes_whole:
             sizes = self.size_vector()
             anchor, window = fn.random_crop_generator(sizes if sizes is not None else fn.stack(self.height, self.width), random_area=area, random_aspect_ratio=ratio,
                                                       num_attempts=CROP_ATTEMPTS)

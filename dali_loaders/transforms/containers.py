@@ -1,5 +1,4 @@
 """RandomApply and RandomChoice: steps applied at random, per image."""
-from dataclasses import replace
 from functools import partial
 from typing import Any, List
 
@@ -85,9 +84,8 @@ def random_apply(step, images: Images) -> None:
 
 
 def applied_to(steps, images: Images, data):
-    """The steps on `data` inside a conditional's branch (the rest of `images` as it is, nothing
-    of the source: a branch holds only some of the batch's samples)."""
-    inner = replace(images, data=data, at_source=None)
+    """The steps on `data` inside a conditional's branch (see Images.branch)."""
+    inner = images.branch(data)
     apply(steps, inner)
     inner.flush_mirror()
     return inner.data

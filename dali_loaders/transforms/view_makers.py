@@ -41,7 +41,7 @@ def views_of(obj) -> Tuple[Optional[List[Any]], str]:
         return None, f"{name}.{method_name} is not Python code"
     known = _read.get(cls)
     if known is None or known[0] is not method:
-        known = _read[cls] = (method, *read_views(method, cls, f"{name}.{method_name}"))
+        known = _read[cls] = (method, *read_views(method, f"{name}.{method_name}"))
     _, parts, reason = known
     if reason:
         return None, reason
@@ -66,7 +66,7 @@ def views_of(obj) -> Tuple[Optional[List[Any]], str]:
 _read = weakref.WeakKeyDictionary()   # class -> (its method, [(attribute, count)], why not)
 
 
-def read_views(method, cls, where: str) -> Tuple[List[Tuple[str, Count]], str]:
+def read_views(method, where: str) -> Tuple[List[Tuple[str, Count]], str]:
     """([(the attribute a view is made by, how many views it makes)], "") or ([], why not)."""
     try:
         node = ast.parse(textwrap.dedent(inspect.getsource(method))).body[0]
@@ -87,7 +87,7 @@ def read_views(method, cls, where: str) -> Tuple[List[Tuple[str, Count]], str]:
     parts = reader.listed(body) or reader.appended(body)
     if not parts:
         return [], f"{where} does not return a list of `{this}.<attribute>({image})` views"
-    if not runs_this_source(node, method, cls):
+    if not runs_this_source(node, method):
         return [], f"{where} does not run the source found for it (a wrapped function, or a file edited since)"
     return parts, ""
 

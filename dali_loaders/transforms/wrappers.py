@@ -34,7 +34,7 @@ def delegate(obj) -> Tuple[Optional[Any], str]:
                       f"give the transform it wraps instead")
     known = _read.get(cls)
     if known is None or known[0] is not method:   # read once per class (the twin flattens per sample)
-        known = _read[cls] = (method, *read_method(method, cls, where))
+        known = _read[cls] = (method, *read_method(method, where))
     _, attr, reason = known
     if reason:
         return None, reason
@@ -44,7 +44,7 @@ def delegate(obj) -> Tuple[Optional[Any], str]:
 _read = weakref.WeakKeyDictionary()   # class -> (its method, the attribute it hands on, or why not)
 
 
-def read_method(method, cls, where: str) -> Tuple[str, str]:
+def read_method(method, where: str) -> Tuple[str, str]:
     """(the attribute the method hands its argument to, "") or ("", why not), from its source."""
     try:
         source = textwrap.dedent(inspect.getsource(method))
@@ -60,7 +60,7 @@ def read_method(method, cls, where: str) -> Tuple[str, str]:
     attr, reason = delegated_attribute(node, where)
     if reason:
         return "", reason
-    if not runs_this_source(node, method, cls):
+    if not runs_this_source(node, method):
         return "", f"{where} does not run the source found for it (a wrapped function, or a file edited since)"
     return attr, ""
 
@@ -134,15 +134,20 @@ def mangled(attr: str, method) -> str:
     return f"_{owner.lstrip('_')}{attr}" if owner.lstrip("_") else attr
 
 
-def runs_this_source(node: ast.FunctionDef, method, cls) -> bool:
-    """Whether the def, compiled, is the code Python runs for `method` (names mangled alike)."""
-    module = compile(ast.Module(body=[node], type_ignores=[]), "<wrapper>", "exec")
+def runs_this_source(node: ast.FunctionDef, method) -> bool:
+    """Whether the def, compiled as its class compiled it (inside a class of the owner's name:
+    `self.__name` is mangled, and a zero-argument super() reads the class from there), is the
+    code Python runs for `method`."""
+    parts = method.__qualname__.split(".")
+    body = [node] if len(parts) < 2 or parts[-2] == "<locals>" else \
+        [ast.ClassDef(name=parts[-2], bases=[], keywords=[], body=[node], decorator_list=[], type_params=[])]
+    module = compile(ast.fix_missing_locations(ast.Module(body=body, type_ignores=[])), "<source>", "exec")
     compiled = next((c for c in module.co_consts if isinstance(c, types.CodeType)), None)
-    if compiled is None:
-        return False
+    if compiled is not None and compiled.co_name != node.name:   # the class body's code: the def's is inside it
+        compiled = next((c for c in compiled.co_consts if isinstance(c, types.CodeType)), None)
     code = method.__code__
-    names = tuple(mangled(n, method) for n in compiled.co_names)
-    return compiled.co_code == code.co_code and names == code.co_names and compiled.co_varnames == code.co_varnames
+    return compiled is not None and compiled.co_code == code.co_code and compiled.co_names == code.co_names \
+        and compiled.co_varnames == code.co_varnames and compiled.co_freevars == code.co_freevars
 
 
 def held_transform(obj, attr: str, name: str) -> Tuple[Optional[Any], str]:

@@ -177,6 +177,7 @@ def timed_ops(kernels: str) -> List[Tuple[str, Steps]]:
              ("Erase", [("Erase", (50, 60, 80, 70))]),
              ("GaussianBlur 23, sigma 1", [("GaussianBlur", (1.0, 23, 23))]),
              ("GaussianBlur 5, sigma 1", [("GaussianBlur", (1.0, 5, 5))]),
+             ("PIL's blur, radius 2", [("PilBlur", (2.0,))]), ("PIL's blur, radius 0.5", [("PilBlur", (0.5,))]),
              ("ColorJitter b/c/s", [("Brightness", (1.3, 0.0)), ("Contrast", (0.7, 0.0)), ("Color", (1.2, 0.0))])]
     return rows
 
@@ -224,7 +225,8 @@ def digest_cases(kernels: str) -> List[Tuple[str, Steps]]:
               + [("Hue", (h,)) for h in (-0.5, -0.27, -0.01, 0.0, 0.08, 0.33, 0.5)]
               + [(name, ()) for name in ("AutoContrast", "Equalize", "Invert", "Grayscale", "FlipH", "FlipV")]
               + [("Erase", box) for box in ((0, 0, 5, 7), (10, 3, 400, 400), (-3, -4, 9, 9))]
-              + [("GaussianBlur", b) for b in ((0.1, 3, 3), (1.5, 5, 9), (2.0, 23, 23), (0.7, 1, 7), (3.0, 61, 1))])
+              + [("GaussianBlur", b) for b in ((0.1, 3, 3), (1.5, 5, 9), (2.0, 23, 23), (0.7, 1, 7), (3.0, 61, 1))]
+              + [("PilBlur", (r,)) for r in (0.0, 0.3, 1.0, 1.5, 2.0, 4.45, 150.0)])
     cases = [(f"{name} {p}", [(name, p)]) for name, p in warps + enhance + tables]
     chains = [[], [("Skip", ())], [("Identity", ()), ("Skip", ())],
               [("Brightness", (1.3, 0.0)), ("Contrast", (0.7, 0.0)), ("Color", (1.2, 0.0)), ("Hue", (0.05,))],

@@ -35,7 +35,7 @@ from .loader.dali_loader import DaliLoader
 from .loader.torch_loader import TorchLoader
 from .sources.hf import HuggingFaceSource
 from .sources.image_files import ImageDecodeError, verify_images
-from .transforms import DaliFunction, Untranslatable, register
+from .transforms import DaliFunction, PILGaussianBlur, Untranslatable, register
 from .version import __version__
 
 
@@ -52,6 +52,6 @@ __all__ = [
     "get_flowers102_iter_torch", "get_food101_iter_dali", "get_food101_iter_torch", "get_oxford_pet_iter_dali",
     "get_oxford_pet_iter_torch", "get_tiny_imagenet_iter_dali", "get_tiny_imagenet_iter_torch",
     "get_webdataset_iter_dali", "get_webdataset_iter_torch", "get_files_iter_dali", "get_files_iter_torch",
-    "DaliLoader", "DaliFunction", "TorchLoader", "HuggingFaceSource", "ImageDecodeError",
+    "DaliLoader", "DaliFunction", "PILGaussianBlur", "TorchLoader", "HuggingFaceSource", "ImageDecodeError",
     "Untranslatable", "verify_images", "register", "STANDARD_DATASETS", "__version__",
 ]

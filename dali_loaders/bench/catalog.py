@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 from typing import Callable, Optional, Tuple
 
 from .. import recipes
+from . import dino
+from .dino import MultiCrop
 
 
 @dataclass(frozen=True)
@@ -90,22 +92,6 @@ class TwoCropsTransform:
 def _two_crops(train: bool):
     """MoCo v2's training samples: two views of each image (the contrastive views)."""
     return TwoCropsTransform(_contrastive_views(train))
-
-
-class MultiCrop:
-    """DINO's view maker: two global crops, then small local ones."""
-
-    def __init__(self, global_transfo1, global_transfo2, local_transfo, local_crops_number):
-        self.global_transfo1, self.global_transfo2 = global_transfo1, global_transfo2
-        self.local_transfo, self.local_crops_number = local_transfo, local_crops_number
-
-    def __call__(self, image):
-        crops = []
-        crops.append(self.global_transfo1(image))
-        crops.append(self.global_transfo2(image))
-        for _ in range(self.local_crops_number):
-            crops.append(self.local_transfo(image))
-        return crops
 
 
 def _multi_crop(train: bool):
@@ -212,6 +198,10 @@ RECIPES = {
                                   about="DINO's multi-crop view maker: two 224 px and eight 96 px views of each "
                                         "image (RandomResizedCrop, flip, ColorJitter, RandomGrayscale; images/s "
                                         "counts samples)"),
+        "dino": BenchRecipe(lambda train: dino.dino(train), splits=("train",), tensor_backend=False,
+                            about="DINO's multi-crop as its repository writes it: 2 x 224 + 8 x 96 px views, "
+                                  "torchvision's v1 steps with DINO's own PIL GaussianBlur and Solarization "
+                                  "classes (images/s counts samples)"),
         "albumentations": BenchRecipe(_albumentations_val, splits=("val",), options={"python_fallback": True},
                                       tensor_backend=False, needs=("albumentations",),
                                       about="SmallestMaxSize(256), CenterCrop(224), Normalize, ToTensorV2: "

@@ -31,6 +31,7 @@ from .. import get_cifar_iter_dali, get_imagefolder_iter_dali, recipes, transfor
 from ..loader import dali_loader
 from ..sources.image_files import ImageFiles
 from ..transforms.cutout import Cutout
+from ..transforms.pil_blur import PILGaussianBlur
 from ..transforms.geometry import pil_nearest_rounds_down
 from .distributions import (
     IMAGES,
@@ -78,6 +79,8 @@ def transform_cases() -> List[tuple]:
         ("RandomGrayscale p=1 + Grayscale", v2.Compose([v2.RandomGrayscale(1), v2.Grayscale(3)]), 1),
         # the CPU graph blurs in the augmentation operator, the GPU in DALI's: each within 1 of torchvision
         ("GaussianBlur sigma 1", v2.GaussianBlur(5, sigma=(1.0, 1.0)), 2),
+        # PIL's blur (self-supervised repositories' classes read as PILGaussianBlur): DALI's filter on both
+        ("PIL's GaussianBlur radius 1.3", PILGaussianBlur(1.3), 1),
         ("RandomApply p=1", v2.RandomApply([v2.ColorJitter(brightness=(0.9, 0.9))], p=1), 1),
         ("RandomChoice of equal steps", v2.RandomChoice([v2.RandomInvert(1), v2.RandomSolarize(0, 1)]), 1),
         ("One-operation steps p=1", v2.Compose([v2.RandomSolarize(100.5, 1), v2.RandomPosterize(5, 1),

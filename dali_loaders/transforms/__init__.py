@@ -4,7 +4,8 @@ One recipe language, two backends: the user's transform is the recipe. `plan(tra
 flattens it into steps and splits them where translation stops; `apply(steps, images)`
 builds the DALI graph of the translated steps, one registered translator per class.
 Op families live in their own modules (geometry, color, photometric, affine, conversion,
-containers, auto_augment); importing this package registers them all.
+containers, auto_augment); PIL's blur is the project's own step (pil_blur) and a user's PIL
+classes are read as steps (pil_steps); importing this package registers them all.
 """
 from . import affine, auto_augment, color, containers, conversion, cutout, geometry, photometric  # noqa: F401  registers
 from ._core import (
@@ -26,9 +27,10 @@ from ._core import (
 )
 from ._placement import CPU_STEPS, fused_on_cpu, needs_conditionals
 from .dali_function import DaliFunction
+from .pil_blur import PILGaussianBlur
 from .python_fallback import as_tensor, call_step, call_steps, run_in_python, warn_slow
 
-__all__ = ["CPU_STEPS", "DaliFunction", "TRANSLATORS", "Images", "Plan", "Untranslatable", "Views", "apply", "as_tensor", "call_step",
+__all__ = ["CPU_STEPS", "DaliFunction", "PILGaussianBlur", "TRANSLATORS", "Images", "Plan", "Untranslatable", "Views", "apply", "as_tensor", "call_step",
            "call_steps", "check",
            "describe", "flatten", "fused_on_cpu", "made_views", "needs_conditionals", "plan", "plans_of", "register", "run_in_python", "supported_names",
            "untranslatable_reason", "warn_slow"]

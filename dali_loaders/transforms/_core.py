@@ -14,6 +14,7 @@ import numpy as np
 import torch
 
 from ._draws import PendingAugment
+from .pil_steps import pil_steps
 from .view_makers import views_of
 from .wrappers import delegate
 
@@ -329,6 +330,9 @@ def flatten(transform, _depth: int = 0) -> List[Any]:
     inner, _ = wrapped(transform)
     if inner is not None:
         return flatten(inner, _depth + 1)
+    steps, _ = pil_operations(transform)
+    if steps is not None:
+        return steps
     return [transform]
 
 
@@ -338,22 +342,32 @@ LIBRARIES = {"torchvision", "timm", "albumentations", "torch", "kornia", "PIL", 
 PLAIN_CALLABLES = (FunctionType, BuiltinFunctionType, MethodType)   # no class of the user's
 
 
+def users_class(step) -> bool:
+    """Whether `step` is an object of a class of the user's: not registered, not a library's,
+    not a function."""
+    return translator_of(step) is None and type(step).__module__.split(".")[0] not in LIBRARIES \
+        and not isinstance(step, PLAIN_CALLABLES)
+
+
 def wrapped(step) -> Tuple[Optional[Any], str]:
     """(the transform a wrapper hands each image to, "") for an object of an unregistered class
     of the user's that only does that; else (None, why it is not read as a wrapper; "" for a
     registered class or a library's)."""
-    if translator_of(step) is not None or type(step).__module__.split(".")[0] in LIBRARIES \
-            or isinstance(step, PLAIN_CALLABLES):
-        return None, ""
-    return delegate(step)
+    return delegate(step) if users_class(step) else (None, "")
+
+
+def pil_operations(step) -> Tuple[Optional[List[Any]], str]:
+    """(the steps it equals, "") for an object of a class of the user's whose call is PIL's
+    operations behind coins (pil_steps.py); (None, why not) when it uses PIL's ImageOps or
+    ImageFilter and does not read; else (None, "")."""
+    return pil_steps(step) if users_class(step) else (None, "")
 
 
 def made_views(transform, _depth: int = 0) -> Optional[List[Any]]:
     """The transforms of each view where `transform` is a view maker (an unregistered class of
     the user's, see view_makers.py), or a wrapper of one, else None."""
-    if translator_of(transform) is not None or type(transform).__module__.split(".")[0] in LIBRARIES \
-            or isinstance(transform, PLAIN_CALLABLES) or transform is None \
-            or isinstance(transform, (list, tuple)) or _depth > MAX_NESTING:
+    if transform is None or isinstance(transform, (list, tuple)) or not users_class(transform) \
+            or _depth > MAX_NESTING:
         return None
     inner, _ = wrapped(transform)
     if inner is not None:
@@ -424,10 +438,12 @@ def check(step) -> str:
     translator = translator_of(step)
     if translator is None:
         _, why = wrapped(step)
-        if why:   # a class of the user's: neither kind of class the translator reads
+        if why:   # a class of the user's: no kind of class the translator reads
             views, views_why = views_of(step)
             why += "; nor a view maker: " + (views_why if views is None else "it is one, inside another transform, "
                                              "where it must be the whole transform")
+            _, pil_why = pil_operations(step)
+            why += f"; nor PIL's operations behind coins: {pil_why}" if pil_why else ""
         return f"{describe(step)} has no DALI translation" + (f" (nor is it a mere wrapper: {why})" if why else "")
     refusal = getattr(translator, "refuse", None)
     reason = refusal(step) if refusal else ""

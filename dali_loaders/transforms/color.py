@@ -1,8 +1,10 @@
-"""Colour: ColorJitter, Grayscale, GaussianBlur, and the blends they are made of, in each twin's rounding."""
+"""Colour: ColorJitter, Grayscale, GaussianBlur, PIL's blur, and the blends they are made of, in each twin's
+rounding."""
+import numpy as np
 
 from . import fused
 from ._args import coin, one_of, uniform
-from ._core import Images, is_v1, refuses, translates
+from ._core import Images, Untranslatable, describe, is_v1, refuses, register, translates
 from ._placement import augments, branches
 from ._hsv import (
     mask,
@@ -12,6 +14,7 @@ from ._hsv import (
     tensor_hsv_to_rgb,
     tensor_rgb_to_hsv,
 )
+from .pil_blur import ONE, PASSES, PILGaussianBlur, fixed_point, kernel_width
 
 # -- colour ---------------------------------------------------------------------------------
 
@@ -217,3 +220,75 @@ def blur(step, images: Images, applied=None) -> None:
     if applied is not None:
         window = fn.stack(*(applied * (k - 1) + 1 for k in window))
     images.data = fn.gaussian_blur(images.data, window_size=window, sigma=sigma)
+
+
+@register(PILGaussianBlur)
+@augments
+def pil_gaussian_blur(step, images: Images) -> None:
+    """In the augmentation operator on CPU graphs (a running sum per line, in PIL's integers),
+    else in DALI's filters and arithmetic (pil_blur)."""
+    images.uint8_pixels(step)
+    images.decode()
+    if images.kind != "pil":
+        raise Untranslatable(f"{describe(step)} filters PIL images, and here the image is a tensor; move it before "
+                             f"the conversion to a tensor (ToImage, PILToTensor)")
+    if fused.usable(images):
+        fused.pil_gaussian_blur(step, images)
+        return
+    images.flush_augment()   # a pending flip commutes with the symmetric blur
+    pil_blur(step, images, coin(step.p) if step.p < 1.0 else None)
+
+
+def pil_blur(step, images: Images, applied=None) -> None:
+    """PIL's blur (see pil_blur.py): PASSES passes of the extended box along the width, then
+    along the height, the border pixel repeated, each pass in PIL's 24-bit fixed point, so the
+    pixels are PIL's, ties included. A pass is two of DALI's filters, exact integer sums (of
+    the box's whole pixels and of its two fractional end pixels), then (sums * weights +
+    2 ** 23) // 2 ** 24 in int64. The weights are computed per image from its radius in
+    float32, as PIL does; `applied`, an int32 0/1 per sample (a coin), makes them the identity
+    where 0, so no conditional is needed."""
+    from nvidia.dali import fn, types
+    from nvidia.dali import math as dmath
+
+    low, high = step.radius
+    width = kernel_width(high)
+    distance = types.Constant(np.abs(np.arange(width) - width // 2).astype(np.float32))
+    radius = uniform(low, high)
+    if isinstance(radius, float):
+        whole, whole_weight, end_weight = fixed_point(radius)
+        whole_weight, end_weight = (types.Constant(w, dtype=types.INT64) for w in (whole_weight, end_weight))
+    else:
+        whole, whole_weight, end_weight = pil_fixed_point(radius)
+    if applied is not None:
+        whole, end_weight = whole * applied, end_weight * applied
+        whole_weight = whole_weight * applied + ONE * (1 - applied)
+    if images.device == "gpu" and (applied is not None or not isinstance(radius, float)):   # DataNodes
+        whole_weight, end_weight = whole_weight.gpu(), end_weight.gpu()
+    inner = fn.cast(distance <= whole, dtype=types.FLOAT)
+    ends = fn.cast(distance == whole + 1, dtype=types.FLOAT)
+    kernels = {axis: [fn.reshape(k, shape=shape) for k in (inner, ends)]
+               for axis, shape in (("width", [1, width]), ("height", [width, 1]))}
+    if images.device == "gpu":
+        kernels = {axis: [k.gpu() for k in pair] for axis, pair in kernels.items()}
+    data = fn.cast(images.data, dtype=types.INT16)   # the filter's sums exact in its output type
+    axes = ["width"] * PASSES + ["height"] * PASSES
+    for k, axis in enumerate(axes):
+        inside, at_ends = (fn.filter(data, kernel, border="clamp") for kernel in kernels[axis])
+        data = fn.cast((inside * whole_weight + at_ends * end_weight + ONE // 2) // ONE,
+                       dtype=types.UINT8 if k == len(axes) - 1 else types.INT16)
+    images.data = data
+
+
+def pil_fixed_point(radius):
+    """pil_blur.fixed_point of each image's radius (a float32 DataNode), in DALI's float32
+    arithmetic as PIL's: int64 DataNodes."""
+    from nvidia.dali import fn, types
+    from nvidia.dali import math as dmath
+
+    variance = radius * radius / float(PASSES)
+    lower = dmath.floor((dmath.sqrt(12.0 * variance + 1.0) - 1.0) / 2.0)
+    box = lower + (2.0 * lower + 1.0) * (lower * (lower + 1.0) - 3.0 * variance) / \
+        (6.0 * (variance - (lower + 1.0) * (lower + 1.0)))
+    whole = fn.cast(dmath.floor(box), dtype=types.INT64)
+    whole_weight = fn.cast(dmath.floor(float(ONE) / (box * 2.0 + 1.0)), dtype=types.INT64)
+    return whole, whole_weight, (ONE - (2 * whole + 1) * whole_weight) // 2

@@ -15,12 +15,12 @@ from ._core import (
     translates,
 )
 from ._placement import augments_when, branches, branches_when
-from .color import blur
+from .color import blur, pil_blur
 from .photometric import OPERATIONS
 
 # -- composition -----------------------------------------------------------------------------
 
-SHAPE_KEEPING = {"ColorJitter", "GaussianBlur", "RandomGrayscale", "RandomHorizontalFlip", "RandomVerticalFlip",
+SHAPE_KEEPING = {"ColorJitter", "GaussianBlur", "PILGaussianBlur", "RandomGrayscale", "RandomHorizontalFlip", "RandomVerticalFlip",
                  "RandomRotation", "RandomAffine", "RandomApply", "RandomChoice", *OPERATIONS}
 
 
@@ -41,7 +41,7 @@ def inner_refusal(steps) -> str:
 
 # Steps whose fused slots a RandomApply gates with one coin (fused.gated): colour steps and the
 # blur, which neither warp nor take a fill, so that theirs stay in one DaliLoadersAugment call.
-GATED = {"ColorJitter", "RandomGrayscale", "GaussianBlur", *OPERATIONS}
+GATED = {"ColorJitter", "RandomGrayscale", "GaussianBlur", "PILGaussianBlur", *OPERATIONS}
 
 
 def gates(step) -> bool:
@@ -51,14 +51,19 @@ def gates(step) -> bool:
 
 
 def fusable(steps) -> bool:
-    return bool(steps) and all(type(s).__name__ in GATED for s in steps) and len({is_v1(s) for s in steps}) == 1
+    """Steps in GATED of one API; PIL's blur only without a coin of its own (one gate a step)."""
+    return bool(steps) and all(type(s).__name__ in GATED for s in steps) and len({is_v1(s) for s in steps}) == 1 \
+        and not any(type(s).__name__ == "PILGaussianBlur" and s.p < 1.0 for s in steps)
+
+
+BLURS = {"GaussianBlur": blur, "PILGaussianBlur": pil_blur}
 
 
 def blurs_only(step) -> bool:
-    """Whether every step inside is a GaussianBlur: one coin then picks each image's window
-    (the blur's, or 1 x 1: the image as it is), no conditional (color.blur)."""
+    """Whether every step inside is a blur, torchvision's or PIL's: one coin then picks each
+    image's kernel (the blur's, or the identity), no conditional (color.blur, color.pil_blur)."""
     inner = flatten(list(step.transforms))
-    return bool(inner) and all(type(s).__name__ == "GaussianBlur" for s in inner)
+    return bool(inner) and all(type(s).__name__ in BLURS for s in inner)
 
 
 @translates("RandomApply")
@@ -75,7 +80,8 @@ def random_apply(step, images: Images) -> None:
     if blurs_only(step):
         applied = coin(step.p)   # int32
         for inner in flatten(list(step.transforms)):
-            blur(inner, images, applied)
+            own = getattr(inner, "p", 1.0) if type(inner).__name__ == "PILGaussianBlur" else 1.0
+            BLURS[type(inner).__name__](inner, images, applied * coin(own) if own < 1.0 else applied)
         return
     data = images.data
     if coin(step.p):

@@ -348,6 +348,18 @@ def gaussian_blur(step, images: Images) -> None:
     pending.add_slot(first, Uniform() if high != low else 0.0)
 
 
+def pil_gaussian_blur(step, images: Images) -> None:
+    """PIL's blur (the project's PILGaussianBlur): the radius low + the slot's draw * span,
+    applied with probability p as RandomApply decides (a draw of its own, not the radius's)."""
+    low, high = step.radius
+
+    def queue():
+        pending = images.pending_augment(kernels(step, images), None, warps=False)
+        first = pending.add_table(np.array([op.table_row("PilBlur", [low], span=high - low)], np.float64))
+        pending.add_slot(first, Uniform() if high != low else 0.0)
+    gated(images, step.p, queue)
+
+
 def erase(step, images: Images, box, value: List[float]) -> None:
     """RandomErasing on uint8 pixels (the twin erases its uint8 tensor): the drawn box, float32
     (top, left, height, width) per sample, set to the value, which torchvision's copy into uint8

@@ -10,6 +10,7 @@ loader can take the Python path and say why.
 """
 import ast
 import inspect
+import symtable
 import textwrap
 import types
 import weakref
@@ -136,18 +137,40 @@ def mangled(attr: str, method) -> str:
 
 def runs_this_source(node: ast.FunctionDef, method) -> bool:
     """Whether the def, compiled as its class compiled it (inside a class of the owner's name:
-    `self.__name` is mangled, and a zero-argument super() reads the class from there), is the
-    code Python runs for `method`."""
+    `self.__name` is mangled, and a zero-argument super() reads the class from there; after its
+    module's imports of the names it uses, which Python compiles `name.method()` differently
+    for), is the code Python runs for `method`."""
     parts = method.__qualname__.split(".")
     body = [node] if len(parts) < 2 or parts[-2] == "<locals>" else \
         [ast.ClassDef(name=parts[-2], bases=[], keywords=[], body=[node], decorator_list=[], type_params=[])]
-    module = compile(ast.fix_missing_locations(ast.Module(body=body, type_ignores=[])), "<source>", "exec")
+    used = {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+    imports = [ast.Import(names=[ast.alias(name=name)]) for name in sorted(used & imported_names(method))]
+    module = compile(ast.fix_missing_locations(ast.Module(body=imports + body, type_ignores=[])), "<source>", "exec")
     compiled = next((c for c in module.co_consts if isinstance(c, types.CodeType)), None)
     if compiled is not None and compiled.co_name != node.name:   # the class body's code: the def's is inside it
         compiled = next((c for c in compiled.co_consts if isinstance(c, types.CodeType)), None)
     code = method.__code__
     return compiled is not None and compiled.co_code == code.co_code and compiled.co_names == code.co_names \
         and compiled.co_varnames == code.co_varnames and compiled.co_freevars == code.co_freevars
+
+
+def imported_names(method) -> frozenset:
+    """The names the method's module binds by an import at its top level (from its source)."""
+    module = inspect.getmodule(method)
+    if module is None:
+        return frozenset()
+    known = _imports.get(module)
+    if known is None:
+        try:
+            table = symtable.symtable(inspect.getsource(module), "<module>", "exec")
+            known = frozenset(s.get_name() for s in table.get_symbols() if s.is_imported())
+        except (OSError, TypeError, SyntaxError):
+            known = frozenset()
+        _imports[module] = known
+    return known
+
+
+_imports = weakref.WeakKeyDictionary()   # module -> the names its top level imports
 
 
 def held_transform(obj, attr: str, name: str) -> Tuple[Optional[Any], str]:

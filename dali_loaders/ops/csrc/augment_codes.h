@@ -34,7 +34,8 @@ enum OpCode : int32_t {
   kErase = 19,
   kGrayscale = 20,
   kGaussianBlur = 21,
-  kNumOps = 22,   // one past the last code
+  kPilBlur = 22,
+  kNumOps = 23,   // one past the last code
 };
 
 enum Widths : int {

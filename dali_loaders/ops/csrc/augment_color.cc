@@ -449,6 +449,7 @@ const char* check_step(const Step& s, Flavour f) {
       if (!(s.p[k] >= 1.0f && s.p[k] <= 1023.0f && std::fmod(s.p[k], 2.0f) == 1.0f))
         return "the blur's kernel sizes must be odd, 1 to 1023";
   }
+  if (s.op == kPilBlur && !(s.p[0] >= 0.0f && s.p[0] <= 1000.0f)) return "PIL's blur radius must be in [0, 1000]";
   if ((s.op == kBrightness || s.op == kColor || s.op == kContrast || s.op == kSharpness) && !(static_cast<double>(s.p[0]) + s.p[1] >= 0.0))
     return "the enhancement factor must be >= 0";
   return "";
@@ -461,7 +462,7 @@ bool is_noop(const Step& s) { return s.op == kSkip || s.op == kIdentity; }
 // Warps, flips, sharpness and the blur read pixels other than the one they write: not in place
 bool needs_new_buffer(const Step& s) {
   return (s.op >= kShearX && s.op <= kRotate) || s.op == kSharpness || s.op == kFlipH || s.op == kFlipV ||
-         s.op == kGaussianBlur;
+         s.op == kGaussianBlur || s.op == kPilBlur;
 }
 
 uint8_t* buffer(std::vector<uint8_t>& v, int64_t size) {
@@ -492,6 +493,7 @@ void augment(const uint8_t* in, uint8_t* out, int height, int width, int channel
     if (s.op >= kShearX && s.op <= kRotate) warp(cur, next, s, settings);
     else if (s.op == kSharpness) sharpness(cur, next, s, settings.flavour);
     else if (s.op == kGaussianBlur) gaussian_blur(cur, next, s, scratch.row);
+    else if (s.op == kPilBlur) pil_blur(cur, next, s.p[0], scratch);
     else if (s.op == kFlipH || s.op == kFlipV) flip(cur, next, s.op == kFlipH);
     else pointwise(cur, next, s, settings);
     cur = next;

@@ -21,6 +21,7 @@
 //   kSolarizeAdd       p0 added, p1 threshold: pixels below it get p0 added, saturating (timm)
 //   kErase             p0 top, p1 left, p2 height, p3 width: the box set to `erase_value`
 //   kGaussianBlur      p0 sigma, p1 kernel width, p2 kernel height (odd): torchvision's blur
+//   kPilBlur           p0 radius: PIL's ImageFilter.GaussianBlur (any flavour: PIL's arithmetic)
 //   kIdentity, kAutoContrast, kEqualize, kInvert, kFlipH, kFlipV, kGrayscale: no parameters
 // Resample is PIL's number: 0 nearest, 2 bilinear, 3 bicubic (bicubic: PIL flavour only).
 // `fill` (one value per channel) is where a warp finds no source pixel.
@@ -61,6 +62,8 @@ inline int channels_of(const Image& img) { return C ? C : img.channels; }
 struct Scratch {
   std::vector<uint8_t> a, b;
   std::vector<float> row;   // the blur's padded row
+  std::vector<uint8_t> c;   // PIL's blur: between its passes
+  std::vector<uint32_t> line;   // PIL's blur: a padded line
 };
 
 // body(flavour) with the flavour as a compile-time constant (std::integral_constant)
@@ -97,5 +100,6 @@ void sharpness(const Image& src, Image& dst, const Step& step, Flavour flavour);
 void hue(const Image& src, Image& dst, float factor, Flavour flavour);
 void pointwise(const Image& src, Image& dst, const Step& step, const Settings& settings);
 void gaussian_blur(const Image& src, Image& dst, const Step& step, std::vector<float>& scratch);   // augment_blur.cc
+void pil_blur(const Image& src, Image& dst, float radius, Scratch& scratch);                     // augment_blur.cc
 
 }  // namespace augk

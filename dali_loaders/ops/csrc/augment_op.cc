@@ -142,6 +142,7 @@ class Augment : public dali::StatelessOperator<CPUBackend> {
         case augk::kAutoContrast: case augk::kEqualize: quarters += 10; break;
         case augk::kSharpness: quarters += 22; break;
         case augk::kHue: quarters += pil ? 24 : 14; break;
+        case augk::kPilBlur: quarters += 12; break;
         case augk::kGaussianBlur: quarters += 4 + static_cast<int64_t>((s.p[1] + s.p[2]) * 5 / 8); break;   // 23 x 23: ~310 us
         case augk::kShearX: case augk::kShearY: case augk::kTranslateX: case augk::kTranslateY: case augk::kRotate:
           quarters += resample == augk::kNearest ? 6

@@ -15,6 +15,8 @@ from torchvision import transforms as v1
 from torchvision.transforms import v2
 
 from dali_loaders import DaliLoader, transforms
+from dali_loaders.bench.dino import GaussianBlur as DinoBlur   # DINO's, as its repository writes them
+from dali_loaders.bench.dino import Solarization
 from dali_loaders.loader.build import serialized_gpu_graph
 from dali_loaders.sources.arrays import ArraySource
 from dali_loaders.transforms.pil_blur import PILGaussianBlur, box_radius
@@ -37,26 +39,6 @@ class MocoBlur:
         return x
 
 
-class DinoBlur(object):
-    """DINO's utils.GaussianBlur."""
-
-    def __init__(self, p=0.5, radius_min=0.1, radius_max=2.):
-        self.prob = p
-        self.radius_min = radius_min
-        self.radius_max = radius_max
-
-    def __call__(self, img):
-        do_it = random.random() <= self.prob
-        if not do_it:
-            return img
-
-        return img.filter(
-            ImageFilter.GaussianBlur(
-                radius=random.uniform(self.radius_min, self.radius_max)
-            )
-        )
-
-
 class BarlowBlur(object):
     """Barlow Twins' and VICReg's, with NumPy's draws."""
 
@@ -67,19 +49,6 @@ class BarlowBlur(object):
         if np.random.rand() < self.p:
             sigma = np.random.rand() * 1.9 + 0.1
             return img.filter(ImageFilter.GaussianBlur(sigma))
-        else:
-            return img
-
-
-class Solarization(object):
-    """BYOL's, DINO's and Barlow Twins'."""
-
-    def __init__(self, p):
-        self.p = p
-
-    def __call__(self, img):
-        if random.random() < self.p:
-            return ImageOps.solarize(img)
         else:
             return img
 

@@ -138,6 +138,11 @@ class DoesMore:
         return ImageOps.solarize(img)
 
 
+class NegativeRadius:
+    def __call__(self, img):
+        return img.filter(ImageFilter.GaussianBlur(random.random() - 0.5))
+
+
 class RadiusProperty:
     @property
     def radius(self):
@@ -155,6 +160,7 @@ class RadiusProperty:
     (OtherOperation(), "not one of PIL's operations that read"),
     (DoesMore(), "computes `img.convert('RGB')`"),
     (RadiusProperty(), "which is property"),
+    (NegativeRadius(), "cannot be negative"),
 ])
 def test_what_does_not_read_takes_the_python_path_and_says_why(obj, says):
     reason = transforms.untranslatable_reason(obj)

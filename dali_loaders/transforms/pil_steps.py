@@ -332,12 +332,13 @@ class Reader:
         if len(node.args) > 1 or set(given) - {"radius"}:
             raise Unread(f"filters with `{quote(node)}`: GaussianBlur(radius) reads")
         radius = self.value(given["radius"], names) if "radius" in given else 2.0
-        if isinstance(radius, Draw):
+        if isinstance(radius, Draw) and radius.low >= 0:
             self.use(radius, node)
             return ("blur", radius.low, radius.high)
         if isinstance(radius, float) and radius >= 0:
             return ("blur", radius, radius)
-        raise Unread(f"filters with `{quote(node)}`: a radius >= 0, a number or a uniform draw, reads")
+        raise Unread(f"filters with `{quote(node)}`: a radius >= 0 (a number, or a uniform draw that cannot be "
+                     f"negative) reads")
 
     def use(self, value, node: ast.AST) -> None:
         if value.ident in self.used:

@@ -182,6 +182,17 @@ def test_a_function_of_the_same_name_from_elsewhere_is_not_read():
     assert reason and "PIL's operations" not in reason
 
 
+@pytest.fixture(params=["augmentation operator", "DALI's filters"])
+def blur_path(request, monkeypatch):
+    """Each blur test twice: in the augmentation operator (CPU graphs), and without it in DALI's
+    filters and arithmetic (GPU graphs' path)."""
+    from dali_loaders.ops import plugin
+
+    if request.param == "DALI's filters":
+        monkeypatch.setenv(plugin.DISABLE_AUGMENT_ENV, "1")
+    return request.param
+
+
 # -- PIL's blur in DALI ------------------------------------------------------------------------
 
 
@@ -195,17 +206,12 @@ def photographs(n=6, size=(96, 80)):
 RADII = [0.0, 0.05, 0.3, 0.5, 0.7, 1.0, 1.3, 1.5, 1.8, 2.0, 2.5, 4.0, 5.0, 60.0]
 
 
-@pytest.mark.parametrize("operator", [True, False], ids=["augmentation operator", "DALI's filters"])
-def test_a_fixed_radius_gives_pils_pixels(monkeypatch, operator):
+def test_a_fixed_radius_gives_pils_pixels(blur_path):
     """Against PIL's own GaussianBlur (the twin runs MoCo's class), every pixel, on images with
     edges everywhere, in the augmentation operator (CPU graphs) and in DALI's filters and
     arithmetic (GPU graphs): the same, ties included (radii 0.5, 1.0, 1.5, 2.0 and 4.0 give
     PIL's box weights that tie at .5, which float32 weights break the other way, up to 4
     levels), and a radius wider than the image."""
-    from dali_loaders.ops import plugin
-
-    if not operator:
-        monkeypatch.setenv(plugin.DISABLE_AUGMENT_ENV, "1")
     source = photographs()
     for radius in RADII:
         transform = C(MocoBlur([radius, radius]), v2.PILToTensor())
@@ -250,16 +256,11 @@ def spread(output: np.ndarray) -> float:
     return math.sqrt((row * x * x).sum() / row.sum()) if row.sum() else 0.0
 
 
-@pytest.mark.parametrize("operator", [True, False], ids=["augmentation operator", "DALI's filters"])
-def test_the_radius_is_drawn_as_the_class_draws_it(monkeypatch, operator):
+def test_the_radius_is_drawn_as_the_class_draws_it(blur_path):
     """DINO's class with radius 0.5-2.5 at p=0.6: the spread of a blurred impulse (about the drawn
     radius) by DALI against the class itself, by distribution; the share left as it was. A
     translation ignoring the range or p would fail (the spreads of the default range or the
     default p are checked to be told apart)."""
-    from dali_loaders.ops import plugin
-
-    if not operator:
-        monkeypatch.setenv(plugin.DISABLE_AUGMENT_ENV, "1")
     image = impulse()
     transform = C(DinoBlur(p=0.6, radius_min=0.5, radius_max=2.5), v2.PILToTensor())
     ours, theirs = both(image, transform)
@@ -273,14 +274,9 @@ def test_the_radius_is_drawn_as_the_class_draws_it(monkeypatch, operator):
     assert stats.ks_2samp(spreads[1], default).pvalue < P_MIN
 
 
-@pytest.mark.parametrize("operator", [True, False], ids=["augmentation operator", "DALI's filters"])
-def test_random_apply_of_the_blur_needs_no_conditional_and_blurs_at_its_rate(monkeypatch, operator):
+def test_random_apply_of_the_blur_needs_no_conditional_and_blurs_at_its_rate(blur_path):
     """MoCo v2's `RandomApply([GaussianBlur([.1, 2.])], p=0.5)`, here p=0.3: each image is left
     or blurred (a spread over 0), at the rate, on CPU and GPU graphs without conditionals."""
-    from dali_loaders.ops import plugin
-
-    if not operator:
-        monkeypatch.setenv(plugin.DISABLE_AUGMENT_ENV, "1")
     image = impulse()
     transform = C(v1.RandomApply([MocoBlur([1.0, 2.0])], p=0.3), v2.PILToTensor())
     recipe = transforms.plan(transform, False)

@@ -229,14 +229,11 @@ def pil_gaussian_blur(step, images: Images) -> None:
     else in DALI's filters and arithmetic (pil_blur)."""
     images.uint8_pixels(step)
     images.decode()
-    if images.kind != "pil":
-        raise Untranslatable(f"{describe(step)} filters PIL images, and here the image is a tensor; move it before "
-                             f"the conversion to a tensor (ToImage, PILToTensor)")
-    if fused.usable(images):
+    if fused.usable(images) and images.kind == "pil":
         fused.pil_gaussian_blur(step, images)
         return
     images.flush_augment()   # a pending flip commutes with the symmetric blur
-    pil_blur(step, images, coin(step.p) if step.p < 1.0 else None)
+    pil_blur(step, images)
 
 
 def pil_blur(step, images: Images, applied=None) -> None:
@@ -245,11 +242,15 @@ def pil_blur(step, images: Images, applied=None) -> None:
     pixels are PIL's, ties included. A pass is two of DALI's filters, exact integer sums (of
     the box's whole pixels and of its two fractional end pixels), then (sums * weights +
     2 ** 23) // 2 ** 24 in int64. The weights are computed per image from its radius in
-    float32, as PIL does; `applied`, an int32 0/1 per sample (a coin), makes them the identity
-    where 0, so no conditional is needed."""
+    float32, as PIL does; `applied`, an int32 0/1 per sample (RandomApply's coin), and the
+    step's own coin make them the identity where 0, so no conditional is needed."""
     from nvidia.dali import fn, types
-    from nvidia.dali import math as dmath
 
+    if images.kind != "pil":
+        raise Untranslatable(f"{describe(step)} filters PIL images, and here the image is a tensor; move it before "
+                             f"the conversion to a tensor (ToImage, PILToTensor)")
+    if step.p < 1.0:
+        applied = coin(step.p) if applied is None else applied * coin(step.p)
     low, high = step.radius
     width = kernel_width(high)
     distance = types.Constant(np.abs(np.arange(width) - width // 2).astype(np.float32))

@@ -80,8 +80,7 @@ def random_apply(step, images: Images) -> None:
     if blurs_only(step):
         applied = coin(step.p)   # int32
         for inner in flatten(list(step.transforms)):
-            own = getattr(inner, "p", 1.0) if type(inner).__name__ == "PILGaussianBlur" else 1.0
-            BLURS[type(inner).__name__](inner, images, applied * coin(own) if own < 1.0 else applied)
+            BLURS[type(inner).__name__](inner, images, applied)
         return
     data = images.data
     if coin(step.p):

@@ -393,7 +393,7 @@ def test_loader_runs_without_warnings_and_the_gpu_graph_is_valid(kind):
     (v2.TrivialAugmentWide(interpolation=v2.InterpolationMode.BICUBIC), "interpolation"),
     (v2.RandAugment(fill=[0, 128, 255]), "fill"),
     (v2.RandAugment(magnitude=31), "magnitude=31"),
-    (v2.AugMix(), "AugMix has no DALI translation"),
+    (v2.AugMix(fill=[0, 128, 255]), "fill"),
 ])
 def test_untranslatable_settings_take_the_python_path_by_name(step, named):
     from dali_loaders.loader import PythonPathNote

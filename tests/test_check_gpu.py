@@ -131,7 +131,7 @@ def test_the_random_checks_pass_as_a_gpu_graph_is_built_and_fail_with_their_para
     monkeypatch.setenv(plugin.DISABLE_ENV, "1")
     folder = distributions.write_gradient_images(str(tmp_path))
     checks = distributions.distribution_checks()
-    assert len(checks) == 4 + len(distributions._timm_checks())
+    assert len(checks) == 5 + len(distributions._timm_checks())
     for check in checks:
         faithful = distributions.compare_distribution(check, "cpu", folder)
         assert faithful["distance"] <= faithful["bound"], (check.name, faithful)

@@ -141,6 +141,8 @@ def test_recipes_the_fused_operator_runs_faster_keep_their_steps_on_the_cpu(imag
     assert variant_of(images, with_step(v2.AutoAugment())) == "cpu-steps"
     assert variant_of(images, with_step(v2.ColorJitter(0.4, 0.4, 0.4, 0.1))) == "cpu-steps"
     assert variant_of(images, with_step(v2.RandAugment(1, 9))) == "gpu"
+    assert variant_of(images, with_step(v2.AugMix())) == "cpu-steps"   # three chains of 1-3 slots
+    assert variant_of(images, with_step(v2.AugMix(mixture_width=1, chain_depth=1))) == "gpu"
     assert variant_of(images, recipes.resnet50_reference(True)) == "gpu"   # TrivialAugmentWide: one slot
     assert variant_of(images, recipes.resnet50_reference(False)) == "gpu"          # val: no augmentation
     assert variant_of(images, two, "cpu-decode") == "cpu-decode"   # asked for
@@ -150,6 +152,15 @@ def test_recipes_the_fused_operator_runs_faster_keep_their_steps_on_the_cpu(imag
 def test_without_the_fused_operator_they_run_on_the_gpu(images, monkeypatch):
     monkeypatch.setenv(plugin.DISABLE_AUGMENT_ENV, "1")
     assert variant_of(images, with_step(v2.RandAugment(2, 9))) == "gpu"
+    assert variant_of(images, with_step(v2.AugMix())) == "gpu"
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_augmix_on_the_gpu_has_no_gpu_to_cpu_edge_and_no_conditionals(images, variant):
+    """AugMix's chains on GPU pixels (the GPU chain's operators) and its weights copied over once."""
+    transform = with_step(v2.AugMix())
+    assert not transforms.needs_conditionals(transforms.plan(transform, False), variant)
+    assert gpu_to_cpu_edges(serialized_gpu_graph(images, transform, variant=variant)) == []
 
 
 def test_sources_of_pixels_keep_their_steps_on_the_cpu(arrays):

@@ -216,8 +216,9 @@ def test_a_plain_function_is_named_without_a_wrapper_reading():
 
 
 def test_untranslatable_reason_names_the_step_inside_a_wrapper():
-    preset = ClassificationPresetTrain(crop_size=32, auto_augment_policy="augmix")
-    assert transforms.untranslatable_reason(preset).startswith("AugMix has no DALI translation")
+    preset = ClassificationPresetTrain(crop_size=32, auto_augment_policy="ta_wide", interpolation=IM.BICUBIC)
+    assert transforms.untranslatable_reason(preset).startswith("TrivialAugmentWide: interpolation")
+    assert transforms.untranslatable_reason(ClassificationPresetTrain(crop_size=32, auto_augment_policy="augmix")) is None
     assert transforms.untranslatable_reason(None) is None
 
 

@@ -55,6 +55,16 @@ def _torchvision_reference_ta(train: bool):
                       [v2.RandomErasing(p=0.1)])
 
 
+def _torchvision_reference_augmix(train: bool):
+    """torchvision's classification reference with --auto-augment augmix (176 px, bilinear), v2."""
+    from torchvision.transforms import v2
+
+    if not train:
+        return _torchvision_176(False)
+    steps = [v2.RandomResizedCrop(176, antialias=True), v2.RandomHorizontalFlip(), v2.AugMix()]
+    return v2.Compose(steps + recipes.to_float(recipes.IMAGENET_MEAN, recipes.IMAGENET_STD))
+
+
 def _contrastive_views(train: bool):
     """Contrastive learning's views as MoCo v2 makes them, less its Gaussian blur: a random crop,
     a flip, colour jitter with hue most of the time, grey some of the time."""
@@ -180,6 +190,9 @@ RECIPES = {
         "tvref-ta": BenchRecipe(_torchvision_reference_ta, mixing=recipes.resnet50_mixing,
                                 about="RandomResizedCrop(176, bicubic), flip, TrivialAugmentWide, RandomErasing(0.1), "
                                       "MixUp(0.2)/CutMix(1.0) / Resize(232), CenterCrop(224)"),
+        "tvref-augmix": BenchRecipe(_torchvision_reference_augmix, splits=("train",),
+                                    about="RandomResizedCrop(176), flip, AugMix() (3 chains of 1-3 operations, "
+                                          "Dirichlet-mixed): torchvision's reference with --auto-augment augmix"),
         "timm-ra": BenchRecipe(_timm_rand_augment, tensor_make=_timm_rand_augment_on_tensors, needs=("timm",),
                                about="timm create_transform(224, rand-m9-mstd0.5-inc1, re_prob 0.25 pixel, bicubic) / "
                                      "its eval (Resize(235, bicubic), CenterCrop(224)); tensor backend: a v2 "

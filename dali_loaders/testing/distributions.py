@@ -75,6 +75,7 @@ def distribution_checks() -> List[DistributionCheck]:
         # auto_aug graph against a bound of 0.114; their bin 0 makes most operations the identity.)
         DistributionCheck("TrivialAugmentWide", v2.TrivialAugmentWide(num_magnitude_bins=3), changed_fraction, 0.02,
                           "num_magnitude_bins=3 (default 31)", v2.TrivialAugmentWide(), epochs=2 * EPOCHS),
+        DistributionCheck("AugMix", v2.AugMix(severity=9), mean_change, 2.0, "severity=9 (default 3)", v2.AugMix()),
     ] + _timm_checks()
 
 

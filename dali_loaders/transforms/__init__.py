@@ -4,10 +4,10 @@ One recipe language, two backends: the user's transform is the recipe. `plan(tra
 flattens it into steps and splits them where translation stops; `apply(steps, images)`
 builds the DALI graph of the translated steps, one registered translator per class.
 Op families live in their own modules (geometry, color, photometric, affine, conversion,
-containers, auto_augment); PIL's blur is the project's own step (pil_blur) and a user's PIL
+containers, auto_augment, aug_mix); PIL's blur is the project's own step (pil_blur) and a user's PIL
 classes are read as steps (pil_steps); importing this package registers them all.
 """
-from . import affine, auto_augment, color, containers, conversion, cutout, geometry, photometric  # noqa: F401  registers
+from . import affine, aug_mix, auto_augment, color, containers, conversion, cutout, geometry, photometric  # noqa: F401  registers
 from ._core import (
                     TRANSLATORS,
                     Images,

@@ -35,7 +35,7 @@ def fused_on_cpu(recipe: Union[Plan, Views], one_slot_on_gpu: bool = True) -> bo
     from ..ops import augment as op
 
     return any(_fuses(step, t) and not (one_slot_on_gpu and _one_slot_on_gpu(step, t))
-               for view in plans_of(recipe) for step, t in _branching(view)) and op.usable("cpu")
+               for view in plans_of(recipe) for step, t in _branching_or_chained(view)) and op.usable("cpu")
 
 
 def _one_slot_on_gpu(step, translator) -> bool:
@@ -50,6 +50,13 @@ def _one_slot_on_gpu(step, translator) -> bool:
 def _branching(recipe: Plan):
     steps = [(step, TRANSLATORS[type(step)]) for step in recipe.translated]
     return [(step, t) for step, t in steps if getattr(t, "branches", lambda s: False)(step)]
+
+
+def _branching_or_chained(recipe: Plan):
+    """The steps that either branch or, on GPU graphs, chain (AugMix chains without branching)."""
+    steps = [(step, TRANSLATORS[type(step)]) for step in recipe.translated]
+    return [(step, t) for step, t in steps
+            if getattr(t, "branches", lambda s: False)(step) or getattr(t, "chains", False)]
 
 
 def _fuses(step, translator) -> bool:

@@ -263,9 +263,14 @@ def automatic(step, images: Images, make_slots) -> None:
     images.decode()
     images.flush_mirror()
     table, slots = make_slots(step, images)
+    run_slots(step, images, table, slots, warp(images, step, lambda matrix: matrix))
+
+
+def run_slots(step, images: Images, table: Table, slots, warp_with) -> None:
+    """images.data through one chain per slot, each with its drawn row of `table`."""
     values = parameter_rows(step, images, table)
     present = {name for name, _ in table.labels}   # the operations the table can draw
     present |= {c for c in ("relative_x", "relative_y") if np.any(values[:, COLUMN[c]] != 0.0)}
     parameters = constant_table(values)
     for index in gated_rows(table, slots):   # a step not applied: row -1, NO_OP
-        chain(images, gathered(parameters, index), present, warp(images, step, lambda matrix: matrix))
+        chain(images, gathered(parameters, index), present, warp_with)

@@ -12,9 +12,9 @@ AUTOAUGMENT_BINS = 10   # torchvision's AutoAugment reads its policies' magnitud
 
 def space(step, num_bins: int, height: float, width: float) -> Dict[str, Tuple[Optional[np.ndarray], bool]]:
     """name -> (magnitudes of the bins, or None; signed), as the torchvision object defines them."""
-    if hasattr(step, "_AUGMENTATION_SPACE"):   # v2
-        table = {name: (make(num_bins, height, width), signed)
-                 for name, (make, signed) in step._AUGMENTATION_SPACE.items()}
+    if hasattr(step, "_AUGMENTATION_SPACE"):   # v2 (AugMix without all_ops: its partial space)
+        ops = step._AUGMENTATION_SPACE if getattr(step, "all_ops", True) else step._PARTIAL_AUGMENTATION_SPACE
+        table = {name: (make(num_bins, height, width), signed) for name, (make, signed) in ops.items()}
     else:                                      # v1: a method, taking (height, width) unless it has no use for it
         table = step._augmentation_space(num_bins, *v1_image_size(step, (height, width)))
         table = {name: (None if mags.ndim == 0 else mags, signed) for name, (mags, signed) in table.items()}

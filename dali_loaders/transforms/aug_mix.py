@@ -1,0 +1,136 @@
+"""torchvision's AugMix (v1 and v2) as DALI operators, without conditionals.
+
+What torchvision does to each image (PIL images too: it works on their uint8 tensor, so the
+operations are its tensor kernels, v1's or v2's): `mixture_width` chains, each of `chain_depth`
+operations (1, 2 or 3 at random where it is not positive), each uniform among the augmentation
+space (the partial one without `all_ops`) at a magnitude bin uniform among the first
+`severity`, signed at random where the operation is; then, in float32,
+
+    mix = m0 * image + w_0 * chain_0 + w_1 * chain_1 + ...,   truncated to uint8,
+
+with (m0, m1) ~ Dirichlet(alpha, alpha) and w = Dirichlet(alpha, ... alpha) * m1.
+
+Here each chain is one table of rows (fused.py's: operation x bin x sign, every operation with
+as many rows, so one uniform row is torchvision's three draws), run by one DaliLoadersAugment
+call on the original pixels on CPU graphs, or by the GPU chain of operators (augment_chain.py)
+elsewhere. A random depth is one uniform per image shared by the chain's second and third
+slots, whose rows apply with probability 2/3 and 1/3: depth 1, 2 and 3 each a third of the
+time, as torchvision's randint(1, 4). The Dirichlet weights come from DALI's Beta draws by
+stick breaking (Dirichlet(a_1 .. a_k): x_1 ~ Beta(a_1, a_2 + .. + a_k), the rest a
+Dirichlet of what is left), so they resume from checkpoints like every other draw.
+"""
+from typing import List, Tuple
+
+import numpy as np
+
+from ..ops import augment as op
+from . import augment_chain, fused
+from ._core import Images, refuses, translates, unconverted_function
+from ._draws import Uniform
+from ._placement import augments, chains
+from .affine import warp_refusal
+from .augment_ops import warp
+
+PARAMETER_MAX = 10   # torchvision's AugMix reads magnitudes from 10 bins
+MAX_RANDOM_DEPTH = 3   # chain_depth <= 0: torch.randint(1, 4)
+
+
+def depth_of(step) -> Tuple[int, bool]:
+    """(the most operations a chain applies, whether the number is drawn per chain)."""
+    return (step.chain_depth, False) if step.chain_depth > 0 else (MAX_RANDOM_DEPTH, True)
+
+
+def refusal(step) -> str:
+    if not step.alpha > 0:
+        return f"alpha={step.alpha}: the Dirichlet weights need alpha > 0"
+    if step.mixture_width < 1:
+        return f"mixture_width={step.mixture_width}: at least one chain"
+    return warp_refusal(step)
+
+
+@unconverted_function
+def chain_slots(step, images: Images):
+    """One chain's table and slots: a uniform row (operation, bin, sign) per slot; with a random
+    depth, slot j >= 1 reads a block of the same rows whose probability is (3 - j) / 3, against
+    one uniform all the chain's slots share."""
+    severity = step.severity
+    table, _ = fused.automatic_table(step, images, PARAMETER_MAX,
+                                     lambda mags: list(mags[:severity]) if mags is not None else [0.0] * severity)
+    depth, drawn = depth_of(step)
+    if not drawn:
+        return table, [(fused.draw_index(len(table.rows)), None) for _ in range(depth)]
+    count = len(table.rows)
+    blocks = []
+    for j in range(depth):
+        block = table.rows.copy()
+        block[:, op.ROW["Probability"]] = (depth - j) / depth
+        blocks.append(block)
+    joined = fused.Table(np.concatenate(blocks), table.labels * depth)
+    depth_draw = Uniform()
+    slots = [(fused.shifted(fused.draw_index(count), j * count), depth_draw if j else None) for j in range(depth)]
+    return joined, slots
+
+
+@unconverted_function
+def mixing_weights(alpha: float, width: int):
+    """(m0, [w_0 .. w_{width-1}]), float32 per sample (CPU): m ~ Dirichlet(alpha, alpha), the
+    chains' shares ~ Dirichlet(alpha x width) by stick breaking, each times m1."""
+    from nvidia.dali import fn
+
+    m0 = fn.random.beta(alpha=float(alpha), beta=float(alpha))
+    m1 = 1.0 - m0
+    shares, left = [], None
+    for i in range(width - 1):
+        part = fn.random.beta(alpha=float(alpha), beta=float(alpha * (width - 1 - i)))
+        share = part if left is None else left * part
+        shares.append(share)
+        left = 1.0 - part if left is None else left - share
+    shares.append(left)
+    return m0, [m1 if share is None else share * m1 for share in shares]
+
+
+@unconverted_function
+def mixed(original, chains_out: List, m0, weights: List, device: str):
+    """m0 * original + w_0 * chain_0 + ... in float32, in torchvision's order, truncated to uint8
+    (the weights add up to 1 within rounding, so the sum stays in 0 .. 255)."""
+    from nvidia.dali import fn, types
+    from nvidia.dali import math as dmath
+
+    if device == "gpu":   # the weights beside the pixels: one copy of all of them
+        vector = fn.stack(m0, *weights).gpu()
+        m0, weights = vector[0], [vector[i + 1] for i in range(len(weights))]
+    total = m0 * original
+    for weight, chain in zip(weights, chains_out):
+        total = total + weight * chain
+    return fn.cast(dmath.floor(total), dtype=types.UINT8)
+
+
+def run_chain(step, member: Images) -> None:
+    """One chain's operations on member.data: one DaliLoadersAugment call where the graph runs
+    it, else the GPU chain's operators (a CPU graph without the plugin too)."""
+    table, slots = chain_slots(step, member)
+    if fused.usable(member):
+        fused.queue(member, step, table, slots, warps=True)
+        member.flush_augment()
+    else:
+        augment_chain.run_slots(step, member, table, slots, warp(member, step, lambda matrix: matrix))
+
+
+@translates("AugMix")
+@refuses(refusal)
+@chains(slots=lambda step: step.mixture_width * depth_of(step)[0])
+@augments
+def aug_mix(step, images: Images) -> None:
+    """The chains on the original pixels, as torchvision's tensor kernels, then the mix."""
+    images.uint8_pixels(step)
+    images.decode()
+    images.flush_mirror()
+    original = images.data
+    outputs = []
+    for _ in range(step.mixture_width):
+        member = images.branch(original)
+        member.kind = "tensor"   # torchvision mixes the image's uint8 tensor, a PIL image's too
+        run_chain(step, member)
+        outputs.append(member.data)
+    m0, weights = mixing_weights(step.alpha, step.mixture_width)
+    images.data = mixed(original, outputs, m0, weights, images.device)

@@ -185,6 +185,63 @@ def test_mixing_weights_follow_torchs_dirichlet(alpha, width):
         assert stats.ks_2samp(ours[:, 0], torch_weights(1.0, width)[:, 0]).pvalue < P_MIN
 
 
+def feed(batch):
+    """A batch source (a lambda with a default argument would be handed DALI's iteration number)."""
+    return lambda: batch
+
+
+@needs_plugin
+def test_the_mix_operator_computes_torchvisions_float32_mix():
+    """DaliLoadersMix against torch's `m0 * batch`, `mix.add_(w * aug)`, `.to(uint8)`: equal, on
+    noise with weights from the Dirichlet and at its corners (0 and 1), every chain count; and
+    DALI's arithmetic (GPU graphs, no plugin) gives the same bytes."""
+    from nvidia.dali import fn, pipeline_def, types
+    from nvidia.dali import math as dmath
+
+    rng = np.random.default_rng(4)
+    for chains in (1, 3, 5):
+        images = [[rng.integers(0, 256, (37, 29, 3), dtype=np.uint8) for _ in range(8)] for _ in range(1 + chains)]
+        weights = [torch._sample_dirichlet(torch.ones(1 + chains)).numpy() for _ in range(6)]
+        weights += [np.eye(1 + chains, dtype=np.float32)[0], np.eye(1 + chains, dtype=np.float32)[-1]]
+
+        @pipeline_def(batch_size=8, num_threads=2, device_id=None, seed=1)
+        def pipe():
+            inputs = [fn.external_source(source=feed(images[k]), batch=True, layout="HWC") for k in range(1 + chains)]
+            w = fn.external_source(source=lambda: weights, batch=True)
+            ours = aug_mix.op.mix(inputs[0], inputs[1:], w)
+            total = w[0] * inputs[0]
+            for k in range(chains):
+                total = total + w[k + 1] * inputs[k + 1]
+            return ours, fn.cast(dmath.floor(total), dtype=types.UINT8)
+
+        pipeline = pipe()
+        pipeline.build()
+        ours, arithmetic = pipeline.run()
+        for i in range(8):
+            mix = torch.tensor(weights[i][0]) * torch.from_numpy(images[0][i])
+            for k in range(chains):
+                mix.add_(torch.tensor(weights[i][k + 1]) * torch.from_numpy(images[k + 1][i]))
+            want = mix.to(torch.uint8).numpy()
+            assert np.array_equal(np.array(ours[i]), want) and np.array_equal(np.array(arithmetic[i]), want)
+
+
+def test_the_mix_operator_names_a_wrong_number_of_weights():
+    from nvidia.dali import fn, pipeline_def, types
+
+    if not plugin.augment_available():
+        pytest.skip("the augmentation plugin is not built here")
+
+    @pipeline_def(batch_size=2, num_threads=1, device_id=None, seed=1)
+    def pipe():
+        image = fn.constant(idata=7, shape=[4, 4, 3], dtype=types.UINT8)
+        return aug_mix.op.mix(image, [image, image], fn.constant(fdata=[0.5, 0.5], shape=[2]))
+
+    pipeline = pipe()
+    pipeline.build()
+    with pytest.raises(RuntimeError, match="DaliLoadersMix: 3 weights a sample"):
+        pipeline.run()
+
+
 # -- the pixels, replayed ---------------------------------------------------------------------------------
 
 

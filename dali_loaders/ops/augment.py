@@ -142,6 +142,14 @@ def erase(data, arguments: dict):
     return fn.dali_loaders_erase(data, **arguments)
 
 
+def mix(image, chains: Sequence, weights):
+    """fn.dali_loaders_mix: AugMix's float32 mix of the uint8 `image` and its `chains`, truncated to
+    uint8; `weights` float32 (1 + len(chains),) per sample."""
+    from nvidia.dali import fn
+
+    return fn.dali_loaders_mix(image, *chains, weights=weights)
+
+
 def erase_box(height, width, probability: float, scale: Sequence[float], ratio: Sequence[float]):
     """fn.dali_loaders_erase_box: (anchor, shape) per sample, float32 (top, left) and (height,
     width), the box DaliLoadersErase would erase in a `height` x `width` image (ints, or CPU

@@ -92,10 +92,13 @@ def mixing_weights(alpha: float, width: int):
 @unconverted_function
 def mixed(original, chains_out: List, m0, weights: List, device: str):
     """m0 * original + w_0 * chain_0 + ... in float32, in torchvision's order, truncated to uint8
-    (the weights add up to 1 within rounding, so the sum stays in 0 .. 255)."""
+    (the weights add up to 1 within rounding, so the sum stays in 0 .. 255): one pass of our
+    operator on CPU graphs, DALI's arithmetic elsewhere."""
     from nvidia.dali import fn, types
     from nvidia.dali import math as dmath
 
+    if op.usable(device):
+        return op.mix(original, chains_out, fn.stack(m0, *weights))
     if device == "gpu":   # the weights beside the pixels: one copy of all of them
         vector = fn.stack(m0, *weights).gpu()
         m0, weights = vector[0], [vector[i + 1] for i in range(len(weights))]

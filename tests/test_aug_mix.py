@@ -10,6 +10,7 @@ import pytest
 import torch
 from augment_rows import rows_of, rows_recorded
 from photos import load, photo_paths
+from resume_check import assert_resume_gives_the_rest
 from scipy import stats
 from torchvision.transforms import autoaugment as v1_autoaugment
 from torchvision.transforms import v2
@@ -336,3 +337,20 @@ def test_the_loader_runs_augmix_translated_and_a_refused_setting_names_itself():
                         (v2.AugMix(interpolation=v2.InterpolationMode.BICUBIC), "interpolation")):
         with pytest.raises(ValueError, match=named):
             transforms.plan(v2.Compose([step]), python_fallback=False)
+
+
+@pytest.mark.parametrize("plugins", ["on", "off"])
+def test_a_resumed_loader_gives_the_same_augmix_batches(plugins, monkeypatch):
+    """The chains' draws and the Beta draws of the weights resume from the loader's state (the
+    operator's path, and DALI's operators' without the plugins)."""
+    if plugins == "off":
+        monkeypatch.setenv(plugin.DISABLE_ENV, "1")
+    pixels = np.random.default_rng(3).integers(0, 256, (48, 20, 24, 3), dtype=np.uint8)
+    recipe = v2.Compose([v2.AugMix(), v2.ToImage(), v2.ToDtype(torch.float32, scale=True)])
+
+    def loader():
+        return dali_loader(ArraySource(pixels, np.arange(48), "indexed"), recipe, train=True, batch_size=8,
+                           num_threads=2, seed=5)
+
+    first, _ = assert_resume_gives_the_rest(loader, taken=2, epoch=1)
+    assert not torch.equal(next(iter(first))[0], next(iter(first))[0])   # each epoch draws afresh

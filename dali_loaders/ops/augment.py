@@ -142,12 +142,13 @@ def erase(data, arguments: dict):
     return fn.dali_loaders_erase(data, **arguments)
 
 
-def mix(image, chains: Sequence, weights):
+def mix(image, chains: Sequence, weights, blend: bool = False):
     """fn.dali_loaders_mix: AugMix's float32 mix of the uint8 `image` and its `chains`, truncated to
-    uint8; `weights` float32 (1 + len(chains),) per sample."""
+    uint8; `weights` float32 (1 + len(chains),) per sample. `blend`: timm's (the chains' sum
+    truncated, then PIL's blend of the image towards it by weights[0])."""
     from nvidia.dali import fn
 
-    return fn.dali_loaders_mix(image, *chains, weights=weights)
+    return fn.dali_loaders_mix(image, *chains, weights=weights, blend=blend)
 
 
 def erase_box(height, width, probability: float, scale: Sequence[float], ratio: Sequence[float]):

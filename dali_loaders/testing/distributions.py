@@ -108,6 +108,9 @@ def _timm_checks() -> List[DistributionCheck]:
         DistributionCheck("timm AutoAugment original", auto_augment.auto_augment_transform("original", hparams),
                           changed_fraction, 0.02, "each op's probability (ignored: every op applied)",
                           every_op_applied),
+        DistributionCheck("timm AugMix", auto_augment.augment_and_mix_transform("augmix-m7-w3", hparams), mean_change,
+                          2.0, "m7: severity 7 (default 3)", auto_augment.augment_and_mix_transform("augmix-m3-w3",
+                                                                                                    hparams)),
     ]
 
 
@@ -143,7 +146,8 @@ def reference_values(check: DistributionCheck, files: List[str], originals: List
     """The statistic of torchvision's (timm's) own class, `epochs` draws on every image."""
     from PIL import Image
 
-    random.seed(0)        # timm draws from Python's random, torchvision from torch's
+    random.seed(0)        # timm draws from Python's random (its AugMix from numpy's too), torchvision from torch's
+    np.random.seed(0)
     torch.manual_seed(0)
     images = [Image.open(path).convert("RGB") for path in files]
     return np.array([check.statistic(levels(check.transform(image)), original)

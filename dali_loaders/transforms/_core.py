@@ -420,7 +420,7 @@ def _split(transform, python_fallback: bool) -> Plan:
 
 # a step's top-level package -> our module registering translators for its classes, imported
 # when a step of that package is first seen: the package stays an optional dependency
-LAZY_TRANSLATORS = {"timm": "timm"}
+LAZY_TRANSLATORS = {"timm": ("timm", "timm_aug_mix")}
 
 
 def translator_of(step) -> Optional[Callable]:
@@ -429,7 +429,8 @@ def translator_of(step) -> Optional[Callable]:
     if cls not in TRANSLATORS and package in LAZY_TRANSLATORS:
         import importlib
 
-        importlib.import_module(f".{LAZY_TRANSLATORS[package]}", __package__)
+        for module in LAZY_TRANSLATORS[package]:
+            importlib.import_module(f".{module}", __package__)
     return TRANSLATORS.get(cls)
 
 

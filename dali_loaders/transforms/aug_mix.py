@@ -72,36 +72,58 @@ def chain_slots(step, images: Images):
 
 
 @unconverted_function
-def mixing_weights(alpha: float, width: int):
-    """(m0, [w_0 .. w_{width-1}]), float32 per sample (CPU): m ~ Dirichlet(alpha, alpha), the
-    chains' shares ~ Dirichlet(alpha x width) by stick breaking, each times m1."""
+def beta(alpha: float):
+    """Beta(alpha, alpha), float32 per sample (CPU): the first part of a Dirichlet(alpha, alpha)."""
     from nvidia.dali import fn
 
-    m0 = fn.random.beta(alpha=float(alpha), beta=float(alpha))
-    m1 = 1.0 - m0
+    return fn.random.beta(alpha=float(alpha), beta=float(alpha))
+
+
+@unconverted_function
+def dirichlet(alpha: float, width: int) -> List:
+    """Dirichlet(alpha x width), its `width` parts, float32 per sample (CPU), by stick breaking."""
+    from nvidia.dali import fn, types
+
     shares, left = [], None
     for i in range(width - 1):
         part = fn.random.beta(alpha=float(alpha), beta=float(alpha * (width - 1 - i)))
         share = part if left is None else left * part
         shares.append(share)
         left = 1.0 - part if left is None else left - share
-    shares.append(left)
-    return m0, [m1 if share is None else share * m1 for share in shares]
+    return shares + [left if left is not None else fn.constant(fdata=1.0, shape=[], dtype=types.FLOAT)]
 
 
 @unconverted_function
-def mixed(original, chains_out: List, m0, weights: List, device: str):
+def mixing_weights(alpha: float, width: int):
+    """(m0, [w_0 .. w_{width-1}]), float32 per sample (CPU), as torchvision combines them:
+    m ~ Dirichlet(alpha, alpha), the chains' shares ~ Dirichlet(alpha x width), each times m1."""
+    m0 = beta(alpha)
+    m1 = 1.0 - m0
+    return m0, [share * m1 for share in dirichlet(alpha, width)]
+
+
+@unconverted_function
+def mixed(original, chains_out: List, m0, weights: List, device: str, blend: bool = False):
     """m0 * original + w_0 * chain_0 + ... in float32, in torchvision's order, truncated to uint8
-    (the weights add up to 1 within rounding, so the sum stays in 0 .. 255): one pass of our
-    operator on CPU graphs, DALI's arithmetic elsewhere."""
+    (the weights add up to 1 within rounding, so the sum stays in 0 .. 255); with `blend`,
+    timm's: trunc(clip(w_0 * chain_0 + ...)), then PIL's blend of the original towards it by
+    m0 (x + m0 * (mixed - x) in float, truncated). One pass of our operator on CPU graphs,
+    DALI's arithmetic elsewhere."""
     from nvidia.dali import fn, types
     from nvidia.dali import math as dmath
 
     if op.usable(device):
-        return op.mix(original, chains_out, fn.stack(m0, *weights))
+        return op.mix(original, chains_out, fn.stack(m0, *weights), blend=blend)
     if device == "gpu":   # the weights beside the pixels: one copy of all of them
         vector = fn.stack(m0, *weights).gpu()
         m0, weights = vector[0], [vector[i + 1] for i in range(len(weights))]
+    if blend:
+        total = weights[0] * chains_out[0]
+        for weight, chain in zip(weights[1:], chains_out[1:]):
+            total = total + weight * chain
+        chains_mix = fn.cast(dmath.floor(dmath.clamp(total, 0.0, 255.0)), dtype=types.FLOAT)
+        image = fn.cast(original, dtype=types.FLOAT)
+        return fn.cast(dmath.floor(image + m0 * (chains_mix - image)), dtype=types.UINT8)
     total = m0 * original
     for weight, chain in zip(weights, chains_out):
         total = total + weight * chain

@@ -158,11 +158,16 @@ def slot_draws(step):
     """The graph's draws for every slot: (the rows drawn, one a slot; uniforms (S, 3): whether
     the slot applies, its sign, the fraction of an mstd=inf magnitude; normals (S,): the
     magnitude's noise). Made in the graph, so checkpoints resume them."""
-    from nvidia.dali import fn
+    from nvidia.dali import fn, types
 
     indices = timm_fused.slot_indices(step)
-    return (indices, fn.random.uniform(range=[0.0, 1.0], shape=[len(indices), 3]),
-            fn.random.normal(shape=[len(indices)]))
+    uniforms = fn.random.uniform(range=[0.0, 1.0], shape=[len(indices), 3])
+    if isinstance(step, timm_fused.Chain) and step.gated and len(indices) > 1:
+        # the slots after the first apply on one shared draw (timm_fused.Chain): their column 0
+        own = np.ones((len(indices), 3), np.float32)
+        own[1:, 0] = 0.0
+        uniforms = uniforms * types.Constant(own) + fn.random.uniform(range=[0.0, 1.0]) * types.Constant(1.0 - own)
+    return indices, uniforms, fn.random.normal(shape=[len(indices)])
 
 
 def graph_draws(step, images: Images, indices, uniforms, normals):
@@ -236,6 +241,13 @@ def translate(step, images: Images, warp_with) -> bool:
     """On a GPU graph: the step's draws and chains, and True; else False."""
     if not augment_chain.usable(images):
         return False
+    run(step, images, warp_with)
+    return True
+
+
+@unconverted_function
+def run(step, images: Images, warp_with) -> None:
+    """The step's draws and every image through one chain a slot (either device)."""
     images.uint8_pixels(step)
     images.decode()
     images.flush_mirror()
@@ -245,5 +257,4 @@ def translate(step, images: Images, warp_with) -> bool:
             chain_rows(step, images, operator_rows(step, images, *slot_draws(step)), warp_with)
         else:
             apply(step, images, draws(step, images), warp_with)
-    return True
 

@@ -34,6 +34,20 @@ CODE_OF = {"TranslateXRel": "TranslateX", "TranslateYRel": "TranslateY", "Poster
 
 
 @dataclass
+class Chain:
+    """Slots that each draw among a block of ops of their own, as an AugMix chain applies them:
+    slot j uniform among ops[j * block:(j + 1) * block]. With `gated`, every slot after the
+    first applies on one draw they share, against its block's probability (AugMix's random
+    depth: the probabilities 2/3 and 1/3 of the second and third slots nest). Read as a
+    RandAugment is (`ops`, `num_layers`, no weighted choice)."""
+    ops: list
+    num_layers: int
+    block: int
+    gated: bool
+    choice_weights = None
+
+
+@dataclass
 class Level:
     """timm's level -> argument: v = (m / 10) * scale, floored if `floor`, min(v, hi), negated
     at random if `signed`, then offset + flip * v, then max(v, lo)."""
@@ -148,6 +162,8 @@ def weighted_refusal(step) -> str:
 def slot_choices(step) -> list:
     """Per slot, its row of flat_ops(step) (an int or a Lookup): uniform with repeats,
     or a sequence of distinct ops drawn by timm's choice_weights, or a sub-policy's steps."""
+    if isinstance(step, Chain):
+        return [shifted(draw_index(step.block), j * step.block) for j in range(step.num_layers)]
     if hasattr(step, "ops") and getattr(step, "choice_weights", None) is not None:
         sequences, probabilities = weighted_sequences(step)
         if len(sequences) == 1:
@@ -247,6 +263,8 @@ def translate(step, images: Images) -> bool:
     first = pending.add_table(rows, levels)
     pending.fixed_sign = FIXED_SIGN
     sometimes = bool((rows[:, op.ROW["Probability"]] < 1.0).any())
-    for index in slot_choices(step):
-        pending.add_slot(shifted(index, first), Uniform() if sometimes else 0.0, levels=True)
+    gate = Uniform() if isinstance(step, Chain) and step.gated else None
+    for j, index in enumerate(slot_choices(step)):
+        draw = (gate if gate is not None and j else Uniform()) if sometimes else 0.0
+        pending.add_slot(shifted(index, first), draw, levels=True)
     return True

@@ -1,5 +1,5 @@
-// DaliLoadersMix: AugMix's mix of an image and its augmented chains, uint8 in, uint8 out, in one
-// pass (mix_kernels.h). In DALI's arithmetic operators the same took three passes and two
+// DaliLoadersMix: AugMix's mix of an image and its augmented chains, torchvision's or timm's,
+// uint8 in, uint8 out, in one pass (mix_kernels.h). In DALI's arithmetic operators the same took three passes and two
 // float32 copies of each image.
 #include <vector>
 
@@ -14,7 +14,8 @@ using dali::CPUBackend;
 
 class Mix : public dali::StatelessOperator<CPUBackend> {
  public:
-  explicit Mix(const dali::OpSpec &spec) : dali::StatelessOperator<CPUBackend>(spec), weights_("weights", spec) {}
+  explicit Mix(const dali::OpSpec &spec)
+      : dali::StatelessOperator<CPUBackend>(spec), weights_("weights", spec), blend_(spec.GetArgument<bool>("blend")) {}
 
  protected:
   bool SetupImpl(std::vector<dali::OutputDesc> &output_desc, const dali::Workspace &ws) override {
@@ -49,7 +50,10 @@ class Mix : public dali::StatelessOperator<CPUBackend> {
       pool.AddWork([&, i, size](int) {
         std::vector<const uint8_t *> images(inputs);
         for (int k = 0; k < inputs; k++) images[k] = ws.Input<CPUBackend>(k).tensor<uint8_t>(i);
-        mixk::mix_image(images.data(), inputs, weights_[i].data, size, output.mutable_tensor<uint8_t>(i));
+        if (blend_)
+          mixk::blend_mix_image(images.data(), inputs, weights_[i].data, size, output.mutable_tensor<uint8_t>(i));
+        else
+          mixk::mix_image(images.data(), inputs, weights_[i].data, size, output.mutable_tensor<uint8_t>(i));
       }, size * inputs);
     }
     pool.RunAll();
@@ -57,6 +61,7 @@ class Mix : public dali::StatelessOperator<CPUBackend> {
 
  private:
   dali::ArgValue<float, 1> weights_;
+  bool blend_;
 };
 
 }  // namespace dali_loaders
@@ -66,7 +71,10 @@ DALI_REGISTER_OPERATOR(DaliLoadersMix, ::dali_loaders::Mix, ::dali::CPU);
 DALI_SCHEMA(DaliLoadersMix)
     .DocStr(R"(AugMix's mix: the uint8 image (input 0) and its chains (inputs 1 ..), each times its
 weight (`weights`, float32, one an input, per sample), summed in float32 in input order and
-truncated to uint8, as torchvision computes it.)")
+truncated to uint8, as torchvision computes it; with `blend`, timm's: the chains' weighted sum
+truncated to uint8, then PIL's blend of the image towards it by weights[0].)")
     .NumInput(2, 64)
     .NumOutput(1)
-    .AddArg("weights", "float32 (inputs,) per sample: each input's weight.", DALI_FLOAT_VEC, true);
+    .AddArg("weights", "float32 (inputs,) per sample: each input's weight (with `blend`, the first the blend's).",
+            DALI_FLOAT_VEC, true)
+    .AddOptionalArg("blend", "timm's mix: the chains summed, then blended with the image (PIL's Image.blend).", false);

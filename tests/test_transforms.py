@@ -690,6 +690,8 @@ GPU_TRANSFORMS = [
       v2.RandomAutocontrast(), v2.RandomEqualize(0.4), v2.RandomApply([v2.RandomInvert(1.0)], p=0.3),
       v2.RandomApply([v2.GaussianBlur(5, sigma=(0.1, 2.0))], p=0.5),
       v2.RandomChoice([v2.RandomInvert(1.0), v2.Compose([v2.RandomSolarize(9, 1.0), v2.GaussianBlur(3)])], p=[2, 1])),
+    C(v2.AugMix(), v2.ToImage(), v2.ToDtype(torch.float32, scale=True)),
+    v1.Compose([v1.AugMix(chain_depth=2, all_ops=False), v1.PILToTensor()]),
 ]
 
 

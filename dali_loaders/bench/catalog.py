@@ -151,6 +151,21 @@ def _timm_rand_augment_on_tensors(train: bool):
     return v2.Compose(steps + recipes.to_float(recipes.IMAGENET_MEAN, recipes.IMAGENET_STD) + tail)
 
 
+def _timm_augmix(train: bool):
+    """timm's create_transform with AugMix (augmix-m3-w3: three chains, severity 3), train."""
+    from timm.data import create_transform
+
+    return create_transform(224, is_training=True, auto_augment="augmix-m3-w3")
+
+
+def _timm_augmix_on_tensors(train: bool):
+    """A torchvision v2 near-equivalent of timm-augmix on uint8 tensors (timm's ops need PIL)."""
+    from torchvision.transforms import v2
+
+    steps = [v2.RandomResizedCrop(224, antialias=True), v2.RandomHorizontalFlip(), v2.AugMix(severity=3)]
+    return v2.Compose(steps + recipes.to_float(recipes.IMAGENET_MEAN, recipes.IMAGENET_STD))
+
+
 def _albumentations_val(train: bool):
     """A deterministic Albumentations pipeline: DALI runs it per sample in Python."""
     import albumentations as A
@@ -197,6 +212,10 @@ RECIPES = {
                                about="timm create_transform(224, rand-m9-mstd0.5-inc1, re_prob 0.25 pixel, bicubic) / "
                                      "its eval (Resize(235, bicubic), CenterCrop(224)); tensor backend: a v2 "
                                      "near-equivalent"),
+        "timm-augmix": BenchRecipe(_timm_augmix, splits=("train",), tensor_make=_timm_augmix_on_tensors,
+                                   needs=("timm",),
+                                   about="timm create_transform(224, augmix-m3-w3): RandomResizedCrop, flip, "
+                                         "AugMix (PIL ops, numpy mix, PIL blend); tensor backend: v2.AugMix"),
         "contrastive": BenchRecipe(_contrastive_views, splits=("train",),
                               about="RandomResizedCrop(224, scale=(0.2, 1)), flip, RandomApply([ColorJitter(0.4, "
                                     "0.4, 0.4, 0.1)], p=0.8), RandomGrayscale(0.2): MoCo v2's views, less the blur"),

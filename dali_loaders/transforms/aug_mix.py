@@ -19,7 +19,7 @@ time, as torchvision's randint(1, 4). The Dirichlet weights come from DALI's Bet
 stick breaking (Dirichlet(a_1 .. a_k): x_1 ~ Beta(a_1, a_2 + .. + a_k), the rest a
 Dirichlet of what is left), so they resume from checkpoints like every other draw.
 """
-from typing import List, Tuple
+from typing import Callable, List, Optional, Tuple
 
 import numpy as np
 
@@ -130,6 +130,22 @@ def mixed(original, chains_out: List, m0, weights: List, device: str, blend: boo
     return fn.cast(dmath.floor(total), dtype=types.UINT8)
 
 
+def chains_on(images: Images, step, count: int, run_one: Callable[[Images], None], kind: Optional[str] = None):
+    """(the original pixels, `count` chains' outputs): each chain run_one(member) on a branch of
+    the original (of the twin's `kind` of image, where given); a pending flip goes first."""
+    images.uint8_pixels(step)
+    images.decode()
+    images.flush_mirror()
+    original = images.data
+    outputs = []
+    for _ in range(count):
+        member = images.branch(original)
+        member.kind = kind or member.kind
+        run_one(member)
+        outputs.append(member.data)
+    return original, outputs
+
+
 def run_chain(step, member: Images) -> None:
     """One chain's operations on member.data: one DaliLoadersAugment call where the graph runs
     it, else the GPU chain's operators (a CPU graph without the plugin too)."""
@@ -147,15 +163,7 @@ def run_chain(step, member: Images) -> None:
 @augments
 def aug_mix(step, images: Images) -> None:
     """The chains on the original pixels, as torchvision's tensor kernels, then the mix."""
-    images.uint8_pixels(step)
-    images.decode()
-    images.flush_mirror()
-    original = images.data
-    outputs = []
-    for _ in range(step.mixture_width):
-        member = images.branch(original)
-        member.kind = "tensor"   # torchvision mixes the image's uint8 tensor, a PIL image's too
-        run_chain(step, member)
-        outputs.append(member.data)
+    # torchvision mixes the image's uint8 tensor, a PIL image's too: its tensor kernels
+    original, outputs = chains_on(images, step, step.mixture_width, lambda member: run_chain(step, member), "tensor")
     m0, weights = mixing_weights(step.alpha, step.mixture_width)
     images.data = mixed(original, outputs, m0, weights, images.device)

@@ -69,14 +69,6 @@ def run_chain(step, member: Images) -> None:
 @augments_when(timm_fused.fusable)
 def timm_aug_mix(step, images: Images) -> None:
     """The chains on the original pixels, then timm's mix and blend."""
-    images.uint8_pixels(step)
-    images.decode()
-    images.flush_mirror()
-    original = images.data
-    outputs = []
-    for _ in range(step.width):
-        member = images.branch(original)
-        run_chain(step, member)
-        outputs.append(member.data)
+    original, outputs = aug_mix.chains_on(images, step, step.width, lambda member: run_chain(step, member))
     images.data = aug_mix.mixed(original, outputs, aug_mix.beta(step.alpha), aug_mix.dirichlet(step.alpha, step.width),
                                 images.device, blend=True)

@@ -102,12 +102,9 @@ def fused_chains(step, samples: int = SAMPLES):
     with rows_recorded() as recorded:
         pipeline = pipe()
         pipeline.build()
-    labels, draws = made["table"].labels, []
-    for _ in range(samples // BATCH):
-        outputs = pipeline.run()
-        for i in range(BATCH):
-            draws.append([tuple(labels[r] for r in rows_of(out[i], made["slots"]) if r >= 0) for out in outputs])
-    return [[tuple(label(*entry) for entry in chain) for chain in sample] for sample in draws]
+    labels = made["table"].labels
+    return per_sample(pipeline, samples, lambda outputs, i: [
+        tuple(label(*labels[r]) for r in rows_of(out[i], made["slots"]) if r >= 0) for out in outputs])
 
 
 def chain_draws(step, samples: int = SAMPLES):
@@ -127,12 +124,18 @@ def chain_draws(step, samples: int = SAMPLES):
 
     pipeline = pipe()
     pipeline.build()
-    labels, draws = made["table"].labels, []
+    labels = made["table"].labels
+    return per_sample(pipeline, samples, lambda outputs, i: [
+        tuple(label(*labels[r]) for r in np.array(out[i]).tolist() if r >= 0) for out in outputs])
+
+
+def per_sample(pipeline, samples: int, read):
+    """read(outputs, i) for every sample i of the batches that make up `samples`."""
+    found = []
     for _ in range(samples // BATCH):
         outputs = pipeline.run()
-        for i in range(BATCH):
-            draws.append([tuple(label(*labels[r]) for r in np.array(out[i]).tolist() if r >= 0) for out in outputs])
-    return draws
+        found += [read(outputs, i) for i in range(BATCH)]
+    return found
 
 
 @pytest.mark.parametrize("draws", [pytest.param(fused_chains, marks=needs_plugin), chain_draws],

@@ -35,17 +35,28 @@ PARAMETER_MAX = 10   # torchvision's AugMix reads magnitudes from 10 bins
 MAX_RANDOM_DEPTH = 3   # chain_depth <= 0: torch.randint(1, 4)
 
 
-def depth_of(step) -> Tuple[int, bool]:
-    """(the most operations a chain applies, whether the number is drawn per chain)."""
-    return (step.chain_depth, False) if step.chain_depth > 0 else (MAX_RANDOM_DEPTH, True)
+def depth_of(chain_depth: int) -> Tuple[int, bool]:
+    """(the most operations a chain applies, whether the number is drawn per chain), for the
+    depth torchvision and timm take (not positive: 1 to 3 at random)."""
+    return (chain_depth, False) if chain_depth > 0 else (MAX_RANDOM_DEPTH, True)
+
+
+def gate_probability(slot: int, depth: int) -> float:
+    """The probability that slot `slot` of a chain of random depth applies, against the draw the
+    chain's slots share: depth 1, 2 .. `depth` each 1 / depth of the time."""
+    return (depth - slot) / depth
+
+
+def mixing_refusal(alpha: float, width: int, width_name: str) -> str:
+    if not alpha > 0:
+        return f"alpha={alpha}: the Dirichlet weights need alpha > 0"
+    if width < 1:
+        return f"{width_name}={width}: at least one chain"
+    return ""
 
 
 def refusal(step) -> str:
-    if not step.alpha > 0:
-        return f"alpha={step.alpha}: the Dirichlet weights need alpha > 0"
-    if step.mixture_width < 1:
-        return f"mixture_width={step.mixture_width}: at least one chain"
-    return warp_refusal(step)
+    return mixing_refusal(step.alpha, step.mixture_width, "mixture_width") or warp_refusal(step)
 
 
 @unconverted_function
@@ -56,14 +67,14 @@ def chain_slots(step, images: Images):
     severity = step.severity
     table, _ = fused.automatic_table(step, images, PARAMETER_MAX,
                                      lambda mags: list(mags[:severity]) if mags is not None else [0.0] * severity)
-    depth, drawn = depth_of(step)
+    depth, drawn = depth_of(step.chain_depth)
     if not drawn:
         return table, [(fused.draw_index(len(table.rows)), None) for _ in range(depth)]
     count = len(table.rows)
     blocks = []
     for j in range(depth):
         block = table.rows.copy()
-        block[:, op.ROW["Probability"]] = (depth - j) / depth
+        block[:, op.ROW["Probability"]] = gate_probability(j, depth)
         blocks.append(block)
     joined = fused.Table(np.concatenate(blocks), table.labels * depth)
     depth_draw = Uniform()
@@ -159,7 +170,7 @@ def run_chain(step, member: Images) -> None:
 
 @translates("AugMix")
 @refuses(refusal)
-@chains(slots=lambda step: step.mixture_width * depth_of(step)[0])
+@chains(slots=lambda step: step.mixture_width * depth_of(step.chain_depth)[0])
 @augments
 def aug_mix(step, images: Images) -> None:
     """The chains on the original pixels, as torchvision's tensor kernels, then the mix."""

@@ -13,7 +13,6 @@ DaliLoadersAugment call in PIL's arithmetic on CPU graphs (timm_fused), the GPU 
 operators elsewhere (timm_chain); the mix is aug_mix's, in timm's arithmetic.
 """
 import copy
-from typing import Tuple
 
 from timm.data import auto_augment as timm_aa
 
@@ -23,34 +22,25 @@ from ._placement import augments_when, chains
 from .timm import augment_refusal, fill_of, warp
 
 
-def depth_of(step) -> Tuple[int, bool]:
-    """(the most operations a chain applies, whether the number is drawn per chain)."""
-    return (step.depth, False) if step.depth > 0 else (aug_mix.MAX_RANDOM_DEPTH, True)
-
-
 def refusal(step) -> str:
     if step.blended:
         return "blended=True (the 'b1' option, which timm calls not well tested) is not translated"
-    if not step.alpha > 0:
-        return f"alpha={step.alpha}: the Dirichlet weights need alpha > 0"
-    if step.width < 1:
-        return f"width={step.width}: at least one chain"
-    if depth_of(step)[1] and any(float(o.prob) < 1.0 for o in step.ops):
+    if aug_mix.depth_of(step.depth)[1] and any(float(o.prob) < 1.0 for o in step.ops):
         return "an op with prob < 1 in a chain of random depth (timm's augmix ops apply always)"
-    return augment_refusal(step)
+    return aug_mix.mixing_refusal(step.alpha, step.width, "width") or augment_refusal(step)
 
 
 @unconverted_function
 def chain_of(step) -> timm_fused.Chain:
     """One chain's slots: the ops once per slot, slot j's copies applying with (depth - j) / depth
     where the depth is drawn."""
-    depth, drawn = depth_of(step)
+    depth, drawn = aug_mix.depth_of(step.depth)
     ops = []
     for j in range(depth):
         for o in step.ops:
             copied = copy.copy(o)
             if drawn:
-                copied.prob = (depth - j) / depth
+                copied.prob = aug_mix.gate_probability(j, depth)
             ops.append(copied)
     return timm_fused.Chain(ops, depth, len(step.ops), drawn)
 
@@ -65,7 +55,7 @@ def run_chain(step, member: Images) -> None:
 
 @register(timm_aa.AugMixAugment)
 @refuses(refusal)
-@chains(slots=lambda step: step.width * depth_of(step)[0])
+@chains(slots=lambda step: step.width * aug_mix.depth_of(step.depth)[0])
 @augments_when(timm_fused.fusable)
 def timm_aug_mix(step, images: Images) -> None:
     """The chains on the original pixels, then timm's mix and blend."""

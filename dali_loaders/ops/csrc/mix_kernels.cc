@@ -12,21 +12,30 @@ namespace {
 
 constexpr int64_t kBlock = 2048;
 
+// sums[j] = ((w[first] * images[first][j] + w[first + 1] * images[first + 1][j]) + ...) for j in
+// [start, start + m), each product and each sum rounded to float32 in that order
+inline __attribute__((always_inline)) void weighted_sums(const uint8_t* const* images, int first, int count,
+                                                         const float* weights, int64_t start, int64_t m, float* sums) {
+  const uint8_t* image = images[first] + start;
+  const float w = weights[first];
+  for (int64_t j = 0; j < m; j++) sums[j] = w * static_cast<float>(image[j]);
+  for (int c = first + 1; c < count; c++) {
+    const uint8_t* other = images[c] + start;
+    const float wc = weights[c];
+    for (int64_t j = 0; j < m; j++) sums[j] = sums[j] + wc * static_cast<float>(other[j]);
+  }
+}
+
+// a float32 level truncated to uint8 (the weights add up to 1: in 0 .. 255 but for rounding)
+inline uint8_t truncated(float value) { return static_cast<uint8_t>(std::min(255.0f, std::max(0.0f, value))); }
+
 inline __attribute__((always_inline)) void mix_loop(const uint8_t* const* images, int count, const float* weights,
                                                     int64_t n, uint8_t* out) {
   float sums[kBlock];
   for (int64_t start = 0; start < n; start += kBlock) {
     const int64_t m = std::min(kBlock, n - start);
-    const uint8_t* first = images[0] + start;
-    const float w0 = weights[0];
-    for (int64_t j = 0; j < m; j++) sums[j] = w0 * static_cast<float>(first[j]);
-    for (int c = 1; c < count; c++) {
-      const uint8_t* image = images[c] + start;
-      const float w = weights[c];
-      for (int64_t j = 0; j < m; j++) sums[j] = sums[j] + w * static_cast<float>(image[j]);
-    }
-    // the weights add up to 1: the sums lie in 0 .. 255 but for rounding
-    for (int64_t j = 0; j < m; j++) out[start + j] = static_cast<uint8_t>(std::min(255.0f, std::max(0.0f, sums[j])));
+    weighted_sums(images, 0, count, weights, start, m, sums);
+    for (int64_t j = 0; j < m; j++) out[start + j] = truncated(sums[j]);
   }
 }
 
@@ -36,20 +45,11 @@ inline __attribute__((always_inline)) void blend_mix_loop(const uint8_t* const* 
   const float blend = weights[0];
   for (int64_t start = 0; start < n; start += kBlock) {
     const int64_t m = std::min(kBlock, n - start);
-    const uint8_t* first = images[1] + start;
-    const float w1 = weights[1];
-    for (int64_t j = 0; j < m; j++) sums[j] = w1 * static_cast<float>(first[j]);   // 0 + w x: w x
-    for (int c = 2; c < count; c++) {
-      const uint8_t* image = images[c] + start;
-      const float w = weights[c];
-      for (int64_t j = 0; j < m; j++) sums[j] = sums[j] + w * static_cast<float>(image[j]);
-    }
+    weighted_sums(images, 1, count, weights, start, m, sums);   // numpy's 0 + w x is w x
     const uint8_t* original = images[0] + start;
-    for (int64_t j = 0; j < m; j++) {
-      const int mixed = static_cast<int>(std::min(255.0f, std::max(0.0f, sums[j])));
-      const int x = original[j];
-      const float blended = static_cast<float>(x) + blend * static_cast<float>(mixed - x);
-      out[start + j] = static_cast<uint8_t>(std::min(255.0f, std::max(0.0f, blended)));
+    for (int64_t j = 0; j < m; j++) {   // PIL's blend of the image towards the chains' mix
+      const int mixed = truncated(sums[j]), x = original[j];
+      out[start + j] = truncated(static_cast<float>(x) + blend * static_cast<float>(mixed - x));
     }
   }
 }

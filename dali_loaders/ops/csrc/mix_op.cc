@@ -1,6 +1,6 @@
 // DaliLoadersMix: AugMix's mix of an image and its augmented chains, torchvision's or timm's,
-// uint8 in, uint8 out, in one pass (mix_kernels.h). In DALI's arithmetic operators the same took three passes and two
-// float32 copies of each image.
+// uint8 in, uint8 out, in one pass (mix_kernels.h), where DALI's arithmetic operators take
+// several passes and float32 copies of each image (benchmarks/mix_cost.py times both).
 #include <vector>
 
 #include "dali/pipeline/operator/arg_helper.h"

@@ -8,10 +8,10 @@ its copy: the blur's cost is the difference. The four pipelines take turns, roun
 the medians are printed. The kernel is torchvision's for the size and sigma asked.
 """
 import argparse
-import statistics
-import time
 
 import numpy as np
+
+from .turns import median_ms_per_image
 
 
 def pipelines(batch: int, size: int, kernel: int, sigma: float) -> dict:
@@ -55,17 +55,7 @@ def pipelines(batch: int, size: int, kernel: int, sigma: float) -> dict:
 
 def measure(batch: int, size: int, kernel: int, sigma: float, rounds: int, runs: int) -> dict:
     """{name: median ms an image over the rounds}, the pipelines taking turns."""
-    made = pipelines(batch, size, kernel, sigma)
-    for pipeline in made.values():
-        pipeline.run()   # warm-up: first allocations
-    times = {name: [] for name in made}
-    for _ in range(rounds):
-        for name, pipeline in made.items():
-            start = time.perf_counter()
-            for _ in range(runs):
-                pipeline.run()
-            times[name].append((time.perf_counter() - start) / (runs * batch) * 1e3)
-    return {name: statistics.median(t) for name, t in times.items()}
+    return median_ms_per_image(pipelines(batch, size, kernel, sigma), batch, rounds, runs)
 
 
 def main(argv=None) -> None:

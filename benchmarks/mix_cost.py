@@ -8,10 +8,10 @@ external_source) and weights; a fifth pipeline only feeds them, and its time is 
 others'. The pipelines take turns, round after round; the medians are printed.
 """
 import argparse
-import statistics
-import time
 
 import numpy as np
+
+from .turns import median_ms_per_image
 
 CHAINS = 3
 
@@ -62,17 +62,7 @@ def pipelines(batch: int, size: int) -> dict:
 
 def measure(batch: int, size: int, rounds: int, runs: int) -> dict:
     """{name: median ms an image over the rounds}, the pipelines taking turns."""
-    made = pipelines(batch, size)
-    for pipeline in made.values():
-        pipeline.run()   # warm-up: first allocations
-    times = {name: [] for name in made}
-    for _ in range(rounds):
-        for name, pipeline in made.items():
-            start = time.perf_counter()
-            for _ in range(runs):
-                pipeline.run()
-            times[name].append((time.perf_counter() - start) / (runs * batch) * 1e3)
-    return {name: statistics.median(t) for name, t in times.items()}
+    return median_ms_per_image(pipelines(batch, size), batch, rounds, runs)
 
 
 def main(argv=None) -> None:

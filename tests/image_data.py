@@ -94,6 +94,13 @@ def write_coordinate_png(path, width, height):
     return path
 
 
+def write_coordinate_folder(root, count, width, height):
+    """`count` coordinate PNGs (write_coordinate_png) in one class folder; returns the root."""
+    for i in range(count):
+        write_coordinate_png(os.path.join(root, "only", f"{i:03d}.png"), width, height)
+    return root
+
+
 SOLID_STEP = 48  # colour levels between image ids: far above JPEG's error on a flat colour
 
 

@@ -291,6 +291,24 @@ def test_reference_recipes_run_in_every_contender(recipe, train_size, mixed, kin
         assert labels.shape == ((4, 2) if split == "train" and mixed else (4,))
 
 
+@pytest.mark.parametrize("kind", ["dali", "torchvision", "tensor"])
+def test_the_timm_split_recipe_gives_three_images_of_each_sample_in_every_contender(kind, tmp_path):
+    """timm-jsd (AugMixDataset's items as SplitViews): a clean image and two AugMix'd ones of one
+    crop, three (B, 3, 224, 224) batches, as default_collate stacks AugMixDataset's tuples."""
+    import torch
+
+    from dali_loaders.bench import contenders, data
+
+    pytest.importorskip("timm")
+    root = data.make_image_folder(str(tmp_path), 8, 4, classes=2)
+    spec = {"kind": kind, "dataset": "imagenet", "recipe": "timm-jsd", "split": "train", "data": root,
+            "batch_size": 4, "threads": 1}
+    views, labels = next(iter(contenders.make_loader(spec, 0)))
+    assert isinstance(views, list) and len(views) == 3 and labels.shape == (4,)
+    assert all(view.shape == (4, 3, 224, 224) and view.dtype == torch.float32 for view in views)
+    assert not torch.equal(views[0], views[1]) and not torch.equal(views[1], views[2])
+
+
 @pytest.mark.parametrize("dataset", ["imagenet", "cifar10"])
 def test_mixing_workloads_time_the_collate_fn_spelling_beside_batch_transform(dataset, tmp_path):
     """Train workloads whose recipe mixes batches get the "collate" contender: the DALI loader

@@ -16,6 +16,7 @@ from timm.data import FastCollateMixup, ImageDataset, Mixup  # noqa: E402
 from torchvision.datasets import ImageFolder  # noqa: E402
 
 from dali_loaders.timm import create_loader  # noqa: E402
+from timm_datasets import Wrapped  # noqa: E402
 
 CPU = torch.device("cpu")
 SIZE = (3, 48, 48)
@@ -186,7 +187,6 @@ def test_an_odd_batch_to_timms_mixup_is_refused_as_timm_refuses_it(folder, mixup
 
 @pytest.mark.parametrize("options,named", [
     (dict(input_size_choices=[32, 48]), "input_size_choices"),
-    (dict(num_aug_splits=3), "num_aug_splits"),
     (dict(num_aug_repeats=3, distributed=True), "num_aug_repeats"),
     (dict(collate_fn=lambda batch: batch), "collate_fn .*<lambda> is not supported"),
     (dict(worker_seeding="none"), "worker_seeding"),
@@ -194,27 +194,6 @@ def test_an_odd_batch_to_timms_mixup_is_refused_as_timm_refuses_it(folder, mixup
 def test_what_cannot_be_honoured_is_refused_by_name(folder, options, named):
     with pytest.raises(ValueError, match=named):
         create_loader(ImageDataset(folder), SIZE, 4, device=CPU, **options)
-
-
-class Wrapped(torch.utils.data.Dataset):
-    """A dataset of the user's, with a `transform` as timm's datasets have: the Python path."""
-
-    def __init__(self, root):
-        self.inner = ImageDataset(root)
-
-    @property
-    def transform(self):
-        return self.inner.transform
-
-    @transform.setter
-    def transform(self, transform):
-        self.inner.transform = transform
-
-    def __len__(self):
-        return len(self.inner)
-
-    def __getitem__(self, i):
-        return self.inner[i]
 
 
 def test_another_dataset_takes_the_python_path_with_timms_batches(folder):

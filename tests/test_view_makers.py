@@ -4,15 +4,15 @@ batch a list of view batches as DataLoader's default_collate makes it."""
 import os
 import warnings
 
-import numpy as np
 import pytest
 import torch
-from image_data import image_id, solid_colour, write_coordinate_png
+from image_data import image_id, solid_colour, write_coordinate_folder
 from PIL import Image
 from torch.utils.data import default_collate
 from torchvision import datasets
 from torchvision import transforms as v1
 from torchvision.transforms import v2
+from views_check import assert_resumes_bit_for_bit, assert_views_near
 
 from dali_loaders import DaliLoader, TorchLoader, dali_compat, transforms
 from dali_loaders.bench.catalog import TwoCropsTransform   # MoCo v2's, as its repository writes it
@@ -199,6 +199,7 @@ def test_a_view_maker_inside_another_transform_is_named_so():
 # -- the loader ----------------------------------------------------------------------------------
 
 COUNT = 40
+COORDINATE_IMAGES = 40   # 200 x 160 each
 
 
 @pytest.fixture(scope="module")
@@ -213,11 +214,8 @@ def solid_root(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def coordinate_root(tmp_path_factory):
-    root = tmp_path_factory.mktemp("views_coordinates")
-    for i in range(COUNT):
-        write_coordinate_png(os.path.join(root, "only", f"{i:03d}.png"), 200, 160)
-    return str(root)
+def coordinate_root(written_once):
+    return written_once(write_coordinate_folder, COORDINATE_IMAGES, 200, 160)
 
 
 def crops(size, scale=(0.2, 1.0)):
@@ -276,12 +274,7 @@ def test_deterministic_views_are_torchvision_s_pixels(coordinate_root):
     second = v1.Compose([v1.CenterCrop(100), v1.Resize((12, 30)), v1.PILToTensor()])
     dataset = datasets.ImageFolder(coordinate_root, transform=TwoTransforms(first, second))
     ours = DaliLoader(dataset, batch_size=16, num_workers=2)
-    theirs = torch.utils.data.DataLoader(dataset, batch_size=16)
-    for (views, labels), (expected, expected_labels) in zip(ours, theirs, strict=True):
-        assert torch.equal(labels, expected_labels)
-        for view, want in zip(views, expected, strict=True):
-            assert view.shape == want.shape
-            assert int((view.int() - want.int()).abs().max()) <= 1
+    assert assert_views_near(ours, torch.utils.data.DataLoader(dataset, batch_size=16)) == len(ours)
 
 
 def test_views_resume_mid_epoch_bit_for_bit(solid_root):
@@ -289,19 +282,7 @@ def test_views_resume_mid_epoch_bit_for_bit(solid_root):
         return DaliLoader(datasets.ImageFolder(solid_root, transform=ViewGenerator(crops(16), 3)), batch_size=8,
                           shuffle=True, num_workers=2, seed=11)
 
-    loader = make()
-    loader.set_epoch(1)
-    batches = iter(loader)
-    next(batches)
-    state = loader.state_dict()
-    rest = [(list(views), labels) for views, labels in batches]
-    resumed = make()
-    resumed.load_state_dict(state)
-    again = epoch_of(resumed)
-    assert len(again) == len(rest) == len(loader) - 1
-    for (views, labels), (want, want_labels) in zip(again, rest, strict=True):
-        assert torch.equal(labels, want_labels)
-        assert all(torch.equal(view, other) for view, other in zip(views, want, strict=True))
+    again = assert_resumes_bit_for_bit(make)
     assert not torch.equal(again[0][0][0], again[0][0][1])   # three draws, not one
 
 

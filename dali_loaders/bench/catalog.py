@@ -166,6 +166,28 @@ def _timm_augmix_on_tensors(train: bool):
     return v2.Compose(steps + recipes.to_float(recipes.IMAGENET_MEAN, recipes.IMAGENET_STD))
 
 
+def _timm_augmix_splits(train: bool):
+    """timm's train.py with --aug-splits 3 (AugMixDataset's items, for the JSD loss): one crop
+    and flip, then the clean image and two AugMix'd ones of it."""
+    from timm.data import create_transform
+
+    from ..transforms import SplitViews
+
+    crop, augment, finish = create_transform(224, is_training=True, auto_augment="augmix-m3-w3", separate=True)
+    return SplitViews(crop, [finish, [augment, finish], [augment, finish]])
+
+
+def _timm_augmix_splits_on_tensors(train: bool):
+    """A torchvision v2 near-equivalent of timm-jsd on uint8 tensors: v2.AugMix for timm's."""
+    from torchvision.transforms import v2
+
+    from ..transforms import SplitViews
+
+    finish = recipes.to_float(recipes.IMAGENET_MEAN, recipes.IMAGENET_STD)
+    crop = v2.Compose([v2.RandomResizedCrop(224, antialias=True), v2.RandomHorizontalFlip()])
+    return SplitViews(crop, [finish, [v2.AugMix(severity=3)] + finish, [v2.AugMix(severity=3)] + finish])
+
+
 def _albumentations_val(train: bool):
     """A deterministic Albumentations pipeline: DALI runs it per sample in Python."""
     import albumentations as A
@@ -216,6 +238,11 @@ RECIPES = {
                                    needs=("timm",),
                                    about="timm create_transform(224, augmix-m3-w3): RandomResizedCrop, flip, "
                                          "AugMix (PIL ops, numpy mix, PIL blend); tensor backend: v2.AugMix"),
+        "timm-jsd": BenchRecipe(_timm_augmix_splits, splits=("train",), tensor_make=_timm_augmix_splits_on_tensors,
+                                needs=("timm",),
+                                about="timm's train.py --aug-splits 3 (AugMixDataset): RandomResizedCrop and flip "
+                                      "once, then the clean image and two AugMix (augmix-m3-w3) images of it "
+                                      "(images/s counts samples, each three images); tensor backend: v2.AugMix"),
         "contrastive": BenchRecipe(_contrastive_views, splits=("train",),
                               about="RandomResizedCrop(224, scale=(0.2, 1)), flip, RandomApply([ColorJitter(0.4, "
                                     "0.4, 0.4, 0.1)], p=0.8), RandomGrayscale(0.2): MoCo v2's views, less the blur"),

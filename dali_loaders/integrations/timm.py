@@ -17,8 +17,10 @@ the seed drawn from torch's generator when the loader is made (as DataLoader dra
 
 What has no meaning for DALI is accepted and does nothing (pin_memory, persistent_workers,
 use_multi_epochs_loader, worker_seeding: DALI's threads draw from the loader's seeds); what
-cannot be honoured is refused by name (scheduled input sizes, augmentation splits, repeated
-augmentation, a collate_fn other than timm's).
+cannot be honoured is refused by name (scheduled input sizes, repeated augmentation, a collate_fn
+other than timm's). Split augmentation (train.py's --aug-splits: timm's AugMixDataset and
+num_aug_splits) is read by DALI too: the crop and flips once, then the clean split and the
+augmented ones, each batch the splits one after the other as fast_collate lays them out.
 """
 from typing import Callable, Optional, Sequence, Tuple, Union
 
@@ -93,8 +95,9 @@ def create_loader(
         num_batches: Optional[int] = None,
 ):
     """timm.data.create_loader's arguments and batches, read by DALI (see the module's doc)."""
-    refuse_unsupported(input_size_choices=input_size_choices, num_aug_splits=num_aug_splits,
-                       num_aug_repeats=num_aug_repeats, collate_fn=collate_fn, worker_seeding=worker_seeding)
+    refuse_unsupported(input_size_choices=input_size_choices, num_aug_repeats=num_aug_repeats,
+                       collate_fn=collate_fn, worker_seeding=worker_seeding)
+    check_splits(dataset, num_aug_splits, collate_fn)
     re_num_splits = 0
     if re_split:   # timm: the erasing's split follows the augmentation splits, else halves
         re_num_splits = num_aug_splits or 2
@@ -132,9 +135,6 @@ def refuse_unsupported(**arguments) -> None:
     if arguments["input_size_choices"] is not None:
         raise ValueError("create_loader: input_size_choices (scheduled input sizes) is not supported by the DALI "
                          "loader; use timm.data.create_loader for scheduled batching")
-    if arguments["num_aug_splits"]:
-        raise ValueError("create_loader: num_aug_splits > 0 (AugMix's split batches) is not supported by the DALI "
-                         "loader; pass num_aug_splits=0")
     if arguments["num_aug_repeats"]:
         raise ValueError("create_loader: num_aug_repeats > 0 (timm's RepeatAugSampler) is not supported by the "
                          "DALI loader; pass num_aug_repeats=0")
@@ -147,6 +147,23 @@ def refuse_unsupported(**arguments) -> None:
     if not callable(seeding) and seeding not in ("all", "part"):
         raise ValueError(f"create_loader: worker_seeding must be 'all', 'part' or a callable (as timm's), got "
                          f"{seeding!r}")
+
+
+def check_splits(dataset, num_aug_splits: int, collate_fn) -> None:
+    """Split augmentation (train.py's --aug-splits) is timm's AugMixDataset with
+    num_aug_splits > 0, without a mixing collate_fn (train.py asserts as much)."""
+    from timm.data import AugMixDataset
+
+    wrapped = isinstance(dataset, AugMixDataset)
+    if num_aug_splits > 0 and not wrapped:
+        raise ValueError(f"create_loader: num_aug_splits={num_aug_splits} needs the dataset wrapped in "
+                         f"timm.data.AugMixDataset(dataset, num_splits={num_aug_splits}), as timm's train.py wraps it")
+    if wrapped and num_aug_splits <= 0:
+        raise ValueError(f"create_loader: an AugMixDataset needs num_aug_splits > 0 (its num_splits, "
+                         f"{dataset.num_splits}), which makes its three transforms")
+    if wrapped and is_timm_mixup(collate_fn):
+        raise ValueError(f"create_loader: collate_fn timm.{type(collate_fn).__name__} does not mix split batches "
+                         f"(num_aug_splits={num_aug_splits}); timm's train.py refuses the pair too")
 
 
 def is_fast_collate(collate_fn) -> bool:
@@ -234,6 +251,12 @@ class Prefetching:
         return images
 
 
+def split_batch(splits, labels):
+    """The splits of a batch of AugMixDataset's tuples, one after the other, each with the
+    batch's labels: what timm's fast_collate makes (train.py's JSD loss cuts it in num_splits)."""
+    return torch.cat(splits), labels.repeat(len(splits))
+
+
 class TimmLoader:
     """The loader create_loader returns: timm's PrefetchLoader's face (len, sampler,
     batch_sampler, dataset, mixup_enabled) over a DALI loader. Everything else (set_epoch,
@@ -255,6 +278,8 @@ class TimmLoader:
         start, self._first_batch = self._first_batch, 0
         for k, (images, labels) in enumerate(self.loader, start):
             epoch = sampler.epoch   # the sampler starts its epoch when the first batch is drawn
+            if isinstance(images, list) and self.prefetch is not None:   # split augmentation, as fast_collate
+                images, labels = split_batch(images, labels)
             if self._mixer is not None and len(images) % 2:
                 raise ValueError(f"collate_fn timm.{type(self.mixup).__name__} needs batches of an even size (as "
                                  f"timm asserts); batch {k} has {len(images)}: use drop_last or an even dataset")

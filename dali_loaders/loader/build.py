@@ -46,6 +46,10 @@ def graph(source, feed, per_batch: int, recipe: transforms.Plan, layout: str, va
     if variant == "cpu-decode" and images.encoded:
         images.decode_args = dict(images.decode_args, device="cpu")   # Images.decode moves them to the GPU
     images.layout = layout
+    shared = getattr(recipe, "shared", None)
+    if shared is not None:   # SplitViews: every view starts from these steps' output
+        images = transforms.apply(shared.translated, images)
+        images.decode()
     if len(views) > 1 and images.encoded and (images.decodes_whole or len(views) >= DECODE_ONCE_VIEWS):
         images.decode()   # see DECODE_ONCE_VIEWS
     outputs = [view_graph(view, images if len(views) == 1 else images.branch()) for view in views]

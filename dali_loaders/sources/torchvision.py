@@ -141,10 +141,10 @@ def _registry(package: str) -> Dict[type, Callable]:
     target_transform) or raises _CannotRead."""
     if package == "timm":
         try:
-            from timm.data import ImageDataset
-        except ImportError:   # a timm without it: nothing of timm's is known
+            from timm.data import AugMixDataset, ImageDataset
+        except ImportError:   # a timm without them: nothing of timm's is known
             return {}
-        return {ImageDataset: _timm_image_dataset}
+        return {ImageDataset: _timm_image_dataset, AugMixDataset: _timm_split_dataset}
     from torchvision import datasets
 
     return {datasets.ImageFolder: _folder, datasets.DatasetFolder: _folder, datasets.ImageNet: _folder,
@@ -382,3 +382,24 @@ def _timm_image_dataset(dataset):
     class_to_idx = getattr(reader, "class_to_idx", None) or {}
     source.classes = sorted(class_to_idx, key=class_to_idx.get) or None
     return source, *_plain_transforms(dataset)
+
+
+def _timm_split_dataset(dataset):
+    """timm's AugMixDataset (split augmentation for the Jensen-Shannon loss): its dataset read
+    as a source; each item a tuple of `num_splits` images from one transformed image (the
+    dataset's transform): the first only normalized, the others augmented, then normalized."""
+    from ..transforms import SplitViews
+
+    inner = adapt(_attribute(dataset, "dataset"))
+    if inner is None or inner.source is None:
+        why = inner.why if inner is not None else f"{type(dataset.dataset).__name__} is not read as a source"
+        raise _CannotRead(f"its dataset: {why}")
+    if inner.adds_index:
+        raise _CannotRead("its dataset's items carry their index, which it does not unpack")
+    augmentation, normalize = _attribute(dataset, "augmentation"), _attribute(dataset, "normalize")
+    if augmentation is None:
+        raise _CannotRead("no augmentation is set (set its transform to timm's three transforms: "
+                          "create_transform(..., separate=True))")
+    splits = int(_attribute(dataset, "num_splits"))
+    views = [normalize] + [[augmentation, normalize]] * (splits - 1)
+    return inner.source, SplitViews(inner.transform, views), inner.target_transform

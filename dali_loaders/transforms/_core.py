@@ -1,5 +1,5 @@
 """The translator's core: translators registered by class, the Images in the DALI graph, and
-the plan that splits a recipe where translation stops.
+the steps a transform is made of (what _plan.py splits where translation stops).
 
 Pixels stay HWC uint8 in DALI while the twin holds a PIL image or a uint8 tensor. A
 horizontal flip, the conversion to float and Normalize are kept pending and done last,
@@ -10,7 +10,6 @@ from dataclasses import dataclass, field
 from types import BuiltinFunctionType, FunctionType, MethodType
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
-import numpy as np
 import torch
 
 from ._draws import PendingAugment
@@ -285,30 +284,7 @@ def dali_dtype(dtype: torch.dtype):
     return table[dtype]
 
 
-# -- planning: which steps run where ------------------------------------------------------
-
-
-@dataclass
-class Plan:
-    translated: List[Any]       # steps DALI runs
-    python: List[Any]           # steps from the first untranslatable one on, run per sample in Python
-    why: str = ""               # why `python` is not empty
-
-    @property
-    def output_dtype(self) -> torch.dtype:
-        return final_dtype(self.translated) if not self.python else None
-
-
-@dataclass
-class Views:
-    """The recipe of a view maker (view_makers.py): one Plan per view, in the order of the list
-    it returns; each view is an output of the graph, and the batch holds a list of them."""
-    plans: List[Plan]
-
-
-def plans_of(recipe) -> List[Plan]:
-    """The Plans of a recipe: a Views' own, or the one Plan."""
-    return recipe.plans if isinstance(recipe, Views) else [recipe]
+# -- steps: what a transform is made of --------------------------------------------------
 
 
 def flatten(transform, _depth: int = 0) -> List[Any]:
@@ -363,63 +339,6 @@ def pil_operations(step) -> Tuple[Optional[List[Any]], str]:
     return pil_steps(step) if users_class(step) else (None, "")
 
 
-def made_views(transform, _depth: int = 0) -> Optional[List[Any]]:
-    """The transforms of each view where `transform` is a view maker (an unregistered class of
-    the user's, see view_makers.py), or a wrapper of one, else None."""
-    if transform is None or isinstance(transform, (list, tuple)) or not users_class(transform) \
-            or _depth > MAX_NESTING:
-        return None
-    inner, _ = wrapped(transform)
-    if inner is not None:
-        return made_views(inner, _depth + 1)
-    return views_of(transform)[0]
-
-
-def untranslatable_reason(transform) -> Optional[str]:
-    """Why DALI cannot run `transform` whole (the first step with no translation, or a
-    wrapper that does more than hand the image on), or None when every step translates."""
-    views = made_views(transform)
-    if views is not None:
-        reasons = ((k, _first_refusal(view)) for k, view in enumerate(views))
-        return next((f"view {k} of {describe(transform)}: {why}" for k, why in reasons if why), None)
-    return _first_refusal(transform)
-
-
-def _first_refusal(transform) -> Optional[str]:
-    for step in flatten(transform):
-        reason = check(step)
-        if reason:
-            return reason
-    return None
-
-
-def plan(transform, python_fallback: bool):
-    """Splits the steps at the first one with no translation; raises for it unless python_fallback.
-    A Plan, or for a view maker Views of a Plan per view."""
-    views = made_views(transform)
-    if views is not None:
-        return Views([_split(view, python_fallback) for view in views])
-    return _split(transform, python_fallback)
-
-
-def _split(transform, python_fallback: bool) -> Plan:
-    steps = flatten(transform)
-    closing = [k for k, step in enumerate(steps) if getattr(TRANSLATORS.get(type(step)), "last", False)]
-    if closing and closing[0] != len(steps) - 1:
-        raise ValueError(f"{describe(steps[closing[0]])} must be the recipe's last step (its output is the batch); "
-                         f"move {describe(steps[closing[0] + 1])} before it or into it")
-    for k, step in enumerate(steps):
-        reason = check(step)
-        if reason:
-            if not python_fallback:
-                raise ValueError(f"{reason}. Supported: {', '.join(supported_names())}. Or pass "
-                                 f"python_fallback=True to run it, and every step after it, in Python")
-            return Plan(steps[:k], steps[k:], reason)
-    return Plan(steps, [])
-
-
-# a step's top-level package -> our module registering translators for its classes, imported
-# when a step of that package is first seen: the package stays an optional dependency
 LAZY_TRANSLATORS = {"timm": ("timm", "timm_aug_mix")}
 
 

@@ -3,7 +3,8 @@ branch per sample, fuse into DaliLoadersAugment, chain on GPU graphs) and what f
 them for a whole recipe (conditionals; the fused steps on the CPU under device="gpu")."""
 from typing import Any, Callable, Optional, Union
 
-from ._core import TRANSLATORS, Plan, Views, plans_of
+from ._core import TRANSLATORS
+from ._plan import Plan, Views, every_plan
 
 
 def needs_conditionals(recipe: Union[Plan, Views], variant: str = "gpu") -> bool:
@@ -13,7 +14,7 @@ def needs_conditionals(recipe: Union[Plan, Views], variant: str = "gpu") -> bool
     have none (see augment_chain.py)."""
     from ..ops import augment as op
 
-    for view in plans_of(recipe):   # each view's steps are their own calls
+    for view in every_plan(recipe):   # each view's steps are their own calls
         # the translated steps run where the pixels are read: the CPU for Python steps
         device = "cpu" if view.python or variant in CPU_STEPS else "gpu"
         branching = [(step, t) for step, t in _branching(view) if not (device == "gpu" and getattr(t, "chains", False))]
@@ -35,7 +36,7 @@ def fused_on_cpu(recipe: Union[Plan, Views], one_slot_on_gpu: bool = True) -> bo
     from ..ops import augment as op
 
     return any(_fuses(step, t) and not (one_slot_on_gpu and _one_slot_on_gpu(step, t))
-               for view in plans_of(recipe) for step, t in _branching_or_chained(view)) and op.usable("cpu")
+               for view in every_plan(recipe) for step, t in _branching_or_chained(view)) and op.usable("cpu")
 
 
 def _one_slot_on_gpu(step, translator) -> bool:

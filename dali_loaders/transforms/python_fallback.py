@@ -6,7 +6,8 @@ from typing import Optional
 import numpy as np
 import torch
 
-from ._core import Images, Plan, describe, flatten, plans_of
+from ._core import Images, describe, flatten
+from ._plan import Plan, plans_of
 
 # -- steps that DALI runs per sample in Python (python_fallback=True) ----------------------
 

@@ -70,9 +70,9 @@ def test_the_real_checks_run_cpu_against_cpu(tmp_path, capsys):
     picked = [c for c in checks if c.name.startswith(("transform: RandomAffine", "transform: DaliFunction",
                                                       "decode: ImageFolder val, gpu", "loader: CIFAR-10 train",
                                                       "views:"))]
-    assert len(picked) == 5
+    assert len(picked) == 6
     assert check_gpu.run("cpu", picked) == 0
-    assert "5 of 5 checks passed" in capsys.readouterr().out
+    assert "6 of 6 checks passed" in capsys.readouterr().out
 
 
 class Batches:

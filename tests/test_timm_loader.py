@@ -187,7 +187,7 @@ def test_an_odd_batch_to_timms_mixup_is_refused_as_timm_refuses_it(folder, mixup
 
 @pytest.mark.parametrize("options,named", [
     (dict(input_size_choices=[32, 48]), "input_size_choices"),
-    (dict(num_aug_repeats=3, distributed=True), "num_aug_repeats"),
+    (dict(num_aug_repeats=3), "num_aug_repeats > 0 needs distributed=True"),
     (dict(collate_fn=lambda batch: batch), "collate_fn .*<lambda> is not supported"),
     (dict(worker_seeding="none"), "worker_seeding"),
 ])

@@ -17,8 +17,9 @@ the seed drawn from torch's generator when the loader is made (as DataLoader dra
 
 What has no meaning for DALI is accepted and does nothing (pin_memory, persistent_workers,
 use_multi_epochs_loader, worker_seeding: DALI's threads draw from the loader's seeds); what
-cannot be honoured is refused by name (scheduled input sizes, repeated augmentation, a collate_fn
-other than timm's). Split augmentation (train.py's --aug-splits: timm's AugMixDataset and
+cannot be honoured is refused by name (scheduled input sizes, a collate_fn other than timm's).
+Repeated augmentation (num_aug_repeats with distributed) samples through timm's own
+RepeatAugSampler. Split augmentation (train.py's --aug-splits: timm's AugMixDataset and
 num_aug_splits) is read by DALI too: the crop and flips once, then the clean split and the
 augmented ones, each batch the splits one after the other as fast_collate lays them out.
 """
@@ -95,8 +96,7 @@ def create_loader(
         num_batches: Optional[int] = None,
 ):
     """timm.data.create_loader's arguments and batches, read by DALI (see the module's doc)."""
-    refuse_unsupported(input_size_choices=input_size_choices, num_aug_repeats=num_aug_repeats,
-                       collate_fn=collate_fn, worker_seeding=worker_seeding)
+    refuse_unsupported(input_size_choices=input_size_choices, collate_fn=collate_fn, worker_seeding=worker_seeding)
     check_splits(dataset, num_aug_splits, collate_fn)
     re_num_splits = 0
     if re_split:   # timm: the erasing's split follows the augmentation splits, else halves
@@ -118,8 +118,10 @@ def create_loader(
         raise ValueError(f"collate_fn timm.{type(mixup).__name__} needs an even batch_size (it mixes each image "
                          f"with its mirror in the batch, as timm asserts), got {batch_size}")
     source = folder_source(dataset)   # a plain folder: DALI reads its files
+    sampler = repeating_sampler(dataset, num_aug_repeats, distributed, is_training)
     inner = DaliLoader(
-        source if source is not None else dataset, batch_size=batch_size, shuffle=is_training,
+        source if source is not None else dataset, batch_size=batch_size,
+        shuffle=is_training if sampler is None else None, sampler=sampler,
         num_workers=num_workers, drop_last=is_training, seed=script_seed(),
         transform=transform if source is not None else None,   # else the dataset's own, set above
         rank=None if distributed else 0, world_size=None if distributed else 1,
@@ -135,9 +137,6 @@ def refuse_unsupported(**arguments) -> None:
     if arguments["input_size_choices"] is not None:
         raise ValueError("create_loader: input_size_choices (scheduled input sizes) is not supported by the DALI "
                          "loader; use timm.data.create_loader for scheduled batching")
-    if arguments["num_aug_repeats"]:
-        raise ValueError("create_loader: num_aug_repeats > 0 (timm's RepeatAugSampler) is not supported by the "
-                         "DALI loader; pass num_aug_repeats=0")
     collate_fn = arguments["collate_fn"]
     if collate_fn is not None and not is_timm_mixup(collate_fn) and not is_fast_collate(collate_fn):
         raise ValueError(f"create_loader: collate_fn {getattr(collate_fn, '__qualname__', type(collate_fn).__name__)} "
@@ -147,6 +146,22 @@ def refuse_unsupported(**arguments) -> None:
     if not callable(seeding) and seeding not in ("all", "part"):
         raise ValueError(f"create_loader: worker_seeding must be 'all', 'part' or a callable (as timm's), got "
                          f"{seeding!r}")
+
+
+def repeating_sampler(dataset, num_aug_repeats: int, distributed: bool, is_training: bool):
+    """timm's RepeatAugSampler where timm's create_loader makes one (distributed training with
+    num_aug_repeats > 0: each sample num_aug_repeats times an epoch, the copies on different
+    ranks, each augmented apart), else None."""
+    if not num_aug_repeats:
+        return None
+    if not distributed:
+        raise ValueError("create_loader: num_aug_repeats > 0 needs distributed=True (timm's RepeatAugSampler "
+                         "spreads each sample's copies over the processes), as timm asserts")
+    if not is_training:   # timm's evaluation loader: OrderedDistributedSampler, no repeats
+        return None
+    from timm.data.distributed_sampler import RepeatAugSampler
+
+    return RepeatAugSampler(dataset, num_repeats=num_aug_repeats)
 
 
 def check_splits(dataset, num_aug_splits: int, collate_fn) -> None:
@@ -265,7 +280,7 @@ class TimmLoader:
     def __init__(self, loader, dataset, mixup, prefetch: Optional[Prefetching]):
         self.loader, self._dataset, self.mixup, self.prefetch = loader, dataset, mixup, prefetch
         # the inner loader has no collate_fn: its batches are new and nobody else's, so CutMix pastes into them
-        self._mixer = batch_mixer(mixup, loader.sampler, in_place=True) if mixup is not None else None
+        self._mixer = batch_mixer(mixup, loader.order, in_place=True) if mixup is not None else None
         self._first_batch = 0   # the index of the next loop's first batch: a resumed epoch starts later
 
     def load_state_dict(self, state: dict) -> None:
@@ -274,10 +289,10 @@ class TimmLoader:
         self._first_batch = int(state.get("batches_done", 0)) if isinstance(state, dict) else 0
 
     def __iter__(self):
-        sampler = self.loader.sampler
+        order = self.loader.order
         start, self._first_batch = self._first_batch, 0
         for k, (images, labels) in enumerate(self.loader, start):
-            epoch = sampler.epoch   # the sampler starts its epoch when the first batch is drawn
+            epoch = order.epoch   # the order starts its epoch when the first batch is drawn
             if isinstance(images, list) and self.prefetch is not None:   # split augmentation, as fast_collate
                 images, labels = split_batch(images, labels)
             if self._mixer is not None and len(images) % 2:
@@ -287,8 +302,7 @@ class TimmLoader:
             if fast:   # its collate mixes the uint8 batch, before the prefetcher converts it
                 images, labels = self._mixer(images, labels, epoch, k)
             if self.prefetch is not None:
-                images = self.prefetch(images, derived_seed(sampler.seed, epoch, sampler.shard.rank, k,
-                                                            ERASING_STREAM))
+                images = self.prefetch(images, derived_seed(order.seed, epoch, order.shard.rank, k, ERASING_STREAM))
             if self._mixer is not None and not fast:   # train.py's mixup_fn, on the finished batch
                 images, labels = self._mixer(images, labels, epoch, k)
             yield images, labels

@@ -101,6 +101,14 @@ class DaliLoader:
         self._order.set_epoch(epoch)
 
     @property
+    def order(self):
+        """What the loader's random draws derive from: `seed`, `shard` (its `rank` and
+        `world_size`) and `epoch` (the one in progress), whether the samples come from the
+        library's own order or from `sampler=` / `batch_sampler=` (which then choose the samples
+        alone). For steps added around the loader that draw as its own do."""
+        return self._order
+
+    @property
     def skipped(self):
         """{path: why} of the files left out with on_error="skip" (iterating it gives the paths)."""
         return skipped_files(self._parts.source if self._parts.source is not None else self.dataset)

@@ -90,6 +90,10 @@ class LibraryOrder:
         return self.sampler.local_rank
 
     @property
+    def epoch(self) -> int:
+        return self.sampler.epoch
+
+    @property
     def next_epoch(self) -> int:
         return self.sampler.next_epoch
 

@@ -181,3 +181,38 @@ def test_splits_that_cannot_be_honoured_are_refused_by_name(folder, wrap, option
     dataset = AugMixDataset(ImageDataset(folder), num_splits=3) if wrap else ImageDataset(folder)
     with pytest.raises(ValueError, match=named):
         create_loader(dataset, SIZE, BATCH, is_training=True, device=CPU, **options)
+
+
+def test_mixing_split_batches_is_refused_by_both_loaders(folder):
+    """A batch_transform mixes one batch of images; AugMixDataset's items are several."""
+    from torchvision.transforms import v2
+
+    from dali_loaders import DaliLoader, TorchLoader
+
+    crop, augment, finish = timm.data.create_transform(SIZE[1:], is_training=True, separate=True)
+    dataset = AugMixDataset(ImageDataset(folder, transform=(crop, augment, finish)), num_splits=SPLITS)
+    for loader_class in (DaliLoader, TorchLoader):
+        with pytest.raises(ValueError, match="several views"):
+            loader_class(dataset, batch_size=BATCH, batch_transform=v2.MixUp(num_classes=3))
+
+
+def test_an_aug_mix_dataset_gives_dataloaders_batches_from_both_loaders(folder):
+    """DaliLoader over timm's AugMixDataset, as a training script of one's own would use it:
+    ([clean, augmented, augmented], labels) as DataLoader's default_collate stacks the tuples."""
+    from torchvision import transforms as v1
+
+    from dali_loaders import DaliLoader, TorchLoader
+
+    trio = (v1.Compose([v1.Resize(40), v1.CenterCrop(32)]), v1.RandomHorizontalFlip(1.0), v1.PILToTensor())
+    dataset = AugMixDataset(ImageDataset(folder, transform=trio), num_splits=SPLITS)
+    ours, twin = DaliLoader(dataset, batch_size=BATCH), TorchLoader(dataset, batch_size=BATCH)
+    assert ours.route == "dali"
+    batches = 0
+    for (views, labels), (want, want_labels) in zip(ours, twin, strict=True):
+        assert torch.equal(labels, want_labels) and isinstance(views, list) and len(views) == SPLITS
+        for view, expected in zip(views, want, strict=True):
+            assert view.shape == expected.shape == (len(labels), 3, 32, 32) and view.dtype == torch.uint8
+            assert int((view.int() - expected.int()).abs().max()) <= 1
+        assert torch.equal(views[1], views[0].flip(-1)) and torch.equal(views[2], views[1])
+        batches += 1
+    assert batches == len(twin) > 1

@@ -51,8 +51,7 @@ class TorchLoader(DataLoader):
         order, sampler, batch_sampler = order_of(counted, batch_size, shuffle, sampler, batch_sampler, drop_last,
                                                  seed, rank, world_size, local_rank, even_batches)
         check_batch_transform(batch_transform, label_table is not None or target_transform is not None,
-                              made_views(transform if transform is not None else getattr(twin, "transform", None))
-                              is not None)
+                              made_views(recipe_of(dataset, transform, twin)) is not None)
         if collate is not None:   # the DALI loader's items; counted, whatever the batch it makes
             collate_fn = TwinCollate(collate, SampleLabels(label_table, target_transform))
         elif collate_fn is None and layout == "HWC":
@@ -114,6 +113,15 @@ class TorchLoader(DataLoader):
     @property
     def size(self) -> int:
         return len(self.sampler) if self.sampler is not None else sum(len(b) for b in self.batch_sampler)
+
+
+def recipe_of(dataset, transform, twin):
+    """The transform the DALI loader would take as its recipe: `transform=`, else the one the
+    dataset's items go through as adapt reads it (an AugMixDataset's views), else the twin's."""
+    if transform is not None:
+        return transform
+    adapted = adapt(dataset)
+    return adapted.transform if adapted is not None else getattr(twin, "transform", None)
 
 
 def twin_dataset(dataset, transform, target_transform, max_image_pixels, on_error):

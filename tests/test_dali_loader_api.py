@@ -69,6 +69,18 @@ def test_a_sampler_chooses_the_order_and_set_epoch_reaches_it():
     assert len(loader) == 5
 
 
+@pytest.mark.parametrize("loader_class", [DaliLoader, TorchLoader])
+@pytest.mark.parametrize("with_sampler", [False, True], ids=["library order", "sampler="])
+def test_order_gives_the_seed_shard_and_epoch_in_progress(loader_class, with_sampler):
+    sampler = DistributedSampler(range(N), num_replicas=2, rank=1, seed=5) if with_sampler else None
+    loader = loader_class(indexed(), 8, shuffle=None if with_sampler else True, sampler=sampler, seed=9,
+                          transform=TO_TENSOR, **({"device": "cpu"} if loader_class is DaliLoader else {}))
+    assert loader.order.seed == 9 and (loader.order.shard.rank, loader.order.shard.world_size) == (0, 1)
+    loader.set_epoch(3)
+    for expected in (3, 4):   # set_epoch starts the next one; each loop after it the one after
+        assert [loader.order.epoch for _ in loader] == [expected] * len(loader)
+
+
 def test_weighted_random_sampler_frequencies_follow_the_weights():
     weights = np.where(np.arange(N) < 10, 8.0, 1.0)   # the first 10 images 8x as likely
     sampler = WeightedRandomSampler(weights, num_samples=4000, replacement=True,

@@ -76,6 +76,11 @@ class TorchLoader(DataLoader):
         self._order.set_epoch(epoch)
 
     @property
+    def order(self):
+        """DaliLoader.order: the seed, shard and epoch in progress the loader's draws derive from."""
+        return self._order
+
+    @property
     def skipped(self):
         """{path: why} of the files left out with on_error="skip", as DaliLoader's."""
         return skipped_files(self._counted)

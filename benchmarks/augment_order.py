@@ -13,10 +13,10 @@ round. The gain grows with the samples each thread gets few of: run it with the 
 batch of the machine in question (16 threads, batch 128 on the GPU machines).
 """
 import argparse
-import statistics
-import time
 
 import numpy as np
+
+from .turns import median_ms
 
 # timm's rand-m9 operations (ops/csrc/augment_codes.h names) at their magnitude-9 arguments:
 # p0, p1 as augment_kernels.h reads them (the warps' p1: PIL's bicubic, 3)
@@ -80,18 +80,7 @@ def pipelines(batch: int, threads: int, size: int, batches: int) -> dict:
 
 def measure(batch: int, threads: int, size: int, batches: int, rounds: int) -> dict:
     """{order: median ms a batch over the rounds}, the two taking turns."""
-    pipes = pipelines(batch, threads, size, batches)
-    for pipeline in pipes.values():
-        for _ in range(min(batches, 10)):   # warm-up: first allocations
-            pipeline.run()
-    times = {name: [] for name in pipes}
-    for _ in range(rounds):
-        for name, pipeline in pipes.items():
-            start = time.perf_counter()
-            for _ in range(batches):
-                pipeline.run()
-            times[name].append((time.perf_counter() - start) / batches * 1e3)
-    return {name: statistics.median(t) for name, t in times.items()}
+    return median_ms(pipelines(batch, threads, size, batches), rounds, batches, warmup=min(batches, 10))
 
 
 def main(argv=None) -> None:

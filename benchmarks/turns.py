@@ -5,16 +5,23 @@ import statistics
 import time
 
 
-def median_ms_per_image(made: dict, batch: int, rounds: int, runs: int) -> dict:
-    """{name: median milliseconds an image over the rounds} for {name: built pipeline}, each
-    pipeline running `runs` batches of `batch` images a round."""
+def median_ms(made: dict, rounds: int, runs: int, per_run: int = 1, warmup: int = 1) -> dict:
+    """{name: median milliseconds per item over the rounds} for {name: built pipeline}, each
+    pipeline running `runs` times a round, `per_run` items a run (1: milliseconds a run), after
+    `warmup` runs each (first allocations)."""
     for pipeline in made.values():
-        pipeline.run()   # warm-up: first allocations
+        for _ in range(warmup):
+            pipeline.run()
     times = {name: [] for name in made}
     for _ in range(rounds):
         for name, pipeline in made.items():
             start = time.perf_counter()
             for _ in range(runs):
                 pipeline.run()
-            times[name].append((time.perf_counter() - start) / (runs * batch) * 1e3)
+            times[name].append((time.perf_counter() - start) / (runs * per_run) * 1e3)
     return {name: statistics.median(t) for name, t in times.items()}
+
+
+def median_ms_per_image(made: dict, batch: int, rounds: int, runs: int) -> dict:
+    """median_ms of pipelines that run batches of `batch` images: milliseconds an image."""
+    return median_ms(made, rounds, runs, per_run=batch)

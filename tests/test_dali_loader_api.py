@@ -76,6 +76,8 @@ def test_order_gives_the_seed_shard_and_epoch_in_progress(loader_class, with_sam
     loader = loader_class(indexed(), 8, shuffle=None if with_sampler else True, sampler=sampler, seed=9,
                           transform=TO_TENSOR, **({"device": "cpu"} if loader_class is DaliLoader else {}))
     assert loader.order.seed == 9 and (loader.order.shard.rank, loader.order.shard.world_size) == (0, 1)
+    with pytest.raises(AttributeError):
+        loader.order.seed = 1   # read-only: the loader's seed is its own
     loader.set_epoch(3)
     for expected in (3, 4):   # set_epoch starts the next one; each loop after it the one after
         assert [loader.order.epoch for _ in loader] == [expected] * len(loader)

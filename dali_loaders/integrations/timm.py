@@ -28,7 +28,7 @@ from typing import Callable, Optional, Sequence, Tuple, Union
 import torch
 
 try:
-    from timm.data import create_transform
+    from timm.data import AugMixDataset, create_transform
     from timm.data.constants import IMAGENET_DEFAULT_MEAN, IMAGENET_DEFAULT_STD
     from timm.data.random_erasing import RandomErasing
 except ImportError:
@@ -167,8 +167,6 @@ def repeating_sampler(dataset, num_aug_repeats: int, distributed: bool, is_train
 def check_splits(dataset, num_aug_splits: int, collate_fn) -> None:
     """Split augmentation (train.py's --aug-splits) is timm's AugMixDataset with
     num_aug_splits > 0, without a mixing collate_fn (train.py asserts as much)."""
-    from timm.data import AugMixDataset
-
     wrapped = isinstance(dataset, AugMixDataset)
     if num_aug_splits > 0 and not wrapped:
         raise ValueError(f"create_loader: num_aug_splits={num_aug_splits} needs the dataset wrapped in "

@@ -46,7 +46,7 @@ def graph(source, feed, per_batch: int, recipe: transforms.Plan, layout: str, va
     if variant == "cpu-decode" and images.encoded:
         images.decode_args = dict(images.decode_args, device="cpu")   # Images.decode moves them to the GPU
     images.layout = layout
-    shared = getattr(recipe, "shared", None)
+    shared = recipe.shared if isinstance(recipe, transforms.Views) else None
     if shared is not None:   # SplitViews: every view starts from these steps' output
         images = transforms.apply(shared.translated, images)
         images.decode()

@@ -25,7 +25,7 @@ from ..seeds import derived_seed
 from ..sources.storage import BatchTimeout
 from .build import assemble
 from .deadline import batch_deadline, next_batch
-from .orders import EpochPlan
+from .orders import EpochPlan, OrderView
 from .outputs import mixed
 from .pipeline import EpochOrder
 from .skips import skipped_files, warn_skipped
@@ -102,11 +102,11 @@ class DaliLoader:
 
     @property
     def order(self):
-        """What the loader's random draws derive from: `seed`, `shard` (its `rank` and
-        `world_size`) and `epoch` (the one in progress), whether the samples come from the
+        """What the loader's random draws derive from, read-only: `seed`, `shard` (its `rank`
+        and `world_size`) and `epoch` (the one in progress), whether the samples come from the
         library's own order or from `sampler=` / `batch_sampler=` (which then choose the samples
         alone). For steps added around the loader that draw as its own do."""
-        return self._order
+        return OrderView(self._order)
 
     @property
     def skipped(self):

@@ -57,6 +57,28 @@ def even_plan(indices: np.ndarray, batch_size: int, drop_last: bool) -> EpochPla
     return EpochPlan(indices[:bounds[-1]], bounds)
 
 
+class OrderView:
+    """A loader's order as steps around the loader read it (`DaliLoader.order`): what its random
+    draws derive from, read-only and current (a loaded state may change the seed)."""
+
+    def __init__(self, order):
+        self._order = order
+
+    @property
+    def seed(self) -> int:
+        return self._order.seed
+
+    @property
+    def shard(self):
+        """The loader's rank and world size (`rank`, `world_size`, `local_rank`)."""
+        return self._order.shard
+
+    @property
+    def epoch(self) -> int:
+        """The epoch in progress (the one started last)."""
+        return self._order.epoch
+
+
 class LibraryOrder:
     """The library's own order: an EpochSampler (or a source's subclass of it) cut into batches."""
 

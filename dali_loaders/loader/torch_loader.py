@@ -15,7 +15,7 @@ from .build import check_batch_transform, output_layout
 from .collate import SampleLabels, TwinCollate, user_collate
 from .dataloader_args import check_dataloader_args, order_of
 from .options import check_options, resolve_device
-from .orders import LibraryOrder
+from .orders import LibraryOrder, OrderView
 from .outputs import BatchShape, mixed
 from .python_path import TransformedDataset
 from .resolve import default_transform, own_transform
@@ -46,12 +46,12 @@ class TorchLoader(DataLoader):
         layout = output_layout(memory_format)
         if seed is None and generator is not None:
             seed = generator.initial_seed() % (1 << 31)
-        twin, counted, target_transform, label_table = twin_dataset(dataset, transform, options.target_transform,
-                                                                    max_image_pixels, on_error)
+        twin, counted, target_transform, label_table, recipe = twin_dataset(
+            dataset, transform, options.target_transform, max_image_pixels, on_error)
         order, sampler, batch_sampler = order_of(counted, batch_size, shuffle, sampler, batch_sampler, drop_last,
                                                  seed, rank, world_size, local_rank, even_batches)
         check_batch_transform(batch_transform, label_table is not None or target_transform is not None,
-                              made_views(recipe_of(dataset, transform, twin)) is not None)
+                              made_views(recipe) is not None)
         if collate is not None:   # the DALI loader's items; counted, whatever the batch it makes
             collate_fn = TwinCollate(collate, SampleLabels(label_table, target_transform))
         elif collate_fn is None and layout == "HWC":
@@ -78,7 +78,7 @@ class TorchLoader(DataLoader):
     @property
     def order(self):
         """DaliLoader.order: the seed, shard and epoch in progress the loader's draws derive from."""
-        return self._order
+        return OrderView(self._order)
 
     @property
     def skipped(self):
@@ -120,29 +120,22 @@ class TorchLoader(DataLoader):
         return len(self.sampler) if self.sampler is not None else sum(len(b) for b in self.batch_sampler)
 
 
-def recipe_of(dataset, transform, twin):
-    """The transform the DALI loader would take as its recipe: `transform=`, else the one the
-    dataset's items go through as adapt reads it (an AugMixDataset's views), else the twin's."""
-    if transform is not None:
-        return transform
-    adapted = adapt(dataset)
-    return adapted.transform if adapted is not None else getattr(twin, "transform", None)
-
-
 def twin_dataset(dataset, transform, target_transform, max_image_pixels, on_error):
     """(the Dataset DataLoader reads, what the order counts, target_transform left to the
-    loader, label_table): a source through SourceDataset, a torchvision dataset as it is (less
-    the files screening leaves out), any other dataset as it is."""
+    loader, label_table, the recipe the DALI loader would take): a source through SourceDataset,
+    a torchvision dataset as it is (less the files screening leaves out), any other dataset as
+    it is. The recipe is `transform=`, else what the dataset's items go through as the DALI
+    loader reads it (resolve.py's rule: an AugMixDataset's is its SplitViews)."""
     adapted = adapt(dataset)
     if adapted is not None and adapted.only_as_source and adapted.source is not None:
         dataset = adapted.source   # a Subset of a source: the source cut to it, read as sources are
     if is_source(dataset):
         source = dataset.screened(max_image_pixels, on_error) if hasattr(dataset, "screened") else dataset
         twin = SourceDataset(source, transform if transform is not None else default_transform())
-        return twin, source, target_transform, getattr(source, "label_table", None)
+        return twin, source, target_transform, getattr(source, "label_table", None), twin.transform
     given = (transform, target_transform)
     own = adapted if adapted is not None else dataset   # what its __getitem__ applies (resolve.py's rule)
-    own_transform(own, transform, "transform")
+    recipe = own_transform(own, transform, "transform")
     own_transform(own, target_transform, "target_transform")
     if adapted is not None:
         files = getattr(adapted.source, "files", None)
@@ -152,7 +145,7 @@ def twin_dataset(dataset, transform, target_transform, max_image_pixels, on_erro
                 dataset = KeptSubset(dataset, found.kept, found.skipped, getattr(dataset, "classes", None))
     if any(t is not None for t in given):
         dataset = TransformedDataset(dataset, *given)
-    return dataset, dataset, None, None
+    return dataset, dataset, None, None, recipe
 
 
 def _collate_channels_last(samples):

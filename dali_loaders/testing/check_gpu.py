@@ -32,7 +32,6 @@ from ..loader import dali_loader
 from ..sources.image_files import ImageFiles
 from ..transforms.cutout import Cutout
 from ..transforms.pil_blur import PILGaussianBlur
-from ..transforms.split_views import SplitViews
 from ..transforms.geometry import pil_nearest_rounds_down
 from .distributions import (
     IMAGES,
@@ -161,7 +160,7 @@ def build_checks(folder: str) -> list:
                          v2.Compose([v2.CenterCrop(40), v2.Resize((32, 32))]))
     checks.append(Check("views: two of each image, a view maker", lambda v: side_by_side(dali_loader(
         ImageFiles(same), two_views, train=True, batch_size=4, num_threads=2, seed=7, device=v)), 2))
-    split_views = SplitViews(v2.Resize(40), [v2.CenterCrop(32), [v2.CenterCrop(36), v2.Resize((32, 32))]])
+    split_views = transforms.SplitViews(v2.Resize(40), [v2.CenterCrop(32), [v2.CenterCrop(36), v2.Resize((32, 32))]])
     checks.append(Check("views: from shared first steps (SplitViews)", lambda v: side_by_side(dali_loader(
         ImageFiles(same), split_views, train=True, batch_size=4, num_threads=2, seed=7, device=v)), 2))
     random_images = write_gradient_images(os.path.join(folder, "random"))

@@ -9,7 +9,7 @@ classes are read as steps (pil_steps); importing this package registers them all
 """
 from . import affine, aug_mix, auto_augment, color, containers, conversion, cutout, geometry, photometric  # noqa: F401  registers
 from ._core import TRANSLATORS, Images, Untranslatable, apply, check, describe, flatten, register, supported_names
-from ._plan import Plan, Views, every_plan, made_views, plan, plans_of, untranslatable_reason
+from ._plan import Plan, Views, made_views, plan, plans_of, untranslatable_reason
 from ._placement import CPU_STEPS, fused_on_cpu, needs_conditionals
 from .dali_function import DaliFunction
 from .pil_blur import PILGaussianBlur
@@ -18,5 +18,5 @@ from .split_views import SplitViews
 
 __all__ = ["CPU_STEPS", "DaliFunction", "PILGaussianBlur", "SplitViews", "TRANSLATORS", "Images", "Plan", "Untranslatable", "Views", "apply", "as_tensor", "call_step",
            "call_steps", "check",
-           "describe", "every_plan", "flatten", "fused_on_cpu", "made_views", "needs_conditionals", "plan", "plans_of", "register", "run_in_python", "supported_names",
+           "describe", "flatten", "fused_on_cpu", "made_views", "needs_conditionals", "plan", "plans_of", "register", "run_in_python", "supported_names",
            "untranslatable_reason", "warn_slow"]

@@ -238,6 +238,19 @@ def test_transform_given_twice_is_refused_and_a_dataset_without_one_takes_transf
     assert next(iter(loader))[0].shape == (2, 3, 8, 8)   # transform= applied where the dataset has none
 
 
+def test_an_iterable_dataset_is_refused_by_both_loaders_saying_what_to_pass():
+    class Stream(torch.utils.data.IterableDataset):
+        def __iter__(self):
+            return iter([(torch.zeros(3, 4, 4), 0)] * 4)
+
+        def __len__(self):   # a length does not make it indexable
+            return 4
+
+    for make in (DaliLoader, TorchLoader):
+        with pytest.raises(TypeError, match=r"Stream is an IterableDataset.*picks samples by index.*map-style"):
+            make(Stream(), 2)
+
+
 def test_the_twin_passes_batches_that_are_not_pairs_through():
     class Named(Dataset):
         def __len__(self):

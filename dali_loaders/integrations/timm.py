@@ -194,7 +194,8 @@ def folder_source(dataset) -> Optional[FileSource]:
 
     if isinstance(dataset, IterableImageDataset):
         raise TypeError("create_loader: timm's IterableImageDataset (streamed readers: tfds, wds, hfids) is not "
-                        "supported by the DALI loader; give an ImageDataset over a folder, or an ImageFolder")
+                        "supported by the DALI loader; give an ImageDataset (a folder, or hfds/ for a Hugging Face "
+                        "dataset), or an ImageFolder")
     samples = folder_samples(dataset)
     if not samples:
         return None

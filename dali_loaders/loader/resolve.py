@@ -61,6 +61,8 @@ def route(dataset, transform, target_transform, python_fallback: bool) -> Route:
         source = dataset
     else:
         adapted = adapt(dataset)
+        if adapted is None or adapted.source is None:
+            refuse_iterable(dataset)
         if adapted is None:
             own_transform(dataset, transform, "transform")   # one recipe per dataset, whatever its class
             own_transform(dataset, target_transform, "target_transform")
@@ -80,6 +82,19 @@ def route(dataset, transform, target_transform, python_fallback: bool) -> Route:
     plan = transforms.plan(recipe_transform, python_fallback)
     return Route(source=source, recipe=plan, transform=recipe_transform, target_transform=target_transform,
                  dataset=dataset, adds_index=adds_index)
+
+
+def refuse_iterable(dataset) -> None:
+    """A TypeError for a torch IterableDataset this library does not read itself: the loader's
+    order (shuffling, shards across ranks, resume) picks samples by index, which such a dataset
+    does not offer."""
+    import torch
+
+    if isinstance(dataset, torch.utils.data.IterableDataset):
+        raise TypeError(f"{type(dataset).__name__} is an IterableDataset: it yields its samples in an order of its "
+                        f"own, and this loader picks samples by index (to shuffle, shard across ranks and resume). "
+                        f"Pass a map-style dataset (one with __len__ and __getitem__; for WebDataset tar shards, "
+                        f"get_webdataset_iter_dali), or keep torch's DataLoader for this one")
 
 
 def untranslatable(transform) -> str:

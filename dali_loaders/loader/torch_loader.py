@@ -18,7 +18,7 @@ from .options import check_options, resolve_device
 from .orders import LibraryOrder, OrderView
 from .outputs import BatchShape, mixed
 from .python_path import TransformedDataset
-from .resolve import default_transform, own_transform
+from .resolve import default_transform, own_transform, refuse_iterable
 from .skips import skipped_files, warn_skipped
 
 
@@ -127,6 +127,8 @@ def twin_dataset(dataset, transform, target_transform, max_image_pixels, on_erro
     it is. The recipe is `transform=`, else what the dataset's items go through as the DALI
     loader reads it (resolve.py's rule: an AugMixDataset's is its SplitViews)."""
     adapted = adapt(dataset)
+    if not is_source(dataset) and (adapted is None or adapted.source is None):
+        refuse_iterable(dataset)
     if adapted is not None and adapted.only_as_source and adapted.source is not None:
         dataset = adapted.source   # a Subset of a source: the source cut to it, read as sources are
     if is_source(dataset):

@@ -360,13 +360,16 @@ def _pet(dataset):
 
 
 def _timm_image_dataset(dataset):
-    """timm's ImageDataset over its folder reader: the reader's `samples`, opened as PIL's
+    """timm's ImageDataset over its folder reader (the reader's `samples`) or its Hugging Face
+    datasets reader (the Dataset's image and label columns), each image opened as PIL's
     convert("RGB")."""
     from timm.data.readers.reader_image_folder import ReaderImageFolder
 
     reader = _attribute(dataset, "reader")
-    if type(reader) is not ReaderImageFolder:
-        raise _CannotRead(f"its reader {type(reader).__name__} is not timm's plain folder reader")
+    hub = _timm_hub_reader(reader)
+    if type(reader) is not ReaderImageFolder and hub is None:
+        raise _CannotRead(f"its reader {type(reader).__name__} is neither timm's plain folder reader nor its "
+                          f"Hugging Face datasets reader (hfds/)")
     if _attribute(dataset, "load_bytes"):
         raise _CannotRead("load_bytes=True hands the transform bytes, not an image")
     mode = _attribute(dataset, "input_img_mode")
@@ -374,6 +377,8 @@ def _timm_image_dataset(dataset):
         raise _CannotRead(f"input_img_mode={mode!r}: only 'RGB' images are read as files")
     if getattr(dataset, "additional_features", None) is not None:
         raise _CannotRead("it hands over additional_features")
+    if hub is not None:
+        return _timm_hub_source(reader), *_plain_transforms(dataset)
     paths, targets = _pairs(_attribute(reader, "samples"), "reader's samples")
     if any(target is None for target in targets):
         raise _CannotRead("some samples have no class")
@@ -382,6 +387,37 @@ def _timm_image_dataset(dataset):
     class_to_idx = getattr(reader, "class_to_idx", None) or {}
     source.classes = sorted(class_to_idx, key=class_to_idx.get) or None
     return source, *_plain_transforms(dataset)
+
+
+def _timm_hub_reader(reader):
+    """`reader` if it is timm's ReaderHfds (`create_dataset("hfds/...")`: a datasets.Dataset
+    indexed row by row), else None; None too where timm or `datasets` lacks it."""
+    try:
+        from timm.data.readers.reader_hfds import ReaderHfds
+    except ImportError:   # `datasets` not installed: no such reader can exist
+        return None
+    return reader if type(reader) is ReaderHfds else None
+
+
+def _timm_hub_source(reader):
+    """ReaderHfds's rows as sources/hf.py reads a Dataset: its `input_key` column's bytes, its
+    `target_key` column as the label (what `reader[i]` hands ImageDataset)."""
+    from .hf import HuggingFaceSource
+
+    if getattr(reader, "target_keys", None):
+        raise _CannotRead("its targets are several fields (a multi-hot vector), not one class index")
+    if getattr(reader, "dense_target", False) or _attribute(reader, "remap_class"):
+        raise _CannotRead("its targets are remapped (class_map or target_format), which its reader does per item")
+    table, label = _attribute(reader, "dataset"), _attribute(reader, "label_key")
+    if label not in table.column_names:
+        raise _CannotRead(f"its target_key {label!r} is not one of the Dataset's columns {table.column_names}")
+    try:
+        source = HuggingFaceSource(table, image_column=_attribute(reader, "image_key"), label_column=label)
+    except ValueError as why:   # NotReadable, or a Dataset with a transform of its own
+        raise _CannotRead(f"its Dataset: {why}") from None
+    class_to_idx = getattr(reader, "class_to_idx", None) or {}
+    source.classes = sorted(class_to_idx, key=class_to_idx.get) or source.classes
+    return source
 
 
 def _timm_split_dataset(dataset):

@@ -93,10 +93,7 @@ def write_stl10(root, n_train=40, n_test=20, n_unlabeled=10):
 
 def write_solid_jpeg(path, image_id):
     """A flat-colour JPEG that says image_id (see image_data.solid_colour)."""
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    width, height = SIZES[image_id % len(SIZES)]
-    Image.new("RGB", (width, height), solid_colour(image_id)).save(path, "JPEG", quality=90)
-    return path
+    return _solid_files([path], image_id)[0]
 
 
 def write_flowers(root, n=30, classes=5):
@@ -227,3 +224,114 @@ def write_shards(folder, sizes=(13, 11, 16), image_format="jpg", first=0, labels
                 i += 1
         paths.append(path)
     return paths
+
+
+def _solid_files(paths, first=0):
+    """Each path a solid-colour JPEG (or PPM / PNG, by its extension) saying first + its position."""
+    for k, path in enumerate(paths):
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        width, height = SIZES[(first + k) % len(SIZES)]
+        image = Image.new("RGB", (width, height), solid_colour(first + k))
+        extension = os.path.splitext(path)[1].lower()
+        image.save(path, {".ppm": "PPM", ".png": "PNG"}.get(extension, "JPEG"), quality=90)
+    return paths
+
+
+def write_dtd(root, per_class=6, classes=("banded", "blotchy", "braided")):
+    """<root>/dtd/dtd/: images/<class>/<class>_<n>.jpg, labels/{train,test}1.txt (half each)."""
+    base = os.path.join(root, "dtd", "dtd")
+    lines = {"train": [], "test": []}
+    for name in classes:
+        for i in range(per_class):
+            lines["train" if i % 2 == 0 else "test"].append(f"{name}/{name}_{i + 1:04d}.jpg")
+    os.makedirs(os.path.join(base, "labels"), exist_ok=True)
+    for split, entries in lines.items():
+        with open(os.path.join(base, "labels", f"{split}1.txt"), "w") as f:
+            f.write("\n".join(entries) + "\n")
+    _solid_files([os.path.join(base, "images", entry) for entry in lines["train"] + lines["test"]])
+    return root
+
+
+AIRCRAFT_VARIANTS = ("707-320", "A300B4", "Cessna 172")
+
+
+def write_aircraft(root, per_variant=5):
+    """<root>/fgvc-aircraft-2013b/data/: images/<id>.jpg, variants.txt, images_variant_{train,test}.txt
+    (`<id> <variant>` lines, a variant's name may hold a space)."""
+    base = os.path.join(root, "fgvc-aircraft-2013b", "data")
+    lines = {"train": [], "test": []}
+    for v, variant in enumerate(AIRCRAFT_VARIANTS):
+        for i in range(per_variant):
+            lines["train" if i < 3 else "test"].append(f"{1000000 + 10 * v + i} {variant}")
+    os.makedirs(base, exist_ok=True)
+    with open(os.path.join(base, "variants.txt"), "w") as f:
+        f.write("\n".join(AIRCRAFT_VARIANTS) + "\n")
+    for split, entries in lines.items():
+        with open(os.path.join(base, f"images_variant_{split}.txt"), "w") as f:
+            f.write("\n".join(entries) + "\n")
+    _solid_files([os.path.join(base, "images", line.split()[0] + ".jpg") for line in lines["train"] + lines["test"]])
+    return root
+
+
+def write_sun397(root, per_class=4, classes=("/a/abbey", "/b/bus_interior", "/c/church/outdoor")):
+    """<root>/SUN397/: ClassName.txt, <class path>/sun_<id>.jpg."""
+    base = os.path.join(root, "SUN397")
+    os.makedirs(base, exist_ok=True)
+    with open(os.path.join(base, "ClassName.txt"), "w") as f:
+        f.write("\n".join(classes) + "\n")
+    _solid_files([os.path.join(base, *name.strip("/").split("/"), f"sun_a{c}{i:05d}.jpg")
+                  for c, name in enumerate(classes) for i in range(per_class)])
+    return root
+
+
+def write_stanford_cars(root, n=14, classes=("AM General Hummer SUV 2000", "Acura RL Sedan 2012", "Audi R8 2012")):
+    """<root>/stanford_cars/: devkit/cars_meta.mat (class_names), devkit/cars_train_annos.mat
+    (annotations: fname, class from 1), cars_train/<fname>."""
+    base = os.path.join(root, "stanford_cars")
+    os.makedirs(os.path.join(base, "devkit"), exist_ok=True)
+    names = [f"{k + 1:05d}.jpg" for k in range(n)]
+    annotations = np.array([(name, np.uint8(k % len(classes) + 1)) for k, name in enumerate(names)],
+                           dtype=[("fname", object), ("class", object)])
+    savemat(os.path.join(base, "devkit", "cars_train_annos.mat"), {"annotations": annotations[None, :]})
+    savemat(os.path.join(base, "devkit", "cars_meta.mat"), {"class_names": np.array(classes, dtype=object)[None, :]})
+    _solid_files([os.path.join(base, "cars_train", name) for name in names])
+    return root
+
+
+IMAGENETTE_WNIDS = ("n01440764", "n02102040", "n02979186")
+
+
+def write_imagenette(root, per_class=5):
+    """<root>/imagenette2/{train,val}/<wnid>/<n>.JPEG (as the full-size archive unpacks)."""
+    paths = [os.path.join(root, "imagenette2", split, wnid, f"{wnid}_{i}.JPEG")
+             for split in ("train", "val") for wnid in IMAGENETTE_WNIDS for i in range(per_class)]
+    _solid_files(paths)
+    return root
+
+
+def write_rendered_sst2(root, per_class=6):
+    """<root>/rendered-sst2/{train,valid,test}/{negative,positive}/<n>.png."""
+    _solid_files([os.path.join(root, "rendered-sst2", split, name, f"{i}.png")
+                  for split in ("train", "valid", "test") for name in ("negative", "positive") for i in range(per_class)])
+    return root
+
+
+def write_gtsrb(root, per_class=6, classes=3):
+    """<root>/gtsrb/GTSRB/Training/<class, 5 digits>/<n>.ppm."""
+    _solid_files([os.path.join(root, "gtsrb", "GTSRB", "Training", f"{c:05d}", f"00000_{i:05d}.ppm")
+                  for c in range(classes) for i in range(per_class)])
+    return root
+
+
+def write_country211(root, per_country=4, countries=("AD", "AE", "AF")):
+    """<root>/country211/{train,valid,test}/<country code>/<n>.jpg."""
+    _solid_files([os.path.join(root, "country211", split, code, f"{i}.jpg")
+                  for split in ("train", "valid", "test") for code in countries for i in range(per_country)])
+    return root
+
+
+def write_eurosat(root, per_class=5, classes=("AnnualCrop", "Forest", "River")):
+    """<root>/eurosat/2750/<class>/<class>_<n>.jpg."""
+    _solid_files([os.path.join(root, "eurosat", "2750", name, f"{name}_{i + 1}.jpg")
+                  for name in classes for i in range(per_class)])
+    return root

@@ -7,7 +7,23 @@ import pytest
 import torch
 import torchvision.datasets as tvd
 from cifar_data import index_images, write_cifar
-from dataset_data import write_flowers, write_food, write_mnist, write_pets, write_stl10, write_svhn
+from dataset_data import (
+    write_aircraft,
+    write_country211,
+    write_dtd,
+    write_eurosat,
+    write_flowers,
+    write_food,
+    write_gtsrb,
+    write_imagenette,
+    write_mnist,
+    write_pets,
+    write_rendered_sst2,
+    write_stanford_cars,
+    write_stl10,
+    write_sun397,
+    write_svhn,
+)
 from image_data import write_image_folder
 from torchvision import transforms as T
 from torchvision.transforms import v2
@@ -44,6 +60,15 @@ def roots(tmp_path_factory):
         "food": made("food", lambda r: write_food(r, per_class=9)),
         "flowers": made("flowers", lambda r: write_flowers(r, n=30)),
         "pets": made("pets", write_pets),
+        "dtd": made("dtd", write_dtd),
+        "aircraft": made("aircraft", write_aircraft),
+        "sun397": made("sun397", write_sun397),
+        "cars": made("cars", write_stanford_cars),
+        "imagenette": made("imagenette", write_imagenette),
+        "sst2": made("sst2", write_rendered_sst2),
+        "gtsrb": made("gtsrb", write_gtsrb),
+        "country211": made("country211", write_country211),
+        "eurosat": made("eurosat", write_eurosat),
     }
 
 
@@ -68,6 +93,15 @@ DATASETS = {
     "Food101": (lambda r, t: tvd.Food101(r["food"], "train", transform=t), RGB_MEAN, RGB_STD),
     "Flowers102": (lambda r, t: tvd.Flowers102(r["flowers"], "test", transform=t), RGB_MEAN, RGB_STD),
     "OxfordIIITPet": (lambda r, t: tvd.OxfordIIITPet(r["pets"], "trainval", transform=t), RGB_MEAN, RGB_STD),
+    "DTD": (lambda r, t: tvd.DTD(r["dtd"], "test", transform=t), RGB_MEAN, RGB_STD),
+    "FGVCAircraft": (lambda r, t: tvd.FGVCAircraft(r["aircraft"], "train", transform=t), RGB_MEAN, RGB_STD),
+    "SUN397": (lambda r, t: tvd.SUN397(r["sun397"], transform=t), RGB_MEAN, RGB_STD),
+    "StanfordCars": (lambda r, t: tvd.StanfordCars(r["cars"], "train", transform=t), RGB_MEAN, RGB_STD),
+    "Imagenette": (lambda r, t: tvd.Imagenette(r["imagenette"], "train", transform=t), RGB_MEAN, RGB_STD),
+    "RenderedSST2": (lambda r, t: tvd.RenderedSST2(r["sst2"], "test", transform=t), RGB_MEAN, RGB_STD),
+    "GTSRB": (lambda r, t: tvd.GTSRB(r["gtsrb"], "train", transform=t), RGB_MEAN, RGB_STD),
+    "Country211": (lambda r, t: tvd.Country211(r["country211"], "valid", transform=t), RGB_MEAN, RGB_STD),
+    "EuroSAT": (lambda r, t: tvd.EuroSAT(r["eurosat"], transform=t), RGB_MEAN, RGB_STD),
 }
 
 

@@ -147,12 +147,21 @@ def _registry(package: str) -> Dict[type, Callable]:
         return {ImageDataset: _timm_image_dataset, AugMixDataset: _timm_split_dataset}
     from torchvision import datasets
 
-    return {datasets.ImageFolder: _folder, datasets.DatasetFolder: _folder, datasets.ImageNet: _folder,
-            datasets.CIFAR10: _cifar, datasets.CIFAR100: _cifar,
-            datasets.MNIST: _mnist, datasets.FashionMNIST: _mnist, datasets.KMNIST: _mnist,
-            datasets.EMNIST: _mnist, datasets.SVHN: _channels_first, datasets.STL10: _stl10,
-            datasets.Flowers102: _listed_files, datasets.Food101: _listed_files,
-            datasets.OxfordIIITPet: _pet}
+    known = {datasets.ImageFolder: _folder, datasets.DatasetFolder: _folder, datasets.ImageNet: _folder,
+             datasets.CIFAR10: _cifar, datasets.CIFAR100: _cifar,
+             datasets.MNIST: _mnist, datasets.FashionMNIST: _mnist, datasets.KMNIST: _mnist,
+             datasets.EMNIST: _mnist, datasets.SVHN: _channels_first, datasets.STL10: _stl10,
+             datasets.OxfordIIITPet: _pet}
+    # the file lists of the fine-grained and linear-probe sets; the later ones where this torchvision has them
+    for name, reader in (("Flowers102", _listed_files), ("Food101", _listed_files), ("DTD", _listed_files),
+                         ("FGVCAircraft", _listed_files), ("SUN397", _listed_files),
+                         ("StanfordCars", _listed_samples), ("Imagenette", _listed_samples),
+                         ("RenderedSST2", functools.partial(_listed_samples, truthy=True)),
+                         ("GTSRB", functools.partial(_listed_samples, loader=False)),
+                         ("Country211", _folder), ("EuroSAT", _folder)):   # ImageFolders with a download of their own
+        if hasattr(datasets, name):
+            known[getattr(datasets, name)] = reader
+    return known
 
 
 # -- what several readers share ------------------------------------------------------------
@@ -275,8 +284,8 @@ def _pil_loading(loader) -> None:
 
 
 def _folder(dataset):
-    """ImageFolder, DatasetFolder and ImageNet (an ImageFolder of its split's folder):
-    `samples` ((path, class) pairs), opened by `loader`."""
+    """ImageFolder, DatasetFolder, ImageNet, Country211 and EuroSAT (ImageFolders of their
+    split's folder): `samples` ((path, class) pairs), opened by `loader`."""
     _pil_loading(_attribute(dataset, "loader"))
     paths, targets = _pairs(_attribute(dataset, "samples"), "samples")
     split = str(getattr(dataset, "split", "folder"))
@@ -334,10 +343,26 @@ def _stl10(dataset):
 
 
 def _listed_files(dataset):
-    """Flowers102 and Food101: `_image_files` and `_labels`, opened by `loader`."""
+    """Flowers102, Food101, DTD, FGVCAircraft and SUN397: `_image_files` and `_labels`, opened
+    by `loader`; their __getitem__ tests `if self.transform:`."""
     _pil_loading(_attribute(dataset, "loader"))
     files, labels = _attribute(dataset, "_image_files"), _attribute(dataset, "_labels")
-    return _file_source(dataset, files, labels, str(_attribute(dataset, "_split"))), *_truthy_transforms(dataset)
+    return _file_source(dataset, files, labels, _split_of(dataset)), *_truthy_transforms(dataset)
+
+
+def _listed_samples(dataset, loader: bool = True, truthy: bool = False):
+    """StanfordCars, Imagenette, RenderedSST2 (`truthy`: `if self.transform:`) and GTSRB (no
+    `loader`: PIL's convert("RGB")): `_samples`, (path, class) pairs, opened by `loader`."""
+    if loader:
+        _pil_loading(_attribute(dataset, "loader"))
+    paths, targets = _pairs(_attribute(dataset, "_samples"), "_samples")
+    source = _file_source(dataset, paths, targets, _split_of(dataset))
+    return source, *(_truthy_transforms(dataset) if truthy else _plain_transforms(dataset))
+
+
+def _split_of(dataset) -> str:
+    """The split a dataset object holds, for its source's name (SUN397 has none: all of it)."""
+    return str(getattr(dataset, "_split", "all"))
 
 
 def _pet(dataset):

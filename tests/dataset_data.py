@@ -335,3 +335,18 @@ def write_eurosat(root, per_class=5, classes=("AnnualCrop", "Forest", "River")):
     _solid_files([os.path.join(root, "eurosat", "2750", name, f"{name}_{i + 1}.jpg")
                   for name in classes for i in range(per_class)])
     return root
+
+
+PLACES_CATEGORIES = ("/a/airfield", "/b/bakery/shop", "/c/canyon")
+
+
+def write_places365(root, n=12):
+    """<root>/: categories_places365.txt (`/a/airfield 0` lines), places365_val.txt (`<file>
+    <class>` lines, class k % 3), val_256/<file> (the small images' folder)."""
+    with open(os.path.join(root, "categories_places365.txt"), "w") as f:
+        f.write("\n".join(f"{name} {k}" for k, name in enumerate(PLACES_CATEGORIES)) + "\n")
+    names = [f"Places365_val_{k + 1:08d}.jpg" for k in range(n)]
+    with open(os.path.join(root, "places365_val.txt"), "w") as f:
+        f.write("\n".join(f"{name} {k % len(PLACES_CATEGORIES)}" for k, name in enumerate(names)) + "\n")
+    _solid_files([os.path.join(root, "val_256", name) for name in names])
+    return root

@@ -18,6 +18,7 @@ from dataset_data import (
     write_imagenette,
     write_mnist,
     write_pets,
+    write_places365,
     write_rendered_sst2,
     write_stanford_cars,
     write_stl10,
@@ -39,8 +40,8 @@ GREY_MEAN, GREY_STD = (0.1307,), (0.3081,)
 
 @pytest.fixture(autouse=True)
 def no_md5_checks(monkeypatch):
-    for cls in (tvd.CIFAR10, tvd.SVHN, tvd.STL10, tvd.Flowers102):
-        monkeypatch.setattr(cls, "_check_integrity", lambda self: True)
+    for cls in (tvd.CIFAR10, tvd.SVHN, tvd.STL10, tvd.Flowers102, tvd.Places365):
+        monkeypatch.setattr(cls, "_check_integrity", lambda self, *args: True)
     monkeypatch.setattr(tvd.cifar, "check_integrity", lambda *args, **kwargs: True)
 
 
@@ -69,6 +70,7 @@ def roots(tmp_path_factory):
         "gtsrb": made("gtsrb", write_gtsrb),
         "country211": made("country211", write_country211),
         "eurosat": made("eurosat", write_eurosat),
+        "places": made("places", write_places365),
     }
 
 
@@ -102,6 +104,7 @@ DATASETS = {
     "GTSRB": (lambda r, t: tvd.GTSRB(r["gtsrb"], "train", transform=t), RGB_MEAN, RGB_STD),
     "Country211": (lambda r, t: tvd.Country211(r["country211"], "valid", transform=t), RGB_MEAN, RGB_STD),
     "EuroSAT": (lambda r, t: tvd.EuroSAT(r["eurosat"], transform=t), RGB_MEAN, RGB_STD),
+    "Places365": (lambda r, t: tvd.Places365(r["places"], "val", small=True, transform=t), RGB_MEAN, RGB_STD),
 }
 
 
@@ -146,10 +149,12 @@ def test_the_target_transform_is_the_datasets(roots):
     assert assert_same_batches(dataset, 1e-5) > 1
 
 
-def test_the_transform_is_the_one_its_getitem_applies(roots):
-    """OxfordIIITPet's __getitem__ calls the transform it was built with (its joint
-    `transforms`), not one set on `.transform` afterwards: DataLoader's batches say which."""
-    dataset = tvd.OxfordIIITPet(roots["pets"], "trainval", transform=v1(RGB_MEAN, RGB_STD))
+@pytest.mark.parametrize("name", ["OxfordIIITPet", "Places365"])
+def test_the_transform_is_the_one_its_getitem_applies(roots, name):
+    """OxfordIIITPet's and Places365's __getitem__ call the transform they were built with
+    (their joint `transforms`), not one set on `.transform` afterwards: DataLoader's batches
+    say which."""
+    dataset = DATASETS[name][0](roots, v1(RGB_MEAN, RGB_STD))
     dataset.transform = v2.Compose([v2.ToImage(), v2.Resize(24), v2.CenterCrop(16),
                                     v2.ToDtype(torch.float32, scale=True)])
     assert assert_same_batches(dataset, 1e-5) > 1

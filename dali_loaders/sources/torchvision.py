@@ -151,7 +151,7 @@ def _registry(package: str) -> Dict[type, Callable]:
              datasets.CIFAR10: _cifar, datasets.CIFAR100: _cifar,
              datasets.MNIST: _mnist, datasets.FashionMNIST: _mnist, datasets.KMNIST: _mnist,
              datasets.EMNIST: _mnist, datasets.SVHN: _channels_first, datasets.STL10: _stl10,
-             datasets.OxfordIIITPet: _pet}
+             datasets.OxfordIIITPet: _pet, datasets.Places365: _places365}
     # the file lists of the fine-grained and linear-probe sets; the later ones where this torchvision has them
     for name, reader in (("Flowers102", _listed_files), ("Food101", _listed_files), ("DTD", _listed_files),
                          ("FGVCAircraft", _listed_files), ("SUN397", _listed_files),
@@ -369,19 +369,36 @@ def _pet(dataset):
     """OxfordIIITPet: `_images` and `_labels` (its "category" target), opened as PIL's
     convert("RGB"); its __getitem__ calls the joint `transforms`, which is the plain pair
     (a StandardTransform) unless the user built it with `transforms=`."""
-    from torchvision.datasets.vision import StandardTransform
-
     target_types = list(_attribute(dataset, "_target_types"))
     if target_types != ["category"]:
         raise _CannotRead(f"its target_types {target_types} are not ['category']")
-    joint = _attribute(dataset, "transforms")
-    if joint is not None and type(joint) is not StandardTransform:
-        raise _CannotRead("it was built with a joint transforms= (image and target together)")
     files, labels = _attribute(dataset, "_images"), _attribute(dataset, "_labels")
     source = _file_source(dataset, files, labels, str(_attribute(dataset, "_split")))
-    if not joint:   # `if self.transforms:` in its __getitem__
-        return source, None, None
-    return source, joint.transform, joint.target_transform
+    return source, *_joint_transforms(dataset)
+
+
+def _places365(dataset):
+    """Places365: `imgs`, (path, class) pairs, opened by `loader`, through the joint
+    `transforms` as its __getitem__ calls them."""
+    _pil_loading(_attribute(dataset, "loader"))
+    paths, targets = _pairs(_attribute(dataset, "imgs"), "imgs")
+    if any(target is None for target in targets):
+        raise _CannotRead("its split has no labels")
+    return _file_source(dataset, paths, targets, str(_attribute(dataset, "split"))), *_joint_transforms(dataset)
+
+
+def _joint_transforms(dataset) -> Tuple[Optional[Callable], Optional[Callable]]:
+    """(transform, target_transform) of a __getitem__ that calls the joint `transforms` (made
+    from them when the object was built) where it is set: the plain pair unless the user built
+    it with `transforms=`, image and target together."""
+    from torchvision.datasets.vision import StandardTransform
+
+    joint = _attribute(dataset, "transforms")
+    if joint is None:
+        return None, None
+    if type(joint) is not StandardTransform:
+        raise _CannotRead("it was built with a joint transforms= (image and target together)")
+    return joint.transform, joint.target_transform
 
 
 def _timm_image_dataset(dataset):

@@ -93,7 +93,7 @@ def write_stl10(root, n_train=40, n_test=20, n_unlabeled=10):
 
 def write_solid_jpeg(path, image_id):
     """A flat-colour JPEG that says image_id (see image_data.solid_colour)."""
-    return _solid_files([path], image_id)[0]
+    return write_solid_files([path], image_id)[0]
 
 
 def write_flowers(root, n=30, classes=5):
@@ -226,7 +226,7 @@ def write_shards(folder, sizes=(13, 11, 16), image_format="jpg", first=0, labels
     return paths
 
 
-def _solid_files(paths, first=0):
+def write_solid_files(paths, first=0):
     """Each path a solid-colour JPEG (or PPM / PNG, by its extension) saying first + its position."""
     for k, path in enumerate(paths):
         os.makedirs(os.path.dirname(path), exist_ok=True)
@@ -248,7 +248,7 @@ def write_dtd(root, per_class=6, classes=("banded", "blotchy", "braided")):
     for split, entries in lines.items():
         with open(os.path.join(base, "labels", f"{split}1.txt"), "w") as f:
             f.write("\n".join(entries) + "\n")
-    _solid_files([os.path.join(base, "images", entry) for entry in lines["train"] + lines["test"]])
+    write_solid_files([os.path.join(base, "images", entry) for entry in lines["train"] + lines["test"]])
     return root
 
 
@@ -269,7 +269,7 @@ def write_aircraft(root, per_variant=5):
     for split, entries in lines.items():
         with open(os.path.join(base, f"images_variant_{split}.txt"), "w") as f:
             f.write("\n".join(entries) + "\n")
-    _solid_files([os.path.join(base, "images", line.split()[0] + ".jpg") for line in lines["train"] + lines["test"]])
+    write_solid_files([os.path.join(base, "images", line.split()[0] + ".jpg") for line in lines["train"] + lines["test"]])
     return root
 
 
@@ -279,7 +279,7 @@ def write_sun397(root, per_class=4, classes=("/a/abbey", "/b/bus_interior", "/c/
     os.makedirs(base, exist_ok=True)
     with open(os.path.join(base, "ClassName.txt"), "w") as f:
         f.write("\n".join(classes) + "\n")
-    _solid_files([os.path.join(base, *name.strip("/").split("/"), f"sun_a{c}{i:05d}.jpg")
+    write_solid_files([os.path.join(base, *name.strip("/").split("/"), f"sun_a{c}{i:05d}.jpg")
                   for c, name in enumerate(classes) for i in range(per_class)])
     return root
 
@@ -294,7 +294,7 @@ def write_stanford_cars(root, n=14, classes=("AM General Hummer SUV 2000", "Acur
                            dtype=[("fname", object), ("class", object)])
     savemat(os.path.join(base, "devkit", "cars_train_annos.mat"), {"annotations": annotations[None, :]})
     savemat(os.path.join(base, "devkit", "cars_meta.mat"), {"class_names": np.array(classes, dtype=object)[None, :]})
-    _solid_files([os.path.join(base, "cars_train", name) for name in names])
+    write_solid_files([os.path.join(base, "cars_train", name) for name in names])
     return root
 
 
@@ -305,34 +305,34 @@ def write_imagenette(root, per_class=5):
     """<root>/imagenette2/{train,val}/<wnid>/<n>.JPEG (as the full-size archive unpacks)."""
     paths = [os.path.join(root, "imagenette2", split, wnid, f"{wnid}_{i}.JPEG")
              for split in ("train", "val") for wnid in IMAGENETTE_WNIDS for i in range(per_class)]
-    _solid_files(paths)
+    write_solid_files(paths)
     return root
 
 
 def write_rendered_sst2(root, per_class=6):
     """<root>/rendered-sst2/{train,valid,test}/{negative,positive}/<n>.png."""
-    _solid_files([os.path.join(root, "rendered-sst2", split, name, f"{i}.png")
+    write_solid_files([os.path.join(root, "rendered-sst2", split, name, f"{i}.png")
                   for split in ("train", "valid", "test") for name in ("negative", "positive") for i in range(per_class)])
     return root
 
 
 def write_gtsrb(root, per_class=6, classes=3):
     """<root>/gtsrb/GTSRB/Training/<class, 5 digits>/<n>.ppm."""
-    _solid_files([os.path.join(root, "gtsrb", "GTSRB", "Training", f"{c:05d}", f"00000_{i:05d}.ppm")
+    write_solid_files([os.path.join(root, "gtsrb", "GTSRB", "Training", f"{c:05d}", f"00000_{i:05d}.ppm")
                   for c in range(classes) for i in range(per_class)])
     return root
 
 
 def write_country211(root, per_country=4, countries=("AD", "AE", "AF")):
     """<root>/country211/{train,valid,test}/<country code>/<n>.jpg."""
-    _solid_files([os.path.join(root, "country211", split, code, f"{i}.jpg")
+    write_solid_files([os.path.join(root, "country211", split, code, f"{i}.jpg")
                   for split in ("train", "valid", "test") for code in countries for i in range(per_country)])
     return root
 
 
 def write_eurosat(root, per_class=5, classes=("AnnualCrop", "Forest", "River")):
     """<root>/eurosat/2750/<class>/<class>_<n>.jpg."""
-    _solid_files([os.path.join(root, "eurosat", "2750", name, f"{name}_{i + 1}.jpg")
+    write_solid_files([os.path.join(root, "eurosat", "2750", name, f"{name}_{i + 1}.jpg")
                   for name in classes for i in range(per_class)])
     return root
 
@@ -348,5 +348,5 @@ def write_places365(root, n=12):
     names = [f"Places365_val_{k + 1:08d}.jpg" for k in range(n)]
     with open(os.path.join(root, "places365_val.txt"), "w") as f:
         f.write("\n".join(f"{name} {k % len(PLACES_CATEGORIES)}" for k, name in enumerate(names)) + "\n")
-    _solid_files([os.path.join(root, "val_256", name) for name in names])
+    write_solid_files([os.path.join(root, "val_256", name) for name in names])
     return root

@@ -11,9 +11,9 @@ other subclass may read its samples its own way, so it is not ours to read (the 
 its __getitem__). A known class this
 cannot read as a source (a custom loader, a joint `transforms=`, segmentation targets, ...)
 gives an Adapted with no source and `why`, so the loader can say why it takes the Python path.
-torch's `Subset` (what `random_split` gives) of such a dataset, or of one of this library's
-array or file sources, is read as the samples at its indices. Hugging Face's `datasets.Dataset`
-is read by sources/hf.py.
+torch's `Subset` (what `random_split` gives) and `ConcatDataset` of such datasets, or of this
+library's array or file sources, are read by sources/containers.py. Hugging Face's
+`datasets.Dataset` is read by sources/hf.py.
 
 The attributes read are the objects' own, read when adapt is called: a dataset whose
 `samples`, `data` or `targets` the user replaced or cut is read as it now stands. Private
@@ -22,40 +22,26 @@ is guarded, and a missing one is a `why`, never an AttributeError.
 """
 import functools
 import os
-import zlib
-from dataclasses import dataclass
-from typing import Any, Callable, Dict, Optional, Tuple
+from typing import Callable, Dict, Optional, Tuple
 
 import numpy as np
 
-from .arrays import ArraySource
+from .adapted import Adapted, CannotRead
+from .arrays import ArraySource, ViewedArrays
+from .containers import concat, subset
 from .files import FileSource
 from .indexed import index_adding_base
-
-
-@dataclass(frozen=True)
-class Adapted:
-    """A dataset object read as a source (None if it cannot be: `why` says why), and the
-    transform and target_transform its __getitem__ applies."""
-    source: Any
-    transform: Optional[Callable]
-    target_transform: Optional[Callable]
-    why: str = ""
-    only_as_source: bool = False   # a Subset of a library source: no __getitem__ reads it, only `source`
-    adds_index: bool = False       # each item is (image, target, the sample's index): see sources/indexed.py
-
-
-class _CannotRead(Exception):
-    """Why a known dataset class cannot be read as a source (a short reason)."""
 
 
 def adapt(dataset) -> Optional[Adapted]:
     """`dataset` as a source with its transforms; None for a class this does not know
     (nothing is read or imported then)."""
-    from torch.utils.data import Subset
+    from torch.utils.data import ConcatDataset, Subset
 
     if type(dataset) is Subset:
-        return _subset(dataset)
+        return subset(dataset, adapt)
+    if type(dataset) is ConcatDataset:
+        return concat(dataset, adapt)
     package = type(dataset).__module__.split(".")[0]
     if package == "datasets":   # Hugging Face's: its own reader (sources/hf.py)
         from .hf import reading
@@ -77,7 +63,7 @@ def adapt(dataset) -> Optional[Adapted]:
         reader, adds_index = known[base], base is not type(dataset) and _overrides_getitem(dataset, base)
     try:
         source, transform, target_transform = reader(dataset)
-    except _CannotRead as reason:
+    except CannotRead as reason:
         return Adapted(None, transform, target_transform, f"{type(dataset).__name__}: {reason}")
     return Adapted(source, transform, target_transform, adds_index=adds_index)
 
@@ -86,59 +72,10 @@ def _overrides_getitem(dataset, base) -> bool:
     return type(dataset).__getitem__ is not base.__getitem__
 
 
-def _subset(subset) -> Optional[Adapted]:
-    """torch's Subset: its dataset read as a source (or a source itself), cut to its indices;
-    the transforms its dataset's __getitem__ applies (a Subset has none of its own)."""
-    from .protocol import is_source
-
-    inner = Adapted(subset.dataset, None, None, only_as_source=True) if is_source(subset.dataset) else \
-        adapt(subset.dataset)
-    if inner is None:
-        return None
-    if inner.source is None:
-        return Adapted(None, inner.transform, inner.target_transform, f"a Subset of {inner.why}")
-    try:
-        source = _take(inner.source, subset.indices)
-    except _CannotRead as reason:
-        return Adapted(None, inner.transform, inner.target_transform, f"a Subset: {reason}")
-    return Adapted(source, inner.transform, inner.target_transform, only_as_source=inner.only_as_source,
-                   adds_index=inner.adds_index)
-
-
-def _take(source, indices):
-    """The samples of an array or file source at `indices` (as Python indexes them), a
-    source of their own whose name says which."""
-    total = len(source)
-    picked = np.asarray(indices)   # a list, a range, a tensor or an array
-    if picked.ndim != 1 or (len(picked) and picked.dtype.kind not in "iu"):
-        raise _CannotRead("its indices are not a sequence of integers")
-    picked = picked.astype(np.int64)
-    given = picked.copy()   # as the Subset hands them to the dataset (an index-adding one returns them)
-    if not len(picked):
-        raise _CannotRead("it holds no samples")
-    if picked.min() < -total or picked.max() >= total:
-        raise _CannotRead(f"its indices reach past the dataset's {total} samples")
-    picked %= total
-    if hasattr(source, "subset"):   # a source that cuts itself (sources/hf.py)
-        return source.subset(picked)
-    tag = f"[{len(picked)} of {total}, {zlib.crc32(picked.tobytes()):08x}]"
-    classes = getattr(source, "classes", None)
-    before = getattr(source, "kept_positions", None)
-    positions = given if before is None else before[picked]
-    if isinstance(source, FileSource):
-        return FileSource([source.files[i] for i in picked], source.labels[picked], source.name + tag, classes,
-                          kept_positions=positions)
-    if isinstance(source, ArraySource):
-        taken = ViewedArrays(source.images[picked], source.labels[picked], source.name + tag, kept_positions=positions)
-        taken.classes = classes
-        return taken
-    raise _CannotRead(f"its dataset is a {type(source).__name__}, which is not cut by indices")
-
-
 @functools.lru_cache(maxsize=None)
 def _registry(package: str) -> Dict[type, Callable]:
     """{exact class: reader} of one package; each reader gives (source, transform,
-    target_transform) or raises _CannotRead."""
+    target_transform) or raises CannotRead."""
     if package == "timm":
         try:
             from timm.data import AugMixDataset, ImageDataset
@@ -168,11 +105,11 @@ def _registry(package: str) -> Dict[type, Callable]:
 
 
 def _attribute(dataset, name: str):
-    """dataset.<name>, or _CannotRead naming it (a torchvision that no longer has it)."""
+    """dataset.<name>, or CannotRead naming it (a torchvision that no longer has it)."""
     try:
         return getattr(dataset, name)
     except AttributeError:
-        raise _CannotRead(f"it has no attribute {name!r} (another torchvision version?)") from None
+        raise CannotRead(f"it has no attribute {name!r} (another torchvision version?)") from None
 
 
 def _plain_transforms(dataset) -> Tuple[Optional[Callable], Optional[Callable]]:
@@ -189,7 +126,7 @@ def _truthy_transforms(dataset) -> Tuple[Optional[Callable], Optional[Callable]]
 
 
 def _labels(values, count: int) -> np.ndarray:
-    """One integer label per sample, as int64 (a view where they are already); _CannotRead
+    """One integer label per sample, as int64 (a view where they are already); CannotRead
     otherwise (the loader's batches hold integer labels)."""
     if hasattr(values, "numpy") and hasattr(values, "detach"):   # a torch tensor
         values = values.detach().cpu().numpy()
@@ -198,7 +135,7 @@ def _labels(values, count: int) -> np.ndarray:
     except (TypeError, ValueError):
         labels = None
     if labels is None or labels.ndim != 1 or labels.dtype.kind not in "iu" or len(labels) != count:
-        raise _CannotRead(f"its labels are not one integer per sample ({count} samples)")
+        raise CannotRead(f"its labels are not one integer per sample ({count} samples)")
     return labels.astype(np.int64, copy=False)
 
 
@@ -206,10 +143,10 @@ def _uint8_pixels(values, ndim: int, what: str) -> np.ndarray:
     """A uint8 array (a view of a torch tensor or numpy array) of `ndim` dimensions."""
     if hasattr(values, "numpy") and hasattr(values, "detach"):
         if values.device.type != "cpu":
-            raise _CannotRead(f"its {what} are on {values.device}, not in host memory")
+            raise CannotRead(f"its {what} are on {values.device}, not in host memory")
         values = values.detach().numpy()
     if not isinstance(values, np.ndarray) or values.dtype != np.uint8 or values.ndim != ndim:
-        raise _CannotRead(f"its {what} are not a {ndim}-dimensional uint8 array")
+        raise CannotRead(f"its {what} are not a {ndim}-dimensional uint8 array")
     return values
 
 
@@ -217,18 +154,6 @@ def _name(dataset, split: str) -> str:
     """What tells one dataset object from another in a fingerprint: class, split and root
     (the source adds the length and a crc of the labels, or of the files and labels)."""
     return f"{type(dataset).__name__}/{split}/{os.fspath(getattr(dataset, 'root', '') or '')}"
-
-
-class ViewedArrays(ArraySource):
-    """An ArraySource over a view of the dataset's own array (CIFAR's, SVHN's and STL10's
-    are transposed views): pil_image reads the view, no copy. DALI takes dense batches only,
-    and the one-pass C gather a C-contiguous array only (a strided gather costs ~10x as
-    much per batch), so the first read() into a DALI graph makes it C-contiguous, once."""
-
-    def read(self, *args, **kwargs):
-        if not self.images.flags.c_contiguous:
-            self.images = np.ascontiguousarray(self.images)
-        return super().read(*args, **kwargs)
 
 
 def _array_source(dataset, images: np.ndarray, labels: np.ndarray, split: str) -> ArraySource:
@@ -240,12 +165,12 @@ def _array_source(dataset, images: np.ndarray, labels: np.ndarray, split: str) -
 def _file_source(dataset, paths, targets, split: str) -> FileSource:
     """The files, labelled; named by the dataset's class, split and root."""
     if not len(paths):
-        raise _CannotRead("it holds no samples")
+        raise CannotRead("it holds no samples")
     labels = _labels(targets, len(paths))
     try:
         files = [os.fspath(path) for path in paths]
     except TypeError:
-        raise _CannotRead("its samples are not file paths") from None
+        raise CannotRead("its samples are not file paths") from None
     return FileSource(files, labels, _name(dataset, split), getattr(dataset, "classes", None))
 
 
@@ -258,12 +183,12 @@ def _pairs(samples, what: str):
             paths.append(path)
             targets.append(target)
     except (TypeError, ValueError):
-        raise _CannotRead(f"its {what} are not (path, class) pairs") from None
+        raise CannotRead(f"its {what} are not (path, class) pairs") from None
     return paths, targets
 
 
 def _pil_loading(loader) -> None:
-    """_CannotRead unless `loader` opens a file as PIL's convert("RGB") (the file source's
+    """CannotRead unless `loader` opens a file as PIL's convert("RGB") (the file source's
     decode): torchvision's default loader (while its backend is PIL), its pil_loader, or
     this library's own."""
     import torchvision
@@ -273,10 +198,10 @@ def _pil_loading(loader) -> None:
 
     if loader is folder.default_loader:
         if torchvision.get_image_backend() != "PIL":
-            raise _CannotRead(f"torchvision's image backend is {torchvision.get_image_backend()!r}: its "
+            raise CannotRead(f"torchvision's image backend is {torchvision.get_image_backend()!r}: its "
                               f"default loader gives no PIL image")
     elif loader is not folder.pil_loader and loader is not load_rgb:
-        raise _CannotRead(f"its loader {getattr(loader, '__name__', loader)!r} is not torchvision's default "
+        raise CannotRead(f"its loader {getattr(loader, '__name__', loader)!r} is not torchvision's default "
                           f"(PIL) loader")
 
 
@@ -296,7 +221,7 @@ def _cifar(dataset):
     """CIFAR10 / CIFAR100: `data` (N, 32, 32, 3) uint8, `targets` a list."""
     images = _uint8_pixels(_attribute(dataset, "data"), 4, "images")
     if images.shape[-1] != 3:
-        raise _CannotRead("its images are not (N, H, W, 3)")
+        raise CannotRead("its images are not (N, H, W, 3)")
     split = "train" if _attribute(dataset, "train") else "test"
     return (_array_source(dataset, images, _labels(_attribute(dataset, "targets"), len(images)), split),
             *_plain_transforms(dataset))
@@ -316,7 +241,7 @@ def _hwc_view(dataset) -> np.ndarray:
     transposes each image to: a view, no copy."""
     images = _uint8_pixels(_attribute(dataset, "data"), 4, "images")
     if images.shape[1] != 3:
-        raise _CannotRead("its images are not (N, 3, H, W)")
+        raise CannotRead("its images are not (N, 3, H, W)")
     return images.transpose(0, 2, 3, 1)
 
 
@@ -332,9 +257,9 @@ def _stl10(dataset):
     it over, which the loader's labels do not."""
     split = str(_attribute(dataset, "split"))
     if "unlabeled" in split:
-        raise _CannotRead(f"split {split!r} holds unlabeled images (label -1)")
+        raise CannotRead(f"split {split!r} holds unlabeled images (label -1)")
     if _attribute(dataset, "labels") is None:
-        raise _CannotRead("it has no labels")
+        raise CannotRead("it has no labels")
     images = _hwc_view(dataset)
     labels = _labels(dataset.labels, len(images))
     folds = getattr(dataset, "folds", None)
@@ -371,7 +296,7 @@ def _pet(dataset):
     (a StandardTransform) unless the user built it with `transforms=`."""
     target_types = list(_attribute(dataset, "_target_types"))
     if target_types != ["category"]:
-        raise _CannotRead(f"its target_types {target_types} are not ['category']")
+        raise CannotRead(f"its target_types {target_types} are not ['category']")
     files, labels = _attribute(dataset, "_images"), _attribute(dataset, "_labels")
     source = _file_source(dataset, files, labels, str(_attribute(dataset, "_split")))
     return source, *_joint_transforms(dataset)
@@ -383,7 +308,7 @@ def _places365(dataset):
     _pil_loading(_attribute(dataset, "loader"))
     paths, targets = _pairs(_attribute(dataset, "imgs"), "imgs")
     if any(target is None for target in targets):
-        raise _CannotRead("its split has no labels")
+        raise CannotRead("its split has no labels")
     return _file_source(dataset, paths, targets, str(_attribute(dataset, "split"))), *_joint_transforms(dataset)
 
 
@@ -397,7 +322,7 @@ def _joint_transforms(dataset) -> Tuple[Optional[Callable], Optional[Callable]]:
     if joint is None:
         return None, None
     if type(joint) is not StandardTransform:
-        raise _CannotRead("it was built with a joint transforms= (image and target together)")
+        raise CannotRead("it was built with a joint transforms= (image and target together)")
     return joint.transform, joint.target_transform
 
 
@@ -410,20 +335,20 @@ def _timm_image_dataset(dataset):
     reader = _attribute(dataset, "reader")
     hub = _timm_hub_reader(reader)
     if type(reader) is not ReaderImageFolder and hub is None:
-        raise _CannotRead(f"its reader {type(reader).__name__} is neither timm's plain folder reader nor its "
+        raise CannotRead(f"its reader {type(reader).__name__} is neither timm's plain folder reader nor its "
                           f"Hugging Face datasets reader (hfds/)")
     if _attribute(dataset, "load_bytes"):
-        raise _CannotRead("load_bytes=True hands the transform bytes, not an image")
+        raise CannotRead("load_bytes=True hands the transform bytes, not an image")
     mode = _attribute(dataset, "input_img_mode")
     if mode != "RGB":
-        raise _CannotRead(f"input_img_mode={mode!r}: only 'RGB' images are read as files")
+        raise CannotRead(f"input_img_mode={mode!r}: only 'RGB' images are read as files")
     if getattr(dataset, "additional_features", None) is not None:
-        raise _CannotRead("it hands over additional_features")
+        raise CannotRead("it hands over additional_features")
     if hub is not None:
         return _timm_hub_source(reader), *_plain_transforms(dataset)
     paths, targets = _pairs(_attribute(reader, "samples"), "reader's samples")
     if any(target is None for target in targets):
-        raise _CannotRead("some samples have no class")
+        raise CannotRead("some samples have no class")
     source = _file_source(dataset, paths, targets, "folder")
     source.name += os.fspath(getattr(reader, "root", "") or "")
     class_to_idx = getattr(reader, "class_to_idx", None) or {}
@@ -447,16 +372,16 @@ def _timm_hub_source(reader):
     from .hf import HuggingFaceSource
 
     if getattr(reader, "target_keys", None):
-        raise _CannotRead("its targets are several fields (a multi-hot vector), not one class index")
+        raise CannotRead("its targets are several fields (a multi-hot vector), not one class index")
     if getattr(reader, "dense_target", False) or _attribute(reader, "remap_class"):
-        raise _CannotRead("its targets are remapped (class_map or target_format), which its reader does per item")
+        raise CannotRead("its targets are remapped (class_map or target_format), which its reader does per item")
     table, label = _attribute(reader, "dataset"), _attribute(reader, "label_key")
     if label not in table.column_names:
-        raise _CannotRead(f"its target_key {label!r} is not one of the Dataset's columns {table.column_names}")
+        raise CannotRead(f"its target_key {label!r} is not one of the Dataset's columns {table.column_names}")
     try:
         source = HuggingFaceSource(table, image_column=_attribute(reader, "image_key"), label_column=label)
     except ValueError as why:   # NotReadable, or a Dataset with a transform of its own
-        raise _CannotRead(f"its Dataset: {why}") from None
+        raise CannotRead(f"its Dataset: {why}") from None
     class_to_idx = getattr(reader, "class_to_idx", None) or {}
     source.classes = sorted(class_to_idx, key=class_to_idx.get) or source.classes
     return source
@@ -471,12 +396,12 @@ def _timm_split_dataset(dataset):
     inner = adapt(_attribute(dataset, "dataset"))
     if inner is None or inner.source is None:
         why = inner.why if inner is not None else f"{type(dataset.dataset).__name__} is not read as a source"
-        raise _CannotRead(f"its dataset: {why}")
+        raise CannotRead(f"its dataset: {why}")
     if inner.adds_index:
-        raise _CannotRead("its dataset's items carry their index, which it does not unpack")
+        raise CannotRead("its dataset's items carry their index, which it does not unpack")
     augmentation, normalize = _attribute(dataset, "augmentation"), _attribute(dataset, "normalize")
     if augmentation is None:
-        raise _CannotRead("no augmentation is set (set its transform to timm's three transforms: "
+        raise CannotRead("no augmentation is set (set its transform to timm's three transforms: "
                           "create_transform(..., separate=True))")
     splits = int(_attribute(dataset, "num_splits"))
     views = [normalize] + [[augmentation, normalize]] * (splits - 1)

@@ -11,6 +11,7 @@ from torchvision.datasets import ImageFolder
 from torchvision.transforms import v2
 
 from dali_loaders import (
+    DaliLoader,
     get_files_iter_dali,
     get_files_iter_torch,
     get_imagefolder_iter_dali,
@@ -99,6 +100,18 @@ def test_sequence_labels_in_dict_output(words_dir):
     loader = get_files_iter_dali(words_dir, 8, False, 1, label_fn=lambda p: os.path.basename(p)[:-4],
                                  alphabet=ALPHABET, transform=TO_FLOAT, output="dict")
     check_sequences([(b["data"], b["label"], b["label_length"]) for [b] in loader], 5)
+
+
+def test_a_subset_or_concat_of_files_labelled_by_a_table_is_refused_not_relabelled(words_dir):
+    """Their DALI labels are rows of a table: cut or joined, the rows would be served as labels."""
+    from torch.utils.data import ConcatDataset, Subset
+
+    source = get_files_iter_dali(words_dir, 4, False, 1, label_fn=lambda p: os.path.basename(p)[:-4],
+                                 alphabet=ALPHABET, transform=TO_FLOAT).dataset
+    with pytest.raises(TypeError, match="a Subset of a LabelledFiles: .*labels are looked up in a table"):
+        DaliLoader(Subset(source, [2, 0]), 2, transform=TO_FLOAT)
+    with pytest.raises(TypeError, match="ConcatDataset of this library's sources: .*looked up in a table"):
+        DaliLoader(ConcatDataset([source, source]), 2, transform=TO_FLOAT)
 
 
 def test_label_file_with_text_and_with_several_integers(words_dir, tmp_path):

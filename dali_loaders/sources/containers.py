@@ -32,6 +32,8 @@ def subset(dataset, adapt: Callable) -> Optional[Adapted]:
     try:
         source = take(inner.source, dataset.indices)
     except CannotRead as reason:
+        if inner.only_as_source:   # no __getitem__ to fall back on
+            raise TypeError(f"a Subset of a {type(inner.source).__name__}: {reason}") from None
         return Adapted(None, inner.transform, inner.target_transform, f"a Subset: {reason}")
     return Adapted(source, inner.transform, inner.target_transform, only_as_source=inner.only_as_source,
                    adds_index=inner.adds_index)
@@ -53,6 +55,7 @@ def take(source, indices):
     picked %= total
     if hasattr(source, "subset"):   # a source that cuts itself (sources/hf.py)
         return source.subset(picked)
+    _refuse_label_table(source)
     tag = f"[{len(picked)} of {total}, {zlib.crc32(picked.tobytes()):08x}]"
     classes = getattr(source, "classes", None)
     before = getattr(source, "kept_positions", None)
@@ -65,6 +68,14 @@ def take(source, indices):
         taken.classes = classes
         return taken
     raise CannotRead(f"its dataset is a {type(source).__name__}, which is not cut by indices")
+
+
+def _refuse_label_table(source) -> None:
+    """A source whose labels are row numbers into its `label_table` (labels that are not one
+    integer) is not cut or joined here: the rows would lose their table."""
+    if getattr(source, "label_table", None) is not None:
+        raise CannotRead(f"its {type(source).__name__}'s labels are looked up in a table, which is not cut or "
+                         f"joined")
 
 
 def concat(dataset, adapt: Callable) -> Optional[Adapted]:
@@ -94,6 +105,8 @@ def concat(dataset, adapt: Callable) -> Optional[Adapted]:
     try:
         source = _joined([part.source for part in parts])
     except CannotRead as reason:
+        if parts[0].only_as_source:   # no __getitem__ to fall back on
+            raise TypeError(f"a ConcatDataset of this library's sources: {reason}") from None
         return refused(str(reason))
     return Adapted(source, transforms[0] if transforms else None, target_transforms[0] if target_transforms else None,
                    only_as_source=parts[0].only_as_source)
@@ -110,6 +123,8 @@ def _shared(callables: List) -> List:
 
 def _joined(sources: List):
     """One source of file sources, or of array sources of one image shape, one after another."""
+    for source in sources:
+        _refuse_label_table(source)
     name = "+".join(source.name for source in sources)
     labels = np.concatenate([source.labels for source in sources])
     classes = [getattr(source, "classes", None) for source in sources]

@@ -350,3 +350,31 @@ def write_places365(root, n=12):
         f.write("\n".join(f"{name} {k % len(PLACES_CATEGORIES)}" for k, name in enumerate(names)) + "\n")
     write_solid_files([os.path.join(root, "val_256", name) for name in names])
     return root
+
+
+CELEBA_ATTRIBUTES = ("Bald", "Eyeglasses", "Male", "Smiling", "Young")
+
+
+def write_celeba(root, n=30):
+    """<root>/celeba/: img_align_celeba/<%06d>.jpg (image k - 1 says k - 1), list_eval_partition.txt
+    (image k in split k % 3), identity_CelebA.txt (1000 + 7k), list_bbox_celeba.txt,
+    list_landmarks_align_celeba.txt and list_attr_celeba.txt (attribute j of image k - 1: bit j of
+    k - 1, as -1 / 1), each as the dataset ships it: space-aligned, a count and a header line."""
+    base = os.path.join(root, "celeba")
+    names = [f"{k:06d}.jpg" for k in range(1, n + 1)]
+    write_solid_files([os.path.join(base, "img_align_celeba", name) for name in names])
+
+    def table(filename, rows, header=None):
+        with open(os.path.join(base, filename), "w") as f:
+            if header is not None:
+                f.write(f"{n}\n" + " ".join(header) + "\n")
+            f.write("".join(f"{name} " + "  ".join(str(v) for v in row) + "\n" for name, row in zip(names, rows)))
+
+    table("list_eval_partition.txt", [[k % 3] for k in range(1, n + 1)])
+    table("identity_CelebA.txt", [[1000 + 7 * k] for k in range(1, n + 1)])
+    table("list_bbox_celeba.txt", [[k, 2 * k, 100 + k, 120 + k] for k in range(n)], ["image_id", "x_1", "y_1", "width", "height"])
+    table("list_landmarks_align_celeba.txt", [[k + j for j in range(10)] for k in range(n)],
+          [f"{part}_{axis}" for part in ("lefteye", "righteye", "nose", "leftmouth", "rightmouth") for axis in "xy"])
+    table("list_attr_celeba.txt", [[1 if (k >> j) & 1 else -1 for j in range(len(CELEBA_ATTRIBUTES))] for k in range(n)],
+          CELEBA_ATTRIBUTES)
+    return root

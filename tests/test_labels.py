@@ -102,16 +102,27 @@ def test_sequence_labels_in_dict_output(words_dir):
     check_sequences([(b["data"], b["label"], b["label_length"]) for [b] in loader], 5)
 
 
-def test_a_subset_or_concat_of_files_labelled_by_a_table_is_refused_not_relabelled(words_dir):
-    """Their DALI labels are rows of a table: cut or joined, the rows would be served as labels."""
+def test_a_subset_of_files_labelled_by_a_table_keeps_its_table_and_a_concat_is_refused(words_dir):
+    """Their DALI labels are rows of a table: cut, the rows keep their table (each image its own
+    word); joined, two tables would clash, so that is refused rather than relabelled."""
     from torch.utils.data import ConcatDataset, Subset
 
     source = get_files_iter_dali(words_dir, 4, False, 1, label_fn=lambda p: os.path.basename(p)[:-4],
                                  alphabet=ALPHABET, transform=TO_FLOAT).dataset
-    with pytest.raises(TypeError, match="a Subset of a LabelledFiles: .*labels are looked up in a table"):
-        DaliLoader(Subset(source, [2, 0]), 2, transform=TO_FLOAT)
-    with pytest.raises(TypeError, match="ConcatDataset of this library's sources: .*looked up in a table"):
+    picked = [7, 2, 11, 0, 18]
+    (images, labels, lengths), = list(DaliLoader(Subset(source, picked), 5, transform=TO_FLOAT))
+    ids = ids_of(images)
+    assert ids == ids_of_files(source, picked)   # in the Subset's order
+    for i, label, n in zip(ids, labels.tolist(), lengths.tolist()):
+        word = encode(word_of(i))
+        assert n == len(word) and label[:n] == word and not any(label[n:])
+    with pytest.raises(TypeError, match="ConcatDataset of this library's sources: .*table of its own"):
         DaliLoader(ConcatDataset([source, source]), 2, transform=TO_FLOAT)
+
+
+def ids_of_files(source, positions) -> list:
+    """The ids the images at these positions of the source say (read with PIL)."""
+    return [image_id(Image.open(source.files[k]).convert("RGB").getpixel((0, 0))) for k in positions]
 
 
 def test_label_file_with_text_and_with_several_integers(words_dir, tmp_path):

@@ -9,6 +9,7 @@ import torchvision.datasets as tvd
 from cifar_data import index_images, write_cifar
 from dataset_data import (
     write_aircraft,
+    write_celeba,
     write_country211,
     write_dtd,
     write_eurosat,
@@ -40,7 +41,7 @@ GREY_MEAN, GREY_STD = (0.1307,), (0.3081,)
 
 @pytest.fixture(autouse=True)
 def no_md5_checks(monkeypatch):
-    for cls in (tvd.CIFAR10, tvd.SVHN, tvd.STL10, tvd.Flowers102, tvd.Places365):
+    for cls in (tvd.CIFAR10, tvd.SVHN, tvd.STL10, tvd.Flowers102, tvd.Places365, tvd.CelebA):
         monkeypatch.setattr(cls, "_check_integrity", lambda self, *args: True)
     monkeypatch.setattr(tvd.cifar, "check_integrity", lambda *args, **kwargs: True)
 
@@ -71,6 +72,7 @@ def roots(tmp_path_factory):
         "country211": made("country211", write_country211),
         "eurosat": made("eurosat", write_eurosat),
         "places": made("places", write_places365),
+        "celeba": made("celeba", write_celeba),
     }
 
 
@@ -105,6 +107,8 @@ DATASETS = {
     "Country211": (lambda r, t: tvd.Country211(r["country211"], "valid", transform=t), RGB_MEAN, RGB_STD),
     "EuroSAT": (lambda r, t: tvd.EuroSAT(r["eurosat"], transform=t), RGB_MEAN, RGB_STD),
     "Places365": (lambda r, t: tvd.Places365(r["places"], "val", small=True, transform=t), RGB_MEAN, RGB_STD),
+    "CelebA-attr": (lambda r, t: tvd.CelebA(r["celeba"], "train", transform=t), RGB_MEAN, RGB_STD),
+    "CelebA-identity": (lambda r, t: tvd.CelebA(r["celeba"], "valid", "identity", transform=t), RGB_MEAN, RGB_STD),
 }
 
 

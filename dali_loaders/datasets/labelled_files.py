@@ -8,7 +8,7 @@ be a sequence (a captcha's characters), served as int64 (B, L) padded, with the 
         ...
 
 DALI reads each sample's index as its label; the loader looks the real label up in a table
-(loader.outputs.LabelTable), so order, sharding and resume are the image loaders' own.
+(sources/label_table.py), so order, sharding and resume are the image loaders' own.
 """
 import io
 import os
@@ -21,7 +21,7 @@ from .. import recipes
 from ..loader import DaliLoader, TorchLoader
 from ..loader.checks import check_count
 from ..loader.fallback import dali_available, warn_fallback
-from ..loader.outputs import LabelTable
+from ..sources.label_table import LabelTable
 from ..sources.files import FileSource
 from ..sources.image_files import is_image
 from ..sources.storage import commonpath, is_url, isdir, isfile, join, list_tree, normpath, read_text

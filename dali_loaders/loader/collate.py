@@ -33,8 +33,8 @@ from torch.utils.data import default_collate
 
 from ..ops import batch_memory
 from ..seeds import derived_seed
+from ..sources.label_table import LabelTable
 from ..transforms.python_fallback import seeded_globals
-from .outputs import LabelTable
 from .python_path import placed
 from .rows import batch_rows
 
@@ -71,12 +71,13 @@ class SampleLabels:
         lengths = None
         if self.label_table is not None:
             labels, lengths = self.label_table(labels)
+        each = self.label_table.each(labels) if self.label_table is not None else labels.cpu().tolist()
         if self.target_transform is not None:
-            values = [self.target_transform(label) for label in labels.cpu().tolist()]
-        elif lengths is not None:
-            values = labels.unbind(0)   # padded rows: default_collate stacks them to (B, L)
+            values = [self.target_transform(label) for label in each]
+        elif lengths is not None or labels.dim() > 1:
+            values = labels.unbind(0)   # rows: default_collate stacks them to (B, L)
         else:
-            values = labels.cpu().tolist()
+            values = each
         return (values,) if lengths is None else (values, lengths.cpu().tolist())
 
 

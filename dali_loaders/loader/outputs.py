@@ -9,24 +9,10 @@ are the loader's own.
 """
 from typing import Callable, Optional
 
-import numpy as np
 import torch
 from torch.utils.data import default_collate
 
-
-class LabelTable:
-    """Labels a source cannot hand DALI as one integer: the source's label is the sample's
-    index, and this table holds its label, (N,) or (N, L) padded, with `lengths` (N,) when
-    the labels are sequences."""
-
-    def __init__(self, labels: np.ndarray, lengths: Optional[np.ndarray] = None):
-        self.labels = torch.as_tensor(np.asarray(labels, dtype=np.int64))
-        self.lengths = None if lengths is None else torch.as_tensor(np.asarray(lengths, dtype=np.int64))
-
-    def __call__(self, index: torch.Tensor):
-        rows = index.cpu().long()
-        labels = self.labels[rows].to(index.device)
-        return labels, (None if self.lengths is None else self.lengths[rows].to(index.device))
+from ..sources.label_table import LabelTable
 
 
 class BatchShape:
@@ -50,7 +36,7 @@ class BatchShape:
         if self.label_table is not None:
             labels, lengths = self.label_table(labels)
         if self.target_transform is not None:
-            labels = transform_each(self.target_transform, labels)
+            labels = transform_each(self.target_transform, labels, self.label_table)
         if self.as_dict:
             batch = {"data": images, "label": labels.unsqueeze(1) if labels.dim() == 1 else labels}
             if lengths is not None:
@@ -61,11 +47,12 @@ class BatchShape:
         return (images, labels, *indices) if lengths is None else (images, labels, lengths, *indices)
 
 
-def transform_each(target_transform: Callable, labels: torch.Tensor):
-    """target_transform called on each label as torchvision's datasets call it (an int, or a
-    list of ints for a sequence), the results collated as DataLoader collates them."""
+def transform_each(target_transform: Callable, labels: torch.Tensor, table: Optional[LabelTable] = None):
+    """target_transform called on each label as the dataset calls it (an int, a list of ints for
+    a sequence, or a tensor where `table` says so), the results collated as DataLoader does."""
     device = labels.device
-    collated = default_collate([target_transform(label) for label in labels.cpu().tolist()])
+    each = table.each(labels) if table is not None else labels.cpu().tolist()
+    collated = default_collate([target_transform(label) for label in each])
     return collated.to(device) if isinstance(collated, torch.Tensor) else collated
 
 

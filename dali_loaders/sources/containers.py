@@ -5,6 +5,7 @@ datasets one after the other, as its indices run.
 Each takes `adapt` (sources/torchvision.py's) to read the datasets inside, so that this module
 imports nothing that imports it.
 """
+import copy
 import zlib
 from typing import Callable, List, Optional
 
@@ -55,11 +56,15 @@ def take(source, indices):
     picked %= total
     if hasattr(source, "subset"):   # a source that cuts itself (sources/hf.py)
         return source.subset(picked)
-    _refuse_label_table(source)
     tag = f"[{len(picked)} of {total}, {zlib.crc32(picked.tobytes()):08x}]"
     classes = getattr(source, "classes", None)
     before = getattr(source, "kept_positions", None)
     positions = given if before is None else before[picked]
+    if isinstance(source, FileSource) and getattr(source, "label_table", None) is not None:
+        cut = copy.copy(source)   # its labels are rows of its table: the rows cut, the table kept
+        cut.files, cut.labels = [source.files[i] for i in picked], source.labels[picked]
+        cut.name, cut.kept_positions = source.name + tag, positions
+        return cut
     if isinstance(source, FileSource):
         return FileSource([source.files[i] for i in picked], source.labels[picked], source.name + tag, classes,
                           kept_positions=positions)
@@ -72,10 +77,10 @@ def take(source, indices):
 
 def _refuse_label_table(source) -> None:
     """A source whose labels are row numbers into its `label_table` (labels that are not one
-    integer) is not cut or joined here: the rows would lose their table."""
+    integer) is not joined here: each has a table of its own."""
     if getattr(source, "label_table", None) is not None:
-        raise CannotRead(f"its {type(source).__name__}'s labels are looked up in a table, which is not cut or "
-                         f"joined")
+        raise CannotRead(f"its {type(source).__name__}'s labels are looked up in a table of its own, which is "
+                         f"not joined to another")
 
 
 def concat(dataset, adapt: Callable) -> Optional[Adapted]:

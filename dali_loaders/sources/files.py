@@ -134,3 +134,17 @@ def require_folder(path: str, what: str, fix: str) -> str:
     if not isdir(path):
         raise FileNotFoundError(f"{what} {path!r} does not exist; {fix}")
     return path
+
+
+class TabledFiles(FileSource):
+    """Files whose labels are rows of `label_table` (labels that are not one integer: CelebA's
+    attributes); each file's label is its row number there."""
+
+    def __init__(self, files: List[str], label_table, name: str, classes: Optional[List[str]] = None):
+        super().__init__(files, np.arange(len(files)), name, classes)
+        self.label_table = label_table
+
+    @property
+    def fingerprint(self) -> str:
+        listing = "\n".join(self.files).encode() + self.labels.tobytes() + self.label_table.labels.numpy().tobytes()
+        return f"{self.name}/{len(self)}/{zlib.crc32(listing):08x}"

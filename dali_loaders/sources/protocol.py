@@ -22,7 +22,7 @@ May provide:
                                   `skipped` ({name: why}); the source itself if nothing to do
   skipped                         {name: why} of the samples screening left out
   classes                         the class names, as torchvision's datasets name them
-  label_table                     loader.outputs.LabelTable: labels that are not one integer
+  label_table                     sources.label_table.LabelTable: labels that are not one integer
   name_failure(batch_size)        a hook naming the sample behind a failed batch
                                   (failure, remaining indices) -> Exception or None
   decoded                         True when read() hands DALI pixels, not encoded files: no

@@ -29,7 +29,7 @@ import numpy as np
 from .adapted import Adapted, CannotRead
 from .arrays import ArraySource, ViewedArrays
 from .containers import concat, subset
-from .files import FileSource
+from .files import FileSource, TabledFiles
 from .indexed import index_adding_base
 
 
@@ -88,7 +88,7 @@ def _registry(package: str) -> Dict[type, Callable]:
              datasets.CIFAR10: _cifar, datasets.CIFAR100: _cifar,
              datasets.MNIST: _mnist, datasets.FashionMNIST: _mnist, datasets.KMNIST: _mnist,
              datasets.EMNIST: _mnist, datasets.SVHN: _channels_first, datasets.STL10: _stl10,
-             datasets.OxfordIIITPet: _pet, datasets.Places365: _places365}
+             datasets.OxfordIIITPet: _pet, datasets.Places365: _places365, datasets.CelebA: _celeba}
     # the file lists of the fine-grained and linear-probe sets; the later ones where this torchvision has them
     for name, reader in (("Flowers102", _listed_files), ("Food101", _listed_files), ("DTD", _listed_files),
                          ("FGVCAircraft", _listed_files), ("SUN397", _listed_files),
@@ -310,6 +310,29 @@ def _places365(dataset):
     if any(target is None for target in targets):
         raise CannotRead("its split has no labels")
     return _file_source(dataset, paths, targets, str(_attribute(dataset, "split"))), *_joint_transforms(dataset)
+
+
+CELEBA_TARGETS = {"attr": "attr", "identity": "identity", "bbox": "bbox", "landmarks": "landmarks_align"}
+
+
+def _celeba(dataset):
+    """CelebA with one target type: `filename` in its image folder, opened by PIL (its JPEGs are
+    RGB); the target, a tensor per sample (a row of 0/1 attributes, the identity, the box or
+    the landmarks), looked up in a table by the loader."""
+    from .label_table import LabelTable
+
+    target_types = list(_attribute(dataset, "target_type"))
+    if len(target_types) != 1 or target_types[0] not in CELEBA_TARGETS:
+        raise CannotRead(f"its target_type {target_types} is not one of {sorted(CELEBA_TARGETS)} alone")
+    values = np.asarray(_attribute(dataset, CELEBA_TARGETS[target_types[0]]))
+    if target_types[0] == "identity":
+        values = values[:, 0]   # as its __getitem__ indexes it: a 0-d tensor per sample
+    folder = os.path.join(os.fspath(_attribute(dataset, "root")), _attribute(dataset, "base_folder"), "img_align_celeba")
+    files = [os.path.join(folder, name) for name in _attribute(dataset, "filename")]
+    if not files or len(files) != len(values):
+        raise CannotRead(f"its {len(files)} files and {len(values)} targets do not pair up")
+    split = f"{_attribute(dataset, 'split')}-{target_types[0]}"
+    return TabledFiles(files, LabelTable(values, tensors=True), _name(dataset, split)), *_plain_transforms(dataset)
 
 
 def _joint_transforms(dataset) -> Tuple[Optional[Callable], Optional[Callable]]:

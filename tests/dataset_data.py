@@ -378,3 +378,19 @@ def write_celeba(root, n=30):
     table("list_attr_celeba.txt", [[1 if (k >> j) & 1 else -1 for j in range(len(CELEBA_ATTRIBUTES))] for k in range(n)],
           CELEBA_ATTRIBUTES)
     return root
+
+
+INATURALIST_2021 = ("00000_Animalia_Chordata_Aves_Passeriformes_Corvidae_Corvus_corax",
+                    "00001_Animalia_Chordata_Aves_Passeriformes_Corvidae_Pica_pica",
+                    "00002_Plantae_Tracheophyta_Magnoliopsida_Rosales_Rosaceae_Rosa_canina")
+
+
+def write_inaturalist(root, per_category=4):
+    """<root>/2021_valid/<id_kingdom_..._species>/<n>.jpg (the 2021 layout) and
+    <root>/2019/<super>/<category id>/<n>.jpg (the earlier one), images numbered across both."""
+    paths = [os.path.join(root, "2021_valid", folder, f"{k:04x}.jpg")
+             for folder in INATURALIST_2021 for k in range(per_category)]
+    paths += [os.path.join(root, "2019", kind, str(number), f"{k}.jpg")
+              for kind, number in (("Birds", 0), ("Plants", 2), ("Birds", 1)) for k in range(per_category)]
+    write_solid_files(paths)
+    return root

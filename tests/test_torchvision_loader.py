@@ -17,6 +17,7 @@ from dataset_data import (
     write_food,
     write_gtsrb,
     write_imagenette,
+    write_inaturalist,
     write_mnist,
     write_pets,
     write_places365,
@@ -73,6 +74,7 @@ def roots(tmp_path_factory):
         "eurosat": made("eurosat", write_eurosat),
         "places": made("places", write_places365),
         "celeba": made("celeba", write_celeba),
+        "inat": made("inat", write_inaturalist),
     }
 
 
@@ -109,6 +111,9 @@ DATASETS = {
     "Places365": (lambda r, t: tvd.Places365(r["places"], "val", small=True, transform=t), RGB_MEAN, RGB_STD),
     "CelebA-attr": (lambda r, t: tvd.CelebA(r["celeba"], "train", transform=t), RGB_MEAN, RGB_STD),
     "CelebA-identity": (lambda r, t: tvd.CelebA(r["celeba"], "valid", "identity", transform=t), RGB_MEAN, RGB_STD),
+    "INaturalist-2021": (lambda r, t: tvd.INaturalist(r["inat"], "2021_valid", "genus", transform=t), RGB_MEAN, RGB_STD),
+    "INaturalist-2019": (lambda r, t: tvd.INaturalist(r["inat"], "2019", "full", transform=t, loader=tvd.folder.pil_loader),
+                         RGB_MEAN, RGB_STD),
 }
 
 
@@ -173,6 +178,15 @@ def test_a_dataset_it_cannot_read_still_gives_dataloaders_batches(roots):
     assert adapt(dataset).source is None
     with pytest.warns(UserWarning, match="Python path.*ImageFolder: its loader"):
         assert assert_same_batches(dataset, 1e-5, route="python: ImageFolder: its loader") > 1
+
+
+def test_several_target_types_take_the_python_path_with_dataloaders_tuples(roots):
+    dataset = tvd.INaturalist(roots["inat"], "2021_valid", ["full", "kingdom"], transform=v1(RGB_MEAN, RGB_STD))
+    assert "gives a tuple per sample" in adapt(dataset).why
+    with pytest.warns(UserWarning, match="Python path.*INaturalist: its target_type"):
+        batches = list(dali_loader(dataset))
+    (full, kingdom), theirs = batches[0][1], next(iter(torch.utils.data.DataLoader(dataset, BATCH)))[1]
+    assert torch.equal(full, theirs[0]) and torch.equal(kingdom, theirs[1])
 
 
 def test_timm_image_dataset(roots):

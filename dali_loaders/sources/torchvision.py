@@ -88,7 +88,8 @@ def _registry(package: str) -> Dict[type, Callable]:
              datasets.CIFAR10: _cifar, datasets.CIFAR100: _cifar,
              datasets.MNIST: _mnist, datasets.FashionMNIST: _mnist, datasets.KMNIST: _mnist,
              datasets.EMNIST: _mnist, datasets.SVHN: _channels_first, datasets.STL10: _stl10,
-             datasets.OxfordIIITPet: _pet, datasets.Places365: _places365, datasets.CelebA: _celeba}
+             datasets.OxfordIIITPet: _pet, datasets.Places365: _places365, datasets.CelebA: _celeba,
+             datasets.INaturalist: _inaturalist}
     # the file lists of the fine-grained and linear-probe sets; the later ones where this torchvision has them
     for name, reader in (("Flowers102", _listed_files), ("Food101", _listed_files), ("DTD", _listed_files),
                          ("FGVCAircraft", _listed_files), ("SUN397", _listed_files),
@@ -333,6 +334,25 @@ def _celeba(dataset):
         raise CannotRead(f"its {len(files)} files and {len(values)} targets do not pair up")
     split = f"{_attribute(dataset, 'split')}-{target_types[0]}"
     return TabledFiles(files, LabelTable(values, tensors=True), _name(dataset, split)), *_plain_transforms(dataset)
+
+
+def _inaturalist(dataset):
+    """INaturalist with one target type: `index`, (category, file name) pairs under the
+    category's folder; opened by `loader`, or, where it has none, by PIL (its JPEGs are RGB)."""
+    loader = _attribute(dataset, "loader")
+    if loader is not None:
+        _pil_loading(loader)
+    target_types = list(_attribute(dataset, "target_type"))
+    if len(target_types) != 1:
+        raise CannotRead(f"its target_type {target_types} gives a tuple per sample, not one class index")
+    kind, folders, ranks = target_types[0], _attribute(dataset, "all_categories"), _attribute(dataset, "categories_map")
+    root = os.fspath(_attribute(dataset, "root"))
+    paths, targets = [], []
+    for category, name in _attribute(dataset, "index"):
+        paths.append(os.path.join(root, folders[category], name))
+        targets.append(category if kind == "full" else ranks[category][kind])
+    split = f"{_attribute(dataset, 'version')}-{kind}"
+    return _file_source(dataset, paths, targets, split), *_plain_transforms(dataset)
 
 
 def _joint_transforms(dataset) -> Tuple[Optional[Callable], Optional[Callable]]:

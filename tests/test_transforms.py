@@ -123,6 +123,10 @@ DETERMINISTIC = [
     ("Grayscale 3", pil_then(v2.Grayscale(3)), (0.0, 0.0)),
     ("Grayscale 3 tensor", tensor_then(v2.Grayscale(3)), EXACT),
     ("Grayscale on 1 channel", pil_then(v2.Grayscale(1), v2.Grayscale(3)), (0.0, 0.0)),
+    ("RGB on 1 channel", pil_then(v2.Grayscale(1), v2.RGB()), (0.0, 0.0)),
+    ("RGB on 1 channel tensor", C(v2.Grayscale(1), v2.ToImage(), v2.RGB(), FLOAT), (0.0, 0.0)),
+    ("RGB on 3 channels after the conversion", C(v2.ToImage(), FLOAT, v2.RGB()), (0.0, 0.0)),
+    ("Identity", C(v2.ToImage(), v2.Identity(), FLOAT, v2.Identity()), (0.0, 0.0)),
     ("Normalize", C(v2.ToImage(), FLOAT, v2.Normalize((0.4, 0.5, 0.6), (0.2, 0.25, 0.3))), (0.0, 0.001)),
     ("v1 ToTensor + Normalize", v1.Compose([v1.ToTensor(), v1.Normalize((0.4, 0.5, 0.6), (0.2, 0.25, 0.3))]),
      (0.0, 0.001)),
@@ -692,6 +696,7 @@ GPU_TRANSFORMS = [
       v2.RandomChoice([v2.RandomInvert(1.0), v2.Compose([v2.RandomSolarize(9, 1.0), v2.GaussianBlur(3)])], p=[2, 1])),
     C(v2.AugMix(), v2.ToImage(), v2.ToDtype(torch.float32, scale=True)),
     v1.Compose([v1.AugMix(chain_depth=2, all_ops=False), v1.PILToTensor()]),
+    C(v2.Grayscale(1), v2.RGB(), v2.Identity()),
 ]
 
 

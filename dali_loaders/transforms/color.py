@@ -174,6 +174,20 @@ def grayscale(step, images: Images) -> None:
     images.channels = step.num_output_channels
 
 
+@translates("RGB")
+def rgb(step, images: Images) -> None:
+    """v2's RGB: a grey image's one channel three times, as PIL's convert("RGB") and
+    torchvision's grayscale_to_rgb make it; an RGB image as it is, whatever its dtype."""
+    if images.channels == 3:
+        return
+    images.uint8_pixels(step)
+    images.decode()
+    from nvidia.dali import fn
+
+    images.data = fn.cat(images.data, images.data, images.data, axis=2)
+    images.channels = 3
+
+
 @translates("RandomGrayscale")
 @branches
 @augments

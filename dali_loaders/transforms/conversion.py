@@ -117,3 +117,8 @@ def _per_channel(values, channels: int) -> List[float]:
 @translates("ToPureTensor")
 def to_pure_tensor(step, images: Images) -> None:
     """v2's unwrapping of tv_tensors into plain tensors: the loader's output is one already."""
+
+
+@translates("Identity")
+def identity(step, images: Images) -> None:
+    """v2's Identity: nothing to do."""

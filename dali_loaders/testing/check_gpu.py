@@ -77,6 +77,7 @@ def transform_cases() -> List[tuple]:
          2),
         ("ColorJitter pinned", v2.ColorJitter((1.2, 1.2), (0.8, 0.8), (1.3, 1.3), (0.1, 0.1)), 2),
         ("RandomGrayscale p=1 + Grayscale", v2.Compose([v2.RandomGrayscale(1), v2.Grayscale(3)]), 1),
+        ("Grayscale 1 + RGB + Identity", v2.Compose([v2.Grayscale(1), v2.RGB(), v2.Identity()]), 1),
         # the CPU graph blurs in the augmentation operator, the GPU in DALI's: each within 1 of torchvision
         ("GaussianBlur sigma 1", v2.GaussianBlur(5, sigma=(1.0, 1.0)), 2),
         # PIL's blur (self-supervised repositories' classes read as PILGaussianBlur): DALI's filter on both

@@ -33,7 +33,7 @@ from torch.utils.data import default_collate
 
 from ..ops import batch_memory
 from ..seeds import derived_seed
-from ..sources.label_table import LabelTable
+from ..sources.label_table import LabelTable, each_label
 from ..transforms.python_fallback import seeded_globals
 from .python_path import placed
 from .rows import batch_rows
@@ -71,13 +71,12 @@ class SampleLabels:
         lengths = None
         if self.label_table is not None:
             labels, lengths = self.label_table(labels)
-        each = self.label_table.each(labels) if self.label_table is not None else labels.cpu().tolist()
         if self.target_transform is not None:
-            values = [self.target_transform(label) for label in each]
+            values = [self.target_transform(label) for label in each_label(labels, self.label_table)]
         elif lengths is not None or labels.dim() > 1:
             values = labels.unbind(0)   # rows: default_collate stacks them to (B, L)
         else:
-            values = each
+            values = each_label(labels, self.label_table)
         return (values,) if lengths is None else (values, lengths.cpu().tolist())
 
 

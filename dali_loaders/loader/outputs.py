@@ -12,7 +12,7 @@ from typing import Callable, Optional
 import torch
 from torch.utils.data import default_collate
 
-from ..sources.label_table import LabelTable
+from ..sources.label_table import LabelTable, each_label
 
 
 class BatchShape:
@@ -51,8 +51,7 @@ def transform_each(target_transform: Callable, labels: torch.Tensor, table: Opti
     """target_transform called on each label as the dataset calls it (an int, a list of ints for
     a sequence, or a tensor where `table` says so), the results collated as DataLoader does."""
     device = labels.device
-    each = table.each(labels) if table is not None else labels.cpu().tolist()
-    collated = default_collate([target_transform(label) for label in each])
+    collated = default_collate([target_transform(label) for label in each_label(labels, table)])
     return collated.to(device) if isinstance(collated, torch.Tensor) else collated
 
 

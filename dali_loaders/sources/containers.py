@@ -5,7 +5,6 @@ datasets one after the other, as its indices run.
 Each takes `adapt` (sources/torchvision.py's) to read the datasets inside, so that this module
 imports nothing that imports it.
 """
-import copy
 import zlib
 from typing import Callable, List, Optional
 
@@ -61,8 +60,7 @@ def take(source, indices):
     before = getattr(source, "kept_positions", None)
     positions = given if before is None else before[picked]
     if isinstance(source, FileSource) and getattr(source, "label_table", None) is not None:
-        cut = copy.copy(source)   # its labels are rows of its table: the rows cut, the table kept
-        cut.files, cut.labels = [source.files[i] for i in picked], source.labels[picked]
+        cut = source.cut(picked)   # its labels are rows of its table: the rows cut, the table kept
         cut.name, cut.kept_positions = source.name + tag, positions
         return cut
     if isinstance(source, FileSource):

@@ -33,14 +33,20 @@ class FileSource:
         from .screening import screen
 
         found = screen(self.files, max_image_pixels, on_error)
-        kept = copy.copy(self)
-        kept.__dict__.pop("fingerprint", None)   # a cached fingerprint is of the files before
-        kept.files, kept.labels = [self.files[i] for i in found.kept], self.labels[found.kept]
+        kept = self.cut(np.asarray(found.kept, dtype=np.int64))
         if found.skipped:
             before = self.kept_positions if self.kept_positions is not None else np.arange(len(self.files))
             kept.kept_positions = before[np.asarray(found.kept, dtype=np.int64)]
         kept.skipped = {**self.skipped, **found.skipped}
         kept.max_image_pixels, kept.screened_with = max_image_pixels, (max_image_pixels, on_error)
+        return kept
+
+    def cut(self, keep: np.ndarray) -> "FileSource":
+        """A copy of this source (its class, table and settings) holding the files at positions
+        `keep`, each with its label."""
+        kept = copy.copy(self)
+        kept.__dict__.pop("fingerprint", None)   # a cached fingerprint is of the files before
+        kept.files, kept.labels = [self.files[i] for i in keep], self.labels[keep]
         return kept
 
     def __len__(self) -> int:

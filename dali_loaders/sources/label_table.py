@@ -25,3 +25,9 @@ class LabelTable:
     def each(self, labels: torch.Tensor) -> list:
         """Each sample's label (rows looked up already) as the dataset hands it over."""
         return list(labels.cpu().unbind(0)) if self.tensors else labels.cpu().tolist()
+
+
+def each_label(labels: torch.Tensor, table: Optional[LabelTable]) -> list:
+    """Each sample's label as the dataset hands it to target_transform and collate_fn: the
+    table's way where there is one (after its lookup), else ints."""
+    return table.each(labels) if table is not None else labels.cpu().tolist()

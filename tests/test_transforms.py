@@ -697,6 +697,9 @@ GPU_TRANSFORMS = [
     C(v2.AugMix(), v2.ToImage(), v2.ToDtype(torch.float32, scale=True)),
     v1.Compose([v1.AugMix(chain_depth=2, all_ops=False), v1.PILToTensor()]),
     C(v2.Grayscale(1), v2.RGB(), v2.Identity()),
+    C(v2.RandomShortestSize([40, 50], max_size=70), v2.ScaleJitter((60, 50), (0.5, 1.5)), v2.RandomResize(30, 40),
+      v2.RandomZoomOut(fill=3, p=0.5), v2.RandomPhotometricDistort(), v2.RandomChannelPermutation(), v2.ToImage(),
+      v2.GaussianNoise(0.0, 0.05), v2.ToDtype(torch.float32, scale=True), v2.GaussianNoise()),
 ]
 
 

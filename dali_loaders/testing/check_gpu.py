@@ -78,6 +78,13 @@ def transform_cases() -> List[tuple]:
         ("ColorJitter pinned", v2.ColorJitter((1.2, 1.2), (0.8, 0.8), (1.3, 1.3), (0.1, 0.1)), 2),
         ("RandomGrayscale p=1 + Grayscale", v2.Compose([v2.RandomGrayscale(1), v2.Grayscale(3)]), 1),
         ("Grayscale 1 + RGB + Identity", v2.Compose([v2.Grayscale(1), v2.RGB(), v2.Identity()]), 1),
+        ("Random sizes pinned", v2.Compose([v2.RandomShortestSize([36], max_size=50), v2.ScaleJitter((40, 40), (0.9, 0.9)),
+                                            v2.RandomResize(30, 31)]), 2),
+        ("ZoomOut 1x, PhotometricDistort p=0, ChannelPermutation of grey",
+         v2.Compose([v2.RandomZoomOut(side_range=(1.0, 1.0), p=1.0), v2.RandomPhotometricDistort(p=0.0),
+                     v2.Grayscale(3), v2.RandomChannelPermutation()]), 1),
+        ("GaussianNoise sigma 0", v2.Compose([v2.ToImage(), v2.GaussianNoise(0.1, 0.0), v2.ToDtype(torch.float32, scale=True),
+                                              v2.GaussianNoise(0.05, 0.0)]), 1),
         # the CPU graph blurs in the augmentation operator, the GPU in DALI's: each within 1 of torchvision
         ("GaussianBlur sigma 1", v2.GaussianBlur(5, sigma=(1.0, 1.0)), 2),
         # PIL's blur (self-supervised repositories' classes read as PILGaussianBlur): DALI's filter on both

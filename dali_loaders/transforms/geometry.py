@@ -84,7 +84,14 @@ def resize(step, images: Images) -> None:
                                       device=images.device, pil_image=images.kind == "pil")
         images.with_size_vector(resized)
         return
-    height, width = resized_shape(step.size, step.max_size, images.height, images.width)
+    resize_to(step, images, *resized_shape(step.size, step.max_size, images.height, images.width))
+
+
+def resize_to(step, images: Images, height, width) -> None:
+    """Resamples the images to (height, width), ints or int DataNodes, with the step's
+    interpolation and antialiasing, as torchvision's resize to that size."""
+    from ..ops import resample
+
     shift = nearest_shift(step, images, height, width)
     roi = {} if shift is None else dict(roi_start=stack(*shift), roi_end=stack(images.height + shift[0],
                                                                                images.width + shift[1]))

@@ -70,6 +70,13 @@ def seen_to_work() -> bool:
     return version is not None and _parse(version)[:2] in SEEN_TO_WORK
 
 
+def warp_perspective_on_cpu() -> bool:
+    """Whether fn.experimental.warp_perspective has its CPU backend (DALI 2.4 has it; 1.41 had
+    only the GPU's; 2.3 was not checked, so it is taken as lacking it)."""
+    version = dali_version()
+    return version is not None and _parse(version)[:2] >= (2, 4)
+
+
 def versions() -> Dict[str, Optional[str]]:
     """{"dali": the installed DALI's version or None, "dali_loaders": ours}: what a state_dict
     records, so a resume on another DALI can be told apart."""

@@ -701,6 +701,7 @@ GPU_TRANSFORMS = [
       v2.RandomZoomOut(fill=3, p=0.5), v2.RandomPhotometricDistort(), v2.RandomChannelPermutation(), v2.ToImage(),
       v2.GaussianNoise(0.0, 0.05), v2.ToDtype(torch.float32, scale=True), v2.GaussianNoise()),
     C(v2.JPEG((30, 90)), v2.ToImage(), v2.JPEG(75)),
+    C(v2.RandomPerspective(0.4, p=0.7), v2.ToImage(), v2.RandomPerspective(interpolation=IM.NEAREST, fill=9)),
 ]
 
 

@@ -86,6 +86,8 @@ def transform_cases() -> List[tuple]:
         # DALI's GPU kernel approximates the codec (DALI's own tests hold its mean within 5 levels
         # of OpenCV's libjpeg), the CPU's is libjpeg's; the table reports how far apart they are
         ("JPEG quality 50", v2.JPEG(50), 60),
+        # the identity, solved in float64 and truncated: a level either way (tests/test_perspective.py)
+        ("RandomPerspective no distortion", v2.RandomPerspective(0.0, p=1.0), 1),
         ("GaussianNoise sigma 0", v2.Compose([v2.ToImage(), v2.GaussianNoise(0.1, 0.0), v2.ToDtype(torch.float32, scale=True),
                                               v2.GaussianNoise(0.05, 0.0)]), 1),
         # the CPU graph blurs in the augmentation operator, the GPU in DALI's: each within 1 of torchvision

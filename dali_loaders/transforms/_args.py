@@ -154,3 +154,40 @@ def random_offset(extent):
     # u * (extent + 1) can round up to extent + 1 in float32: clamped
     drawn = dmath.floor(fn.random.uniform(range=[0.0, 1.0]) * fn.cast(extent + 1, dtype=types.FLOAT))
     return fn.cast(dmath.clamp(drawn, 0.0, fn.cast(extent, dtype=types.FLOAT)), dtype=types.INT32)
+
+
+# -- numbers or per-sample DataNodes, in torchvision's float arithmetic ----------------------
+
+
+def is_number(x) -> bool:
+    return isinstance(x, numbers.Number)
+
+
+def as_float64(x):
+    """A number or an int DataNode as float64 (a Python float would enter DALI's arithmetic
+    as float32)."""
+    from nvidia.dali import fn, types
+
+    return types.Constant(float(x), dtype=types.FLOAT64) if is_number(x) else fn.cast(x, dtype=types.FLOAT64)
+
+
+def as_float32(x):
+    from nvidia.dali import fn, types
+
+    return types.Constant(float(x), dtype=types.FLOAT) if is_number(x) else fn.cast(x, dtype=types.FLOAT)
+
+
+def float32_product(a, b):
+    """a * b in float32, as torch multiplies by a float32 tensor: numbers in numpy (DALI has
+    no operator for two constants), else in DALI."""
+    if is_number(a) and is_number(b):
+        return float(np.float32(a) * np.float32(b))
+    return as_float32(a) * as_float32(b)
+
+
+def truncated(x):
+    """int() of a float >= 0: a number, or an int32 DataNode (DALI's cast rounds: floor first)."""
+    from nvidia.dali import fn, types
+    from nvidia.dali import math as dmath
+
+    return int(x) if is_number(x) else fn.cast(dmath.floor(x), dtype=types.INT32)

@@ -52,23 +52,40 @@ def warp_refusal(step) -> str:
 
 
 def warp(step, images: Images, angle, translate=(0, 0), scale=1.0, shear=(0.0, 0.0)) -> None:
-    """Nearest: DALI's warp is the twins' (pixel centres mapped back, the fill where the
-    source pixel is outside). Bilinear: each twin's own border and rounding (see below)."""
-    from nvidia.dali import fn, types
-
+    """The inverse of torchvision's affine matrix, per sample, through fn.warp_affine."""
     images.uint8_pixels(step)
     images.decode()
     images.flush_mirror()
     center = step.center if step.center is not None else (images.width * 0.5, images.height * 0.5)
     matrix = inverse_affine(angle, translate, scale, shear, center)
+    warped(step, images, affine_warp(matrix))
+
+
+def affine_warp(matrix):
+    """fn.warp_affine by `matrix` (output -> input) as warped() calls it: (data, interpolation,
+    fill or None to clamp to the border) -> float32 for linear, else data's type."""
+    from nvidia.dali import fn, types
+
+    def warp(data, interpolation, fill):
+        border = {} if fill is None else {"fill_value": fill}
+        dtype = {"dtype": types.FLOAT} if interpolation == types.INTERP_LINEAR else {}
+        return fn.warp_affine(data, matrix=matrix, interp_type=interpolation, inverse_map=True, **border, **dtype)
+    return warp
+
+
+def warped(step, images: Images, warp) -> None:
+    """The images through `warp` (see affine_warp) with the step's interpolation and fill, in
+    each twin's border and rounding: nearest is DALI's (pixel centres mapped back, the fill
+    where the source pixel is outside); bilinear as below."""
+    from nvidia.dali import types
+
     fill = fill_values(step, 1)[0]
     if interp_type(step) == types.INTERP_NN:
-        images.data = fn.warp_affine(images.data, matrix=matrix, fill_value=fill, interp_type=types.INTERP_NN,
-                                     inverse_map=True)
+        images.data = warp(images.data, types.INTERP_NN, fill)
     elif images.kind == "pil":
-        images.data = pil_bilinear_warp(images.data, matrix, fill)
+        images.data = pil_bilinear_warp(images.data, warp, fill)
     else:
-        images.data = tensor_bilinear_warp(images.data, matrix, fill, v1=is_v1(step))
+        images.data = tensor_bilinear_warp(images.data, warp, fill, v1=is_v1(step))
 
 
 def _ones_channel(data):
@@ -78,21 +95,19 @@ def _ones_channel(data):
     return fn.cast(data[:, :, 0:1] >= 0, dtype=types.UINT8)
 
 
-def pil_bilinear_warp(data, matrix, fill: float):
+def pil_bilinear_warp(data, warp, fill: float):
     """PIL's bilinear transform: where the mapped pixel centre falls inside the image, the
     neighbours clamped to the border (never blended with the fill) and the result truncated;
     elsewhere the fill. The inside test is the nearest warp's, which is PIL's."""
     from nvidia.dali import fn, types
     from nvidia.dali import math as dmath
 
-    inside = fn.warp_affine(_ones_channel(data), matrix=matrix, fill_value=0, interp_type=types.INTERP_NN,
-                            inverse_map=True)
-    clamped = fn.warp_affine(data, matrix=matrix, interp_type=types.INTERP_LINEAR, inverse_map=True,
-                             dtype=types.FLOAT)   # no fill_value: DALI clamps to the border
+    inside = warp(_ones_channel(data), types.INTERP_NN, 0)
+    clamped = warp(data, types.INTERP_LINEAR, None)   # no fill: clamped to the border
     return fn.cast(where(mask(inside > 0), dmath.floor(clamped), fill), dtype=types.UINT8)
 
 
-def tensor_bilinear_warp(data, matrix, fill: float, v1: bool):
+def tensor_bilinear_warp(data, warp, fill: float, v1: bool):
     """torchvision's grid_sample with zeros outside, and a channel of ones warped alongside
     as the mask: out = mask * warped + (1 - mask) * fill (v2 groups it as
     (warped - fill) * mask + fill), rounded half to even. A pixel partly outside is thus
@@ -100,9 +115,8 @@ def tensor_bilinear_warp(data, matrix, fill: float, v1: bool):
     from nvidia.dali import fn, types
 
     channels = fn.cat(data, _ones_channel(data), axis=2)
-    warped = fn.warp_affine(channels, matrix=matrix, fill_value=0, interp_type=types.INTERP_LINEAR,
-                            inverse_map=True, dtype=types.FLOAT)
-    image, mask = warped[:, :, 0:-1], warped[:, :, -1:]
+    moved = warp(channels, types.INTERP_LINEAR, 0)
+    image, mask = moved[:, :, 0:-1], moved[:, :, -1:]
     out = image * mask + (1.0 - mask) * fill if v1 else (image - fill) * mask + fill
     return fn.cast(_round_half_even(out), dtype=types.UINT8)
 

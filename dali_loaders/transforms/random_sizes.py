@@ -3,62 +3,39 @@ the drawn size) and RandomZoomOut (a canvas padded around the image). Each size 
 in torchvision's arithmetic (the int() of a double, or of a float32 product where torchvision
 multiplies by torch.rand's float32), so that for a given draw the pixels are those of a
 Resize or Pad to that size."""
-import numbers
-
 import numpy as np
 
-from ._args import coin, crop_window, fill_values, interpolation_refusal, random_offset, stack, uniform
+from ._args import (
+    as_float32,
+    as_float64,
+    coin,
+    crop_window,
+    fill_values,
+    float32_product,
+    interpolation_refusal,
+    is_number,
+    random_offset,
+    stack,
+    truncated,
+    uniform,
+)
 from ._core import Images, refuses, translates
 from ._hsv import mask, where
 from .geometry import resize_to
 
 
-def _number(x) -> bool:
-    return isinstance(x, numbers.Number)
-
-
-def _float64(x):
-    """A number or an int DataNode as float64 (a Python float would enter DALI's arithmetic
-    as float32)."""
-    from nvidia.dali import fn, types
-
-    return types.Constant(float(x), dtype=types.FLOAT64) if _number(x) else fn.cast(x, dtype=types.FLOAT64)
-
-
-def _float32(x):
-    from nvidia.dali import fn, types
-
-    return types.Constant(float(x), dtype=types.FLOAT) if _number(x) else fn.cast(x, dtype=types.FLOAT)
-
-
-def _float32_product(a, b):
-    """a * b in float32, as torch multiplies by a float32 tensor: numbers in numpy (DALI has
-    no operator for two constants), else in DALI."""
-    if _number(a) and _number(b):
-        return float(np.float32(a) * np.float32(b))
-    return _float32(a) * _float32(b)
-
-
 def _extra(canvas, side):
     """canvas - side, exact in float32 (whole numbers): a number where both are."""
-    return float(canvas - side) if _number(canvas) and _number(side) else _float32(canvas) - _float32(side)
-
-
-def _truncated(x):
-    """int() of a float >= 0: a number, or an int32 DataNode (DALI's cast rounds: floor first)."""
-    from nvidia.dali import fn, types
-    from nvidia.dali import math as dmath
-
-    return int(x) if _number(x) else fn.cast(dmath.floor(x), dtype=types.INT32)
+    return float(canvas - side) if is_number(canvas) and is_number(side) else as_float32(canvas) - as_float32(side)
 
 
 def _sides(images: Images):
     """(short, long) side of each image, float64: numbers for arrays of one size."""
     from nvidia.dali import math as dmath
 
-    if _number(images.height) and _number(images.width):
+    if is_number(images.height) and is_number(images.width):
         return float(min(images.height, images.width)), float(max(images.height, images.width))
-    height, width = _float64(images.height), _float64(images.width)
+    height, width = as_float64(images.height), as_float64(images.width)
     return dmath.min(height, width), dmath.max(height, width)
 
 
@@ -99,12 +76,12 @@ def random_shortest_size(step, images: Images) -> None:
 
     _start(step, images)
     short_side, long_side = _sides(images)
-    drawn = _float64(fn.random.uniform(values=[int(s) for s in step.min_size], dtype=types.INT32))
-    ratio = drawn / _float64(short_side)
+    drawn = as_float64(fn.random.uniform(values=[int(s) for s in step.min_size], dtype=types.INT32))
+    ratio = drawn / as_float64(short_side)
     if step.max_size is not None:
-        cap = float(step.max_size) / long_side if _number(long_side) else _float64(step.max_size) / long_side
-        ratio = dmath.min(ratio, _float64(cap))
-    resize_to(step, images, _truncated(_float64(images.height) * ratio), _truncated(_float64(images.width) * ratio))
+        cap = float(step.max_size) / long_side if is_number(long_side) else as_float64(step.max_size) / long_side
+        ratio = dmath.min(ratio, as_float64(cap))
+    resize_to(step, images, truncated(as_float64(images.height) * ratio), truncated(as_float64(images.width) * ratio))
 
 
 @translates("ScaleJitter")
@@ -117,13 +94,13 @@ def scale_jitter(step, images: Images) -> None:
 
     _start(step, images)
     (target_width, target_height), (height, width) = step.target_size, (images.height, images.width)
-    if _number(height) and _number(width):
+    if is_number(height) and is_number(width):
         fit = float(np.float32(min(target_height / height, target_width / width)))
     else:
-        fit = fn.cast(dmath.min(_float64(target_height) / _float64(height), _float64(target_width) / _float64(width)),
+        fit = fn.cast(dmath.min(as_float64(target_height) / as_float64(height), as_float64(target_width) / as_float64(width)),
                       dtype=types.FLOAT)
-    ratio = _float32_product(fit, uniform(*(float(s) for s in step.scale_range)))
-    resize_to(step, images, _truncated(_float32_product(height, ratio)), _truncated(_float32_product(width, ratio)))
+    ratio = float32_product(fit, uniform(*(float(s) for s in step.scale_range)))
+    resize_to(step, images, truncated(float32_product(height, ratio)), truncated(float32_product(width, ratio)))
 
 
 @translates("RandomZoomOut")
@@ -139,8 +116,8 @@ def random_zoom_out(step, images: Images) -> None:
     ratio = uniform(*(float(s) for s in step.side_range))
     if p < 1.0:
         ratio = where(mask(coin(p)), ratio, 1.0)   # not applied: the canvas is the image
-    canvas_height = _truncated(_float32_product(images.height, ratio))
-    canvas_width = _truncated(_float32_product(images.width, ratio))
-    top, left = (_truncated(_float32_product(_extra(canvas, side), fn.random.uniform(range=[0.0, 1.0])))
+    canvas_height = truncated(float32_product(images.height, ratio))
+    canvas_width = truncated(float32_product(images.width, ratio))
+    top, left = (truncated(float32_product(_extra(canvas, side), fn.random.uniform(range=[0.0, 1.0])))
                  for canvas, side in ((canvas_height, images.height), (canvas_width, images.width)))
     crop_window(images, 0 - top, 0 - left, canvas_height, canvas_width, fill_values(step, images.channels))

@@ -1,0 +1,97 @@
+"""RandomPerspective (v1 and v2) translated into DALI: the warp of fixed corners against
+torchvision's own F.perspective on photographs (PIL and tensor, nearest and bilinear, with a
+fill); the drawn corners by the distortion they make over many samples against the twin's."""
+import numpy as np
+import pytest
+import torch
+from photos import photo_paths
+from PIL import Image
+from test_transforms import C, both, close, coordinate_image, differences, pil_then
+from torchvision.transforms import InterpolationMode as IM
+from torchvision import transforms as v1
+from torchvision.transforms import v2
+from torchvision.transforms.v2 import functional as F
+
+from dali_loaders import dali_compat, transforms
+
+pytest.importorskip("nvidia.dali")
+if not dali_compat.warp_perspective_on_cpu():
+    pytest.skip("RandomPerspective is translated on DALI >= 2.4", allow_module_level=True)
+
+
+def corners(width, height):
+    return [[7, 3], [width - 12, 5], [width - 3, height - 10], [4, height - 7]]
+
+
+def warped_by_dali(images, kind, step):
+    """The translator's warp of each image to the fixed corners, on a CPU graph."""
+    from nvidia.dali import fn, pipeline_def
+
+    from dali_loaders.transforms import Images, perspective
+    from dali_loaders.transforms.affine import warped
+
+    @pipeline_def(batch_size=len(images), num_threads=1, device_id=None)
+    def graph():
+        data = fn.external_source(source=lambda: images, batch=True, layout="HWC")
+        height, width = data.shape()[0], data.shape()[1]
+        points = [(7, 3), (width - 12, 5), (width - 3, height - 10), (4, height - 7)]
+        moved = Images(data, height, width, 3, "cpu", kind=kind)
+        warped(step, moved, perspective.perspective_warp(perspective.output_to_input(points, height, width)))
+        return moved.data
+    pipe = graph()
+    pipe.build()
+    out, = pipe.run()
+    return [np.array(out.at(i)) for i in range(len(images))]
+
+
+@pytest.mark.parametrize("kind", ["pil", "tensor"])
+@pytest.mark.parametrize("interpolation", [IM.NEAREST, IM.BILINEAR], ids=["nearest", "bilinear"])
+@pytest.mark.parametrize("fill", [0, 77])
+def test_the_warp_of_fixed_corners_is_torchvisions(kind, interpolation, fill):
+    images = [np.asarray(Image.open(path).convert("RGB").resize((150, 110))) for path in photo_paths()[:5]]
+    step = v2.RandomPerspective(interpolation=interpolation, fill=fill)
+    ours = warped_by_dali(images, kind, step)
+    for image, mine in zip(images, ours):
+        height, width = image.shape[:2]
+        start = [[0, 0], [width - 1, 0], [width - 1, height - 1], [0, height - 1]]
+        source = Image.fromarray(image) if kind == "pil" else torch.from_numpy(image.copy()).permute(2, 0, 1)
+        theirs = F.perspective(source, start, corners(width, height), interpolation=interpolation, fill=fill)
+        theirs = np.asarray(theirs) if kind == "pil" else theirs.permute(1, 2, 0).numpy()
+        gap = np.abs(mine.astype(int) - theirs.astype(int))
+        # nearest: float coordinates a hair either side of a pixel's edge pick its neighbour
+        # (as RandomAffine's); bilinear: within a level but at the border's inside test
+        assert gap.mean() <= 0.03 and (gap > 1).mean() <= 0.003, (kind, interpolation, fill, gap.mean())
+
+
+@pytest.mark.parametrize("transform", [pil_then(v2.RandomPerspective(0.0, p=1.0)),
+                                       v1.Compose([v1.RandomPerspective(0.0, p=1.0), v1.PILToTensor()])],
+                         ids=["v2", "v1"])
+def test_no_distortion_keeps_the_photographs_within_a_level(photo_files, transform):
+    """torchvision solves for the identity in float64 and PIL truncates: a hair below a whole
+    level reads a level down, in torchvision's output or ours."""
+    mean, worst = differences(photo_files, transform)
+    assert mean <= 0.6 and worst <= 1.0
+
+
+def fill_fraction(outputs):
+    """The share of each output's pixels that show the fill (B == 0 on a coordinate image)."""
+    return np.array([(o[..., 2] == 0).mean() for o in outputs])
+
+
+@pytest.mark.parametrize("make", [v2.RandomPerspective, v1.RandomPerspective], ids=["v2", "v1"])
+def test_the_rate_and_the_distortion_are_torchvisions(make):
+    transform = C(make(distortion_scale=0.7, p=0.6, interpolation=IM.NEAREST), v2.PILToTensor())
+    ours, theirs = (fill_fraction(outputs) for outputs in both(coordinate_image(48, 40), transform))
+    close(ours > 0, theirs > 0, 0.1, "rate")   # p = 0.5 (the default) is ~4 standard errors away
+    close(ours[ours > 0], theirs[theirs > 0], 0.02, "fill fraction")   # distortion 0.5: ~0.1 less
+    assert abs((ours > 0).mean() - 0.6) < 0.08
+
+
+@pytest.mark.parametrize("step,argument", [
+    (v2.RandomPerspective(interpolation=IM.BICUBIC), "interpolation"),
+    (v2.RandomPerspective(fill=(1, 2, 3)), "fill"),
+])
+def test_unsupported_parameters_are_refused_by_name(step, argument):
+    with pytest.raises(ValueError) as error:
+        transforms.plan(step, python_fallback=False)
+    assert "RandomPerspective" in str(error.value) and argument in str(error.value)

@@ -702,6 +702,7 @@ GPU_TRANSFORMS = [
       v2.GaussianNoise(0.0, 0.05), v2.ToDtype(torch.float32, scale=True), v2.GaussianNoise()),
     C(v2.JPEG((30, 90)), v2.ToImage(), v2.JPEG(75)),
     C(v2.RandomPerspective(0.4, p=0.7), v2.ToImage(), v2.RandomPerspective(interpolation=IM.NEAREST, fill=9)),
+    C(v2.RandomOrder([v2.ColorJitter(0.3), v2.RandomInvert(0.5), v2.RandomRotation(10)])),
 ]
 
 

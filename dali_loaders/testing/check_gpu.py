@@ -96,6 +96,7 @@ def transform_cases() -> List[tuple]:
         ("PIL's GaussianBlur radius 1.3", PILGaussianBlur(1.3), 1),
         ("RandomApply p=1", v2.RandomApply([v2.ColorJitter(brightness=(0.9, 0.9))], p=1), 1),
         ("RandomChoice of equal steps", v2.RandomChoice([v2.RandomInvert(1), v2.RandomSolarize(0, 1)]), 1),
+        ("RandomOrder of commuting steps", v2.RandomOrder([v2.RandomInvert(1), v2.RandomVerticalFlip(1)]), 1),
         ("One-operation steps p=1", v2.Compose([v2.RandomSolarize(100.5, 1), v2.RandomPosterize(5, 1),
                                                  v2.RandomAdjustSharpness(1.8, 1), v2.RandomAutocontrast(1),
                                                  v2.RandomInvert(1)]), 2),

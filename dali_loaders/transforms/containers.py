@@ -1,5 +1,6 @@
-"""RandomApply and RandomChoice: steps applied at random, per image."""
+"""RandomApply, RandomChoice and RandomOrder: steps applied at random, per image."""
 from functools import partial
+from itertools import permutations
 from typing import Any, List
 
 from . import fused
@@ -21,7 +22,7 @@ from .photometric import OPERATIONS
 # -- composition -----------------------------------------------------------------------------
 
 SHAPE_KEEPING = {"ColorJitter", "GaussianBlur", "PILGaussianBlur", "RandomGrayscale", "RandomHorizontalFlip", "RandomVerticalFlip",
-                 "RandomRotation", "RandomAffine", "RandomApply", "RandomChoice", *OPERATIONS}
+                 "RandomRotation", "RandomAffine", "RandomApply", "RandomChoice", "RandomOrder", *OPERATIONS}
 
 
 def random_apply_refusal(step) -> str:
@@ -143,3 +144,31 @@ def random_choice(step, images: Images) -> None:
     total = sum(weights)
     index = fn.random.choice(len(weights), p=[w / total for w in weights])
     images.data = one_of(index, [partial(applied_to, group, images) for group in groups(step)], images.data)
+
+
+# -- RandomOrder ------------------------------------------------------------------------------
+
+MOST_ORDERED = 4   # 4! = 24 orders; more take the Python path
+
+
+def as_choice(step):
+    """RandomOrder as the RandomChoice it equals: every order of its transforms, equally
+    likely (torch.randperm in v2, random.shuffle in v1)."""
+    from torchvision.transforms import v2
+
+    return v2.RandomChoice([v2.Compose([step.transforms[k] for k in order])
+                            for order in permutations(range(len(step.transforms)))])
+
+
+def random_order_refusal(step) -> str:
+    if len(step.transforms) > MOST_ORDERED:
+        return f"{len(step.transforms)} transforms ({MOST_ORDERED} at most: each of their orders is a branch)"
+    return random_choice_refusal(as_choice(step))
+
+
+@translates("RandomOrder")
+@refuses(random_order_refusal)
+@branches
+@augments_when(lambda step: chooses(as_choice(step)))
+def random_order(step, images: Images) -> None:
+    random_choice(as_choice(step), images)

@@ -1,5 +1,5 @@
 """`python -m benchmarks.v2_steps`: images/s of recipes holding torchvision v2's detection-style
-steps (RandomPhotometricDistort, GaussianNoise, RandomShortestSize, RandomZoomOut), DaliLoader
+steps (RandomPhotometricDistort, GaussianNoise, ElasticTransform, RandomShortestSize, RandomZoomOut), DaliLoader
 against torch's DataLoader over the same ImageFolder and transform object.
 
 Each loader is built once, as its users run it (DataLoader with persistent workers, as many as
@@ -25,6 +25,7 @@ def recipes() -> dict:
         "+ ColorJitter(0.4, 0.4, 0.4, 0.1)": crop + [v2.ColorJitter(0.4, 0.4, 0.4, 0.1)] + to_float + [normalize],
         "+ RandomPhotometricDistort()": crop + [v2.RandomPhotometricDistort()] + to_float + [normalize],
         "+ GaussianNoise() on floats": crop + to_float + [v2.GaussianNoise(), normalize],
+        "+ ElasticTransform()": crop + [v2.ElasticTransform()] + to_float + [normalize],
         "RandomShortestSize, RandomZoomOut, RandomCrop, flip": [
             v2.RandomShortestSize([256, 288, 320], max_size=400), v2.RandomZoomOut(p=0.5, side_range=(1.0, 1.5)),
             v2.RandomCrop(224), v2.RandomHorizontalFlip()] + to_float + [normalize],
@@ -45,6 +46,7 @@ def main(argv=None) -> None:
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--workers", type=int, default=os.cpu_count(), help="DataLoader workers and DALI threads")
     parser.add_argument("--rounds", type=int, default=3, help="epochs each loader runs after its warm-up")
+    parser.add_argument("--only", default="", help="the workloads whose names contain this text (default: all)")
     parser.add_argument("--cache-dir", default=os.path.expanduser("~/.cache/dali_loaders/bench"))
     args = parser.parse_args(argv)
 
@@ -58,6 +60,8 @@ def main(argv=None) -> None:
     root = os.path.join(make_image_folder(args.cache_dir, args.images, max(args.images // 4, 1)), "train")
     loaders = {}
     for name, steps in recipes().items():
+        if args.only not in name:
+            continue
         transform = v2.Compose(steps)
         loaders[name] = (
             DaliLoader(datasets.ImageFolder(root, transform=transform), args.batch_size, shuffle=True,

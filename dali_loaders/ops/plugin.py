@@ -1,11 +1,11 @@
 """Our DALI operators (csrc/): each compiled on first use against the DALI installed now,
 cached per DALI build, loaded once per process. Four libraries, built and failing apart:
 RESIZE (DaliLoadersResize, PIL's Image.resize), AUGMENT (DaliLoadersAugment, the
-per-sample augmentation sequences of the AutoAugment family and ColorJitter, and the
-erase box and timm rows of GPU graphs), NORMALIZE (DaliLoadersNormalize, the CPU graphs'
-last step: flip, conversion, normalization, layout) and CHAIN (DaliLoadersChainTail, the
-GPU chain's pixel stages; its GPU operator is compiled by nvcc where a GPU and nvcc are,
-or for DALI_LOADERS_CUDA_ARCH).
+per-sample augmentation sequences of the AutoAugment family and ColorJitter, the erase
+box and timm rows of GPU graphs, ElasticTransform's maps and sample), NORMALIZE
+(DaliLoadersNormalize, the CPU graphs' last step: flip, conversion, normalization, layout)
+and CHAIN (DaliLoadersChainTail, the GPU chain's pixel stages; its GPU operator is compiled
+by nvcc where a GPU and nvcc are, or for DALI_LOADERS_CUDA_ARCH).
 
 Why on first use and not at `pip install`: a DALI plugin is bound to the exact DALI build it
 was compiled against (C++ ABI, no stable plugin interface). At install time DALI may be
@@ -84,10 +84,11 @@ RESIZE = Library("libdali_loaders_resize.so", "DaliLoadersResize", "dali_loaders
 # with explicit fused multiply-adds where torch's vectorized loops use them: in hardware
 # when the CPU has FMA (the flag is in the build's key, so another CPU builds its own).
 AUGMENT = Library("libdali_loaders_augment.so", "DaliLoadersAugment", "dali_loaders_augment",
-                  ("augment_op.cc", "erase_op.cc", "mix_op.cc", "timm_rows_op.cc"),
+                  ("augment_op.cc", "erase_op.cc", "mix_op.cc", "timm_rows_op.cc", "elastic_op.cc"),
                   ("augment_blur.cc", "augment_color.cc", "augment_geometry.cc", "augment_hue.cc", "erase_fill.cc",
-                   "mix_kernels.cc"),
-                  ("augment_kernels.h", "augment_codes.h", "erase_box.h", "erase_fill.h", "mix_kernels.h", "simd.h"),
+                   "mix_kernels.cc", "elastic_kernels.cc"),
+                  ("augment_kernels.h", "augment_codes.h", "erase_box.h", "erase_fill.h", "mix_kernels.h",
+                   "elastic_kernels.h", "simd.h"),
                   ("-ffp-contract=off",), "the augmentation plugin",
                   "augmenting with DALI's conditionals and operators instead", DISABLE_AUGMENT_ENV)
 NORMALIZE = Library("libdali_loaders_normalize.so", "DaliLoadersNormalize", "dali_loaders_normalize",

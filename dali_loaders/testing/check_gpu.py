@@ -88,6 +88,9 @@ def transform_cases() -> List[tuple]:
         ("JPEG quality 50", v2.JPEG(50), 60),
         # the identity, solved in float64 and truncated: a level either way (tests/test_perspective.py)
         ("RandomPerspective no distortion", v2.RandomPerspective(0.0, p=1.0), 1),
+        # the maps made on the CPU for both from the same field; the image sampled by our
+        # operator here, by DALI's remap there
+        ("ElasticTransform (same seed)", v2.ElasticTransform(alpha=40.0, sigma=4.0), 2),
         ("GaussianNoise sigma 0", v2.Compose([v2.ToImage(), v2.GaussianNoise(0.1, 0.0), v2.ToDtype(torch.float32, scale=True),
                                               v2.GaussianNoise(0.05, 0.0)]), 1),
         # the CPU graph blurs in the augmentation operator, the GPU in DALI's: each within 1 of torchvision

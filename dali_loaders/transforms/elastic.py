@@ -1,0 +1,77 @@
+"""ElasticTransform (v1 and v2): torchvision's displacement, a field of uniforms per sample
+blurred, scaled and added to the identity grid, made into source pixels on the CPU by our
+operator (ops/elastic.py) on both devices; the image sampled there as grid_sample samples it
+(its mask channel and the fill): by our operator on CPU graphs, where DALI has no remap, and
+by DALI's fn.experimental.remap on GPU graphs."""
+import numpy as np
+
+from ..ops import elastic as op
+from ._args import fill_values, interp_type, stack
+from ._core import Images, Untranslatable, describe, is_v1, refuses, translates
+from ._hsv import mask, where
+from .affine import _ones_channel, _round_half_even
+
+
+def elastic_refusal(step) -> str:
+    from nvidia.dali import types
+
+    try:
+        interpolation = interp_type(step)
+    except Untranslatable as e:
+        return str(e).split(": ", 1)[1]
+    if interpolation not in (types.INTERP_NN, types.INTERP_LINEAR):
+        return f"interpolation {step.interpolation} is not supported (NEAREST, BILINEAR)"
+    sigma = [float(s) for s in step.sigma]
+    if (sigma[0] > 0) != (sigma[1] > 0):
+        return f"sigma={step.sigma!r}: torchvision blurs with both or neither (both > 0, or both 0)"
+    if any(not 0 <= f <= 255 for f in fill_values(step, 1)):
+        return f"fill={step.fill!r}: levels within 0 .. 255"
+    if not op.usable():
+        return "needs the augmentation plugin (our C++ operators), which is not built here"
+    return ""
+
+
+@translates("ElasticTransform")
+@refuses(elastic_refusal)
+def elastic_transform(step, images: Images) -> None:
+    """One field of (2, H, W) uniforms per sample, drawn on the CPU, as torchvision draws its
+    two; v1 and v2 differ only in how the fill is blended."""
+    from nvidia.dali import fn, types
+
+    images.uint8_pixels(step)
+    images.decode()
+    images.flush_mirror()
+    fill = fill_values(step, images.channels)
+    if len(fill) != images.channels:
+        raise Untranslatable(f"{describe(step)}: fill={step.fill!r} has {len(fill)} values for "
+                             f"{images.channels}-channel images; give one, or one a channel")
+    sides = (images.height, images.width)
+    shape = [2, *sides] if all(isinstance(side, int) for side in sides) else stack(2, *sides, integer=True)
+    field = fn.random.uniform(range=[-1.0, 1.0], shape=shape)
+    xs, ys = op.source_maps(field, [float(a) for a in step.alpha], [float(s) for s in step.sigma])
+    nearest = interp_type(step) == types.INTERP_NN
+    if images.data.device == "gpu":
+        images.data = remapped_on_gpu(images.data, xs.gpu(), ys.gpu(), nearest, is_v1(step), fill)
+    else:
+        images.data = op.grid_sample(images.data, xs, ys, nearest, is_v1(step), fill)
+
+
+def remapped_on_gpu(data, xs, ys, nearest: bool, v1: bool, fill):
+    """DALI's remap (zeros outside, pixel centres at integers as the maps have them) of the
+    image and of a channel of ones, the mask, blended with the fill as the CPU operator does."""
+    from nvidia.dali import fn, types
+
+    def remap(image, interpolation):
+        return fn.experimental.remap(image, xs, ys, interp=interpolation, pixel_origin="center")
+
+    fills = types.Constant(np.array(fill, dtype=np.float32).reshape(1, 1, -1))
+    if nearest:
+        moved = remap(data, types.INTERP_NN)
+        if not any(fill):
+            return moved
+        inside = remap(_ones_channel(data), types.INTERP_NN)
+        return fn.cast(_round_half_even(where(mask(inside > 0), moved, fills)), dtype=types.UINT8)
+    image = remap(fn.cast(data, dtype=types.FLOAT), types.INTERP_LINEAR)
+    weight = remap(fn.cast(_ones_channel(data), dtype=types.FLOAT), types.INTERP_LINEAR)
+    out = image * weight + (1.0 - weight) * fills if v1 else (image - fills) * weight + fills
+    return fn.cast(_round_half_even(out), dtype=types.UINT8)

@@ -1,6 +1,6 @@
 """`python -m benchmarks.v2_steps`: images/s of recipes holding torchvision v2's detection-style
-steps (RandomPhotometricDistort, GaussianNoise, ElasticTransform, RandomShortestSize, RandomZoomOut), DaliLoader
-against torch's DataLoader over the same ImageFolder and transform object.
+steps (RandomPhotometricDistort, GaussianNoise, ElasticTransform, RandomShortestSize, RandomZoomOut)
+and TenCrop, DaliLoader against torch's DataLoader over the same ImageFolder and transform object.
 
 Each loader is built once, as its users run it (DataLoader with persistent workers, as many as
 `--workers`; DaliLoader with as many threads), takes a warm-up epoch, then whole epochs in
@@ -26,6 +26,7 @@ def recipes() -> dict:
         "+ RandomPhotometricDistort()": crop + [v2.RandomPhotometricDistort()] + to_float + [normalize],
         "+ GaussianNoise() on floats": crop + to_float + [v2.GaussianNoise(), normalize],
         "+ ElasticTransform()": crop + [v2.ElasticTransform()] + to_float + [normalize],
+        "Resize(256), TenCrop(224) (test-time crops)": [v2.Resize(256), v2.TenCrop(224)] + to_float + [normalize],
         "RandomShortestSize, RandomZoomOut, RandomCrop, flip": [
             v2.RandomShortestSize([256, 288, 320], max_size=400), v2.RandomZoomOut(p=0.5, side_range=(1.0, 1.5)),
             v2.RandomCrop(224), v2.RandomHorizontalFlip()] + to_float + [normalize],
@@ -34,8 +35,8 @@ def recipes() -> dict:
 
 def images_per_second(loader) -> float:
     count, start = 0, time.perf_counter()
-    for images, _ in loader:
-        count += len(images)
+    for _, labels in loader:   # images may be a list of views (TenCrop's crops)
+        count += len(labels)
     return count / (time.perf_counter() - start)
 
 

@@ -703,6 +703,9 @@ GPU_TRANSFORMS = [
     C(v2.JPEG((30, 90)), v2.ToImage(), v2.JPEG(75)),
     C(v2.RandomPerspective(0.4, p=0.7), v2.ToImage(), v2.RandomPerspective(interpolation=IM.NEAREST, fill=9)),
     C(v2.RandomOrder([v2.ColorJitter(0.3), v2.RandomInvert(0.5), v2.RandomRotation(10)])),
+    C(v2.ElasticTransform(30.0, fill=[1.0, 2.0, 3.0]), v2.ToImage(), v1.ElasticTransform(interpolation=IM.NEAREST)),
+    C(v2.Resize(72), v2.TenCrop(64, vertical_flip=True), v2.ToImage(), v2.ToDtype(torch.float32, scale=True)),
+    C(v1.FiveCrop(32), v2.PILToTensor()),
 ]
 
 

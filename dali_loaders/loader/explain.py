@@ -1,5 +1,6 @@
 """What a loader says when DALI fails a batch: the file or sample behind it where one can be
 named (ImageDecodeError), else DALI's own message, short."""
+import re
 from typing import Callable
 
 from ..sources.files import FileSource
@@ -26,8 +27,14 @@ def failure_explainer(source, batch_size: int) -> Callable:
 
 
 def dali_message(failure: Exception) -> str:
-    """The lines of a DALI error that say what went wrong, without its C++ stack."""
-    lines = [line.rstrip() for line in str(failure).splitlines() if line.strip()]
+    """The lines of a DALI error that say what went wrong, without its C++ stack, the Python
+    traceback of where the operator was defined (DALI puts it before the error itself) or the
+    frames of a python_function's error."""
+    text = re.sub(r"which was used in the pipeline definition with the following traceback:.*?encountered:",
+                  "encountered:", str(failure), flags=re.S)
+    text = re.sub(r"\nAt:\n(?:  [^\n]*\n?)*", "\n", text)
+    lines = [line.rstrip() for line in text.splitlines() if line.strip()]
+    lines = [line for k, line in enumerate(lines) if k == 0 or line != lines[k - 1]]   # "Critical error" twice
     kept = [line for line in lines if not line.lstrip().startswith(("[/", "Stacktrace", "frame #"))
             and "Current pipeline object is no longer valid" not in line]
     text = "\n".join(kept[:6]).strip()

@@ -10,6 +10,7 @@ from typing import Any, List, Optional
 import torch
 
 from ._core import MAX_NESTING, TRANSLATORS, check, describe, final_dtype, flatten, supported_names, users_class, wrapped
+from .multi_crop import crop_views
 from .split_views import SplitViews
 from .view_makers import views_of
 
@@ -47,7 +48,9 @@ def every_plan(recipe) -> List[Plan]:
 
 def made_views(transform, _depth: int = 0) -> Optional[List[Any]]:
     """The transforms of each view where `transform` is a view maker (an unregistered class of
-    the user's, see view_makers.py), or a wrapper of one, else None."""
+    the user's, see view_makers.py), or a wrapper of one, or holds FiveCrop or TenCrop
+    (multi_crop.py), else None."""
+    transform = crop_views(transform) or transform
     if isinstance(transform, SplitViews):
         return transform.views
     if transform is None or isinstance(transform, (list, tuple)) or not users_class(transform) \
@@ -62,6 +65,7 @@ def made_views(transform, _depth: int = 0) -> Optional[List[Any]]:
 def untranslatable_reason(transform) -> Optional[str]:
     """Why DALI cannot run `transform` whole (the first step with no translation, or a
     wrapper that does more than hand the image on), or None when every step translates."""
+    transform = crop_views(transform) or transform
     if isinstance(transform, SplitViews):
         why = _first_refusal(transform.first)
         if why:
@@ -84,6 +88,7 @@ def _first_refusal(transform) -> Optional[str]:
 def plan(transform, python_fallback: bool):
     """Splits the steps at the first one with no translation; raises for it unless python_fallback.
     A Plan, or for a view maker Views of a Plan per view."""
+    transform = crop_views(transform) or transform
     views = made_views(transform)
     if isinstance(transform, SplitViews):
         shared = _split(transform.first, python_fallback)

@@ -8,6 +8,7 @@ import torch
 
 from ._core import Images, describe, flatten
 from ._plan import Plan, plans_of
+from .multi_crop import MAKERS
 
 # -- steps that DALI runs per sample in Python (python_fallback=True) ----------------------
 
@@ -89,10 +90,17 @@ class PythonSteps:
                 step.set_random_seed(seed)
         with seeded_globals(seed):
             image = call_steps(self.steps, self._twin_input(pixels))
+        if isinstance(image, (tuple, list)):
+            names = ", ".join(describe(step) for step in flatten(self.steps))
+            raise TypeError(f"the steps run in Python ({names}) return {len(image)} images a sample, where the "
+                            f"loader takes one (or one stacked tensor) from them: after FiveCrop or TenCrop, use "
+                            f"only steps that do the same to every crop (v2's conversions, Normalize, Resize, "
+                            f"CenterCrop), which the loader runs as views, or stack the crops (torch.stack)")
         out = as_tensor(image)
         if out.dtype == torch.bfloat16:   # numpy has no bfloat16; the loader casts back
             out = out.float()
-        out = out.permute(1, 2, 0) if self.layout_out == "HWC" else out
+        if self.layout_out == "HWC":   # a stack of crops (TenCrop, then torch.stack) keeps its first axis
+            out = out.permute(1, 2, 0) if out.dim() == 3 else out.permute(0, 2, 3, 1)
         return np.ascontiguousarray(out.numpy())
 
     def _twin_input(self, pixels: np.ndarray):
@@ -117,9 +125,11 @@ def run_in_python(steps, images: Images) -> None:
     images.flush_mirror()
     layout_in = images.layout if images.materialized else "HWC"
     seeds = fn.random.uniform(range=[0, 2 ** 30], dtype=types.INT32)   # 2**31 - 1 rounds up in float32
+    # FiveCrop and TenCrop make several images, which the steps after them stack: no one layout
+    stacked = any(type(step).__name__ in MAKERS for step in flatten(steps))
     images.data = fn.python_function(images.data, seeds, function=PythonSteps(steps, images.kind, layout_in,
                                                                                layout_out),
-                                     batch_processing=False, output_layouts=layout_out)
+                                     batch_processing=False, output_layouts=None if stacked else layout_out)
     images.layout, images.materialized = layout_out, True
 
 

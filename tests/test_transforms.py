@@ -138,6 +138,9 @@ DETERMINISTIC = [
     ("ToDtype uint8", C(v2.ToImage(), v2.ToDtype(torch.uint8, scale=True)), (0.0, 0.0)),
     ("PILToTensor", v1.Compose([v1.PILToTensor()]), (0.0, 0.0)),
     ("ConvertImageDtype", v1.Compose([v1.PILToTensor(), v1.ConvertImageDtype(torch.float32)]), (0.0, 0.0)),
+    # back to PIL: the steps after take PIL's arithmetic (its hue in uint8 HSV, where tensors keep floats)
+    ("ToPILImage between tensor steps", C(v2.PILToTensor(), v2.CenterCrop(120), v2.ToPILImage(), v2.Resize(60),
+                                          v2.ColorJitter(hue=(0.2, 0.2)), v2.PILToTensor()), (0.0, 0.0)),
     ("ToTensor", v1.ToTensor(), (0.0, 0.0)),
     ("GaussianBlur 5 sigma 1.5", pil_then(v2.GaussianBlur(5, sigma=(1.5, 1.5))), EXACT),
     ("GaussianBlur (3, 7) sigma 2", pil_then(v2.GaussianBlur((3, 7), sigma=(2.0, 2.0))), EXACT),
@@ -706,6 +709,7 @@ GPU_TRANSFORMS = [
     C(v2.ElasticTransform(30.0, fill=[1.0, 2.0, 3.0]), v2.ToImage(), v1.ElasticTransform(interpolation=IM.NEAREST)),
     C(v2.Resize(72), v2.TenCrop(64, vertical_flip=True), v2.ToImage(), v2.ToDtype(torch.float32, scale=True)),
     C(v1.FiveCrop(32), v2.PILToTensor()),
+    C(v2.PILToTensor(), v2.ToPILImage(), v2.ColorJitter(hue=0.1), v2.PILToTensor()),
 ]
 
 
@@ -741,3 +745,11 @@ def test_image_helpers_agree_with_pil():
     image = coordinate_image(20, 10)
     (ours,), (theirs,) = both(image, v2.PILToTensor(), n=1)
     assert np.array_equal(ours, image) and np.array_equal(theirs, np.asarray(Image.fromarray(image)))
+
+
+def test_to_pil_image_on_a_pil_image_is_refused_by_name():
+    """torchvision's ToPILImage refuses PIL images too."""
+    loader = dali_loader(many(coordinate_image(16, 12), 4), C(v2.ToPILImage(), v2.PILToTensor()), train=True,
+                         batch_size=2, num_threads=1)
+    with pytest.raises(ValueError, match="ToPILImage takes a tensor or an array.*PIL image"):
+        list(loader)

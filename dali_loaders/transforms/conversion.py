@@ -122,3 +122,22 @@ def to_pure_tensor(step, images: Images) -> None:
 @translates("Identity")
 def identity(step, images: Images) -> None:
     """v2's Identity: nothing to do."""
+
+
+PIL_MODES = {1: "L", 2: "LA", 3: "RGB", 4: "RGBA"}   # to_pil_image's mode for uint8 images of so many channels
+
+
+@translates("ToPILImage")
+def to_pil_image(step, images: Images) -> None:
+    """The twin holds a PIL image from here on (the steps after take PIL's arithmetic); the
+    pixels are the same. After the conversion to float (torchvision truncates x * 255) the
+    step takes the Python path."""
+    if images.kind == "pil":
+        raise Untranslatable(f"{describe(step)} takes a tensor or an array, and here the image is a PIL image "
+                             f"(torchvision refuses it too); take it out")
+    images.uint8_pixels(step)
+    mode = getattr(step, "mode", None)
+    if mode is not None and mode != PIL_MODES.get(images.channels):
+        raise Untranslatable(f"{describe(step)}: mode={mode!r} for {images.channels}-channel uint8 images, where "
+                             f"torchvision makes {PIL_MODES.get(images.channels)!r}; leave mode out")
+    images.kind = "pil"

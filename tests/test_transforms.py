@@ -710,6 +710,8 @@ GPU_TRANSFORMS = [
     C(v2.Resize(72), v2.TenCrop(64, vertical_flip=True), v2.ToImage(), v2.ToDtype(torch.float32, scale=True)),
     C(v1.FiveCrop(32), v2.PILToTensor()),
     C(v2.PILToTensor(), v2.ToPILImage(), v2.ColorJitter(hue=0.1), v2.PILToTensor()),
+    C(v1.Lambda(lambda img: img.convert("L")), v2.ToImage(), v2.ToDtype(torch.float32, scale=True),
+      v1.Lambda(lambda x: x.repeat(3, 1, 1)), v1.Lambda(lambda t: t * 2 - 1)),
 ]
 
 

@@ -1,0 +1,188 @@
+"""Lambda (v1 and v2) read as the step it equals, for the one-line functions recipes write:
+
+    Lambda(lambda t: (t * 2) - 1)            # diffusion and GAN recipes: [0, 1] -> [-1, 1]
+    Lambda(lambda x: x.repeat(3, 1, 1))      # grey (MNIST) -> 3 channels
+    Lambda(lambda img: img.convert("RGB"))   # PIL's convert, "RGB" or "L"
+
+As wrappers.py reads a class, the lambda's source is read, never run, and must compile to the
+code Python runs: one argument, nothing from outside it but number literals. Arithmetic is
++, -, * and / of the image (once) and numbers, on a float image: DALI folds it into the
+pending normalization. Anything else takes the Python path, saying why.
+"""
+import ast
+import inspect
+import numbers
+import re
+import types
+import weakref
+from typing import Optional, Tuple
+
+from ._core import Images, Untranslatable, describe, refuses, translates
+
+_read = weakref.WeakKeyDictionary()   # function -> (what it equals, why not)
+
+
+def lambda_node(function) -> Tuple[Optional[ast.Lambda], str]:
+    """(the ast of `function`'s lambda, "") where its source holds a lambda that compiles to
+    its code, else (None, why not)."""
+    if not isinstance(function, types.FunctionType) or function.__name__ != "<lambda>":
+        return None, "its function is not a lambda"
+    try:
+        text = "".join(inspect.getsourcelines(function)[0])
+    except (OSError, TypeError):
+        return None, "the lambda's source is not available"
+    code = function.__code__
+    for start in (match.start() for match in re.finditer(r"\blambda\b", text)):
+        tail = text[start:]
+        # the longest stretch that parses as a lambda: its body reaches that far
+        for end in sorted({m.start() for m in re.finditer(r"[,)\]}\n]", tail)} | {len(tail)}, reverse=True):
+            try:
+                node = ast.parse(tail[:end].strip(), mode="eval").body
+            except SyntaxError:
+                continue
+            if isinstance(node, ast.Lambda):
+                if _compiles_to(node, code):
+                    return node, ""
+                break
+    return None, "no lambda in its source compiles to the code Python runs"
+
+
+def _compiles_to(node: ast.Lambda, code) -> bool:
+    compiled = compile(ast.fix_missing_locations(ast.Expression(node)), "<lambda>", "eval")
+    inner = next((c for c in compiled.co_consts if isinstance(c, types.CodeType)), None)
+    return inner is not None and all(getattr(inner, name) == getattr(code, name)
+                                     for name in ("co_code", "co_consts", "co_names", "co_varnames", "co_freevars"))
+
+
+def read(function) -> Tuple[Optional[tuple], str]:
+    """((kind, value), "") for a lambda this module reads: ("affine", (scale, offset)),
+    ("convert", mode) or ("repeat", None); else (None, why not)."""
+    known = _read.get(function)
+    if known is None:
+        known = _read[function] = _read_lambda(function)
+    return known
+
+
+def _read_lambda(function):
+    node, why = lambda_node(function)
+    if node is None:
+        return None, why
+    arguments = node.args
+    if len(arguments.args) != 1 or arguments.posonlyargs or arguments.vararg or arguments.kwonlyargs \
+            or arguments.kwarg or arguments.defaults:
+        return None, "the lambda takes more than the image"
+    name, body = arguments.args[0].arg, node.body
+    if isinstance(body, ast.Call) and isinstance(body.func, ast.Attribute) and _is(body.func.value, name) \
+            and not body.keywords:
+        values = [_number(a) for a in body.args]
+        if body.func.attr == "convert" and len(body.args) == 1 and isinstance(body.args[0], ast.Constant) \
+                and body.args[0].value in ("RGB", "L"):
+            return ("convert", body.args[0].value), ""
+        if body.func.attr in ("repeat", "expand") and values in ([3, 1, 1], [3, -1, -1]):
+            return ("repeat", None), ""
+        return None, f"it calls .{body.func.attr}(...), which is not read (convert('RGB' or 'L'), repeat(3, 1, 1))"
+    affine = _affine(body, name)
+    if affine is None:
+        return None, "its body is not arithmetic of the image and numbers, nor a call read here"
+    if affine[0] == 0:
+        return None, "its arithmetic drops the image"
+    return ("affine", affine), ""
+
+
+def _is(node, name: str) -> bool:
+    return isinstance(node, ast.Name) and node.id == name
+
+
+def _number(node) -> Optional[float]:
+    if isinstance(node, ast.Constant) and isinstance(node.value, numbers.Real) and not isinstance(node.value, bool):
+        return node.value
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+        inner = _number(node.operand)
+        return None if inner is None else (-inner if isinstance(node.op, ast.USub) else inner)
+    return None
+
+
+def _affine(node, name: str) -> Optional[Tuple[float, float]]:
+    """(a, b) where `node` computes a * image + b from the image, once, and numbers."""
+    if _is(node, name):
+        return 1.0, 0.0
+    number = _number(node)
+    if number is not None:
+        return None   # no image in it: not a step
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+        inner = _affine(node.operand, name)
+        return None if inner is None else ((-inner[0], -inner[1]) if isinstance(node.op, ast.USub) else inner)
+    if not isinstance(node, ast.BinOp):
+        return None
+    left, right = _affine(node.left, name), _affine(node.right, name)
+    left_number, right_number = _number(node.left), _number(node.right)
+    if isinstance(node.op, (ast.Add, ast.Sub)):
+        sign = 1.0 if isinstance(node.op, ast.Add) else -1.0
+        if left is not None and right_number is not None:
+            return left[0], left[1] + sign * right_number
+        if left_number is not None and right is not None:
+            return sign * right[0], left_number + sign * right[1]
+    elif isinstance(node.op, ast.Mult):
+        if left is not None and right_number is not None:
+            return left[0] * right_number, left[1] * right_number
+        if left_number is not None and right is not None:
+            return left_number * right[0], left_number * right[1]
+    elif isinstance(node.op, ast.Div) and left is not None and right_number:
+        return left[0] / right_number, left[1] / right_number
+    return None
+
+
+def lambda_refusal(step) -> str:
+    _, why = read(step.lambd)
+    return why
+
+
+@translates("Lambda")
+@refuses(lambda_refusal)
+def lambda_step(step, images: Images) -> None:
+    (kind, value), _ = read(step.lambd)
+    if kind == "convert":
+        _convert(step, images, value)
+    elif kind == "repeat":
+        _repeat(step, images)
+    else:
+        _affine_step(step, images, *value)
+
+
+def _convert(step, images: Images, mode: str) -> None:
+    from .color import grayscale, rgb
+
+    if images.kind != "pil":
+        raise Untranslatable(f"{describe(step)}: the lambda calls PIL's convert, and here the image is a tensor "
+                             f"(torchvision would fail too)")
+    from torchvision.transforms import v2
+
+    if mode == "RGB":
+        rgb(v2.RGB(), images)
+    else:
+        grayscale(v2.Grayscale(1), images)
+
+
+def _repeat(step, images: Images) -> None:
+    """A grey tensor's one channel three times, uint8 or float (its pending scale with it)."""
+    from nvidia.dali import fn
+
+    if images.kind == "pil" or images.channels != 1:
+        raise Untranslatable(f"{describe(step)}: the lambda repeats a 1-channel tensor, and here the image is "
+                             f"{'a PIL image' if images.kind == 'pil' else f'{images.channels}-channel'}")
+    images.decode()
+    axis = images.layout.index("C") if images.materialized else 2
+    images.data = fn.cat(images.data, images.data, images.data, axis=axis)
+    images.scale, images.offset = images.scale * 3, images.offset * 3
+    images.channels = 3
+
+
+def _affine_step(step, images: Images, scale: float, offset: float) -> None:
+    """Folded into the pending normalization, as Normalize is: out = x * scale + offset."""
+    from .conversion import normalize
+    from torchvision.transforms import v2
+
+    if not images.is_float:
+        raise Untranslatable(f"{describe(step)}: the lambda's arithmetic on a uint8 image is torch's integer "
+                             f"arithmetic; put ToTensor or ToDtype(torch.float32, scale=True) before it")
+    normalize(v2.Normalize([-offset / scale], [1.0 / scale]), images)

@@ -1,0 +1,92 @@
+"""Lambda read as the step it equals: what is read from which lambdas (and why others are not),
+then the reads in DALI against torchvision running the lambdas themselves on photographs."""
+import pytest
+import torch
+from test_transforms import C, dali_loader, differences, many, coordinate_image
+from torchvision import transforms as v1
+from torchvision.transforms import v2
+
+from dali_loaders import transforms
+from dali_loaders.transforms import lambdas
+
+pytest.importorskip("nvidia.dali")
+
+OUTSIDE = 3.0
+
+
+def helper(x):
+    return x
+
+
+READ = [
+    (lambda t: (t * 2) - 1, ("affine", (2.0, -1.0))),
+    (lambda x: 2 * x - 1, ("affine", (2.0, -1.0))),
+    (lambda x: (x - 0.5) / 0.25, ("affine", (4.0, -2.0))),
+    (lambda x: -x + 1, ("affine", (-1.0, 1.0))),
+    (lambda x: x / 255.0, ("affine", (1 / 255.0, 0.0))),
+    (lambda x: x.repeat(3, 1, 1), ("repeat", None)),
+    (lambda x: x.expand(3, -1, -1), ("repeat", None)),
+    (lambda img: img.convert("RGB"), ("convert", "RGB")),
+    (lambda img: img.convert('L'), ("convert", "L")),
+]
+
+NOT_READ = [
+    (lambda x: x * OUTSIDE, "not arithmetic of the image and numbers"),
+    (lambda x: helper(x), "not arithmetic of the image and numbers"),
+    (lambda x: x * x, "not arithmetic of the image and numbers"),
+    (lambda x: 0 * x + 1, "drops the image"),
+    (lambda x: x.flip(0), "calls .flip"),
+    (lambda x: x.convert("CMYK"), "calls .convert"),
+    (lambda x, y=1: x + y, "takes more than the image"),
+    (helper, "not a lambda"),
+]
+
+
+@pytest.mark.parametrize("function,expected", READ, ids=[str(k) for k in range(len(READ))])
+def test_what_is_read(function, expected):
+    assert lambdas.read(function) == (expected, "")
+
+
+@pytest.mark.parametrize("function,why", NOT_READ, ids=[str(k) for k in range(len(NOT_READ))])
+def test_what_is_not_read_says_why(function, why):
+    found, reason = lambdas.read(function)
+    assert found is None and why in reason
+    with pytest.raises(ValueError, match=f"Lambda.*{why}"):
+        transforms.plan(C(v1.Lambda(function)), python_fallback=False)
+
+
+def test_a_lambda_among_others_on_its_line_is_itself():
+    steps = [v1.Lambda(lambda x: x * 3 - 1), v1.Lambda(lambda x: x * 5 + 2)]
+    assert [lambdas.read(step.lambd)[0] for step in steps] == [("affine", (3.0, -1.0)), ("affine", (5.0, 2.0))]
+
+
+FLOAT = [v2.ToImage(), v2.ToDtype(torch.float32, scale=True)]
+CASES = [
+    ("to [-1, 1]", v1.Compose([v1.ToTensor(), v1.Lambda(lambda t: (t * 2) - 1)]), 1.0, (0.001, 0.001)),
+    ("to [-1, 1], then Normalize", C(*FLOAT, v2.Lambda(lambda t: 2 * t - 1), v2.Normalize([0.1] * 3, [0.5] * 3)),
+     1.0, (0.001, 0.001)),
+    ("convert RGB", C(v1.Lambda(lambda img: img.convert("RGB")), v2.PILToTensor()), 255.0, (0.0, 0.0)),
+    ("convert L", C(v1.Lambda(lambda img: img.convert("L")), v2.PILToTensor()), 255.0, (0.0, 0.0)),
+    ("grey repeated, uint8", C(v2.Grayscale(1), v2.PILToTensor(), v1.Lambda(lambda x: x.repeat(3, 1, 1))), 255.0,
+     (0.0, 0.0)),
+    ("grey repeated, float, normalized", C(v2.Grayscale(1), *FLOAT, v1.Lambda(lambda x: x.repeat(3, 1, 1)),
+                                            v2.Normalize([0.2, 0.3, 0.4], [0.5, 0.6, 0.7])), 1.0, (0.001, 0.001)),
+]
+
+
+@pytest.mark.parametrize("name,transform,scale,bounds", CASES, ids=[case[0] for case in CASES])
+def test_the_read_step_matches_the_lambda_on_photographs(photo_files, name, transform, scale, bounds):
+    assert transforms.plan(transform, python_fallback=False).python == []
+    mean, worst = differences(photo_files, transform, scale)
+    assert mean <= bounds[0] and worst <= bounds[1], (name, mean, worst)
+
+
+@pytest.mark.parametrize("transform,why", [
+    (C(v2.PILToTensor(), v1.Lambda(lambda x: x * 2 - 1)), "integer arithmetic"),
+    (C(v2.PILToTensor(), v1.Lambda(lambda img: img.convert("RGB"))), "PIL's convert"),
+    (C(v1.Lambda(lambda x: x.repeat(3, 1, 1))), "a PIL image"),
+], ids=["arithmetic on uint8", "convert on a tensor", "repeat on PIL"])
+def test_a_read_lambda_where_it_cannot_run_is_refused_by_name(transform, why):
+    loader = dali_loader(many(coordinate_image(16, 12), 4), transform, train=True, batch_size=2, num_threads=1)
+    with pytest.raises(ValueError, match=f"Lambda.*{why}"):
+        list(loader)

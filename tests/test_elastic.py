@@ -134,3 +134,29 @@ def test_without_the_plugin_the_step_takes_the_python_path_saying_why(monkeypatc
         transforms.plan(v2.ElasticTransform(), python_fallback=False)
     recipe = transforms.plan(C(v2.RandomCrop(8), v2.ElasticTransform()), python_fallback=True)
     assert [type(step).__name__ for step in recipe.python] == ["ElasticTransform"]
+
+
+def test_the_field_drawn_from_a_seed_is_torchvisions_uniform():
+    """The operator's own draw (what the translator uses): with no blur and alpha 2, each map
+    less the identity is the field itself; uniform in [-1, 1) as torch.rand(...) * 2 - 1,
+    the same for the same seed, another for another, x and y apart."""
+    from nvidia.dali import fn, pipeline_def, types
+
+    seeds = [5, 5, 6]
+
+    @pipeline_def(batch_size=len(seeds), num_threads=2, device_id=None)
+    def graph():
+        drawn = fn.external_source(source=lambda: [np.array([s, 60, 80], dtype=np.int32) for s in seeds], batch=True)
+        return tuple(elastic.source_maps(fn.cast(drawn, dtype=types.INT32), [2.0, 2.0], [0.0, 0.0]))
+    pipe = graph()
+    pipe.build()
+    xs, ys = pipe.run()
+    columns, rows = np.meshgrid(np.arange(80), np.arange(60))
+    fields = [(np.array(xs.at(i)) - columns, np.array(ys.at(i)) - rows) for i in range(len(seeds))]
+    values = np.concatenate([fields[0][0].ravel(), fields[0][1].ravel(), fields[2][0].ravel()])
+    assert values.min() >= -1.0 - 1e-5 and values.max() < 1.0 + 1e-5
+    assert abs(values.mean()) < 0.02 and abs(values.var() - 1 / 3) < 0.01
+    counts, _ = np.histogram(values, bins=10, range=(-1, 1))
+    assert counts.min() > 0.9 * len(values) / 10   # flat
+    assert np.array_equal(fields[0][0], fields[1][0]) and not np.allclose(fields[0][0], fields[2][0])
+    assert abs(np.corrcoef(fields[0][0].ravel(), fields[0][1].ravel())[0, 1]) < 0.05

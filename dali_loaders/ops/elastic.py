@@ -19,11 +19,20 @@ def kernel_size(sigma: float) -> int:
 
 def source_maps(field, alpha: Sequence[float], sigma: Sequence[float]):
     """fn.dali_loaders_elastic_maps: (x, y) float32 (H, W) maps of source pixels (centres at
-    integers) from `field`, float32 (2, H, W) uniforms in [-1, 1) per sample on the CPU."""
+    integers) from `field`, float32 (2, H, W) uniforms in [-1, 1) per sample on the CPU, or
+    int32 (seed, H, W) per sample: the operator draws the field from the seed."""
     from nvidia.dali import fn
 
     return fn.dali_loaders_elastic_maps(field, alpha=[float(a) for a in alpha], sigma=[float(s) for s in sigma],
                                         sizes=[kernel_size(s) if s > 0 else 1 for s in sigma])
+
+
+def field_seeds():
+    """A seed per sample for the operator's own draw of the field (fn.random: checkpoints
+    resume it)."""
+    from nvidia.dali import fn, types
+
+    return fn.random.uniform(range=[0, 2 ** 31 - 1], dtype=types.INT32)
 
 
 def grid_sample(image, xs, ys, nearest: bool, v1: bool, fill: Sequence[float]):

@@ -34,9 +34,10 @@ def elastic_refusal(step) -> str:
 @translates("ElasticTransform")
 @refuses(elastic_refusal)
 def elastic_transform(step, images: Images) -> None:
-    """One field of (2, H, W) uniforms per sample, drawn on the CPU, as torchvision draws its
-    two; v1 and v2 differ only in how the fill is blended."""
-    from nvidia.dali import fn, types
+    """One field of (2, H, W) uniforms per sample, drawn on the CPU by our operator from a
+    seed the graph draws, as torchvision draws its two; v1 and v2 differ only in how the fill
+    is blended."""
+    from nvidia.dali import types
 
     images.uint8_pixels(step)
     images.decode()
@@ -45,9 +46,7 @@ def elastic_transform(step, images: Images) -> None:
     if len(fill) != images.channels:
         raise Untranslatable(f"{describe(step)}: fill={step.fill!r} has {len(fill)} values for "
                              f"{images.channels}-channel images; give one, or one a channel")
-    sides = (images.height, images.width)
-    shape = [2, *sides] if all(isinstance(side, int) for side in sides) else stack(2, *sides, integer=True)
-    field = fn.random.uniform(range=[-1.0, 1.0], shape=shape)
+    field = stack(op.field_seeds(), images.height, images.width, integer=True)
     xs, ys = op.source_maps(field, [float(a) for a in step.alpha], [float(s) for s in step.sigma])
     nearest = interp_type(step) == types.INTERP_NN
     if images.data.device == "gpu":

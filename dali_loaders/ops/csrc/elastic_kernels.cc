@@ -31,6 +31,18 @@ inline uint8_t to_uint8(float value) {   // .round_().to(uint8) of a level withi
 
 }  // namespace
 
+void draw_field(uint32_t seed, int64_t n, float* out) {
+  uint64_t state = 0x9E3779B97F4A7C15ull * (static_cast<uint64_t>(seed) + 1);
+  for (int64_t i = 0; i < n; i++) {
+    state += 0x9E3779B97F4A7C15ull;
+    uint64_t z = state;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    out[i] = static_cast<float>(z >> 40) * (2.0f / 16777216.0f) - 1.0f;   // 2 * (k / 2^24) - 1, exact
+  }
+}
+
 void gaussian_taps(int size, float sigma, float* taps) {
   const float half = static_cast<float>(size - 1) * 0.5f;
   float sum = 0.0f;

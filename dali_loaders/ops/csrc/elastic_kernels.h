@@ -16,6 +16,10 @@
 
 namespace elastick {
 
+// `n` uniforms in [-1, 1), as torch.rand(...) * 2 - 1 draws them (24 random bits a value),
+// from `seed` (splitmix64: the same seed, the same field, on every machine)
+void draw_field(uint32_t seed, int64_t n, float* out);
+
 // torchvision's 1-D gaussian: `size` taps at linspace(-(size - 1) / 2, (size - 1) / 2),
 // exp(-0.5 * (x / sigma)^2), normalized to sum 1
 void gaussian_taps(int size, float sigma, float* taps);

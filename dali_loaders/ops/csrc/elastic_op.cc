@@ -1,10 +1,13 @@
 // ElasticTransform's two CPU operators (elastic_kernels.h has the arithmetic):
-// DaliLoadersElasticMaps: per sample, from a (2, H, W) field of uniforms in [-1, 1) (the graph's
-//   fn.random.uniform, so checkpoints resume it), the source pixel of every output pixel, x
-//   and y as two (H, W) maps, as torchvision's get_params and elastic_transform make them.
+// DaliLoadersElasticMaps: per sample, from a (2, H, W) field of uniforms in [-1, 1), or from an
+//   int32 (seed, H, W) to draw that field here (the seed is the graph's fn.random.uniform, so
+//   checkpoints resume it; DALI's generator took 1.5 ms for a 224 x 224 field, this one a
+//   tenth), the source pixel of every output pixel, x and y as two (H, W) maps, as
+//   torchvision's get_params and elastic_transform make them.
 //   GPU graphs hand the maps to DALI's fn.experimental.remap; CPU graphs to the next one.
 // DaliLoadersGridSample: an HWC uint8 image sampled at those maps as torchvision samples it
 //   (grid_sample with a mask channel, then the fill), which DALI has no CPU operator for.
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -31,15 +34,26 @@ class ElasticMaps : public dali::StatelessOperator<CPUBackend> {
  protected:
   bool SetupImpl(std::vector<dali::OutputDesc> &output_desc, const dali::Workspace &ws) override {
     const auto &field = ws.Input<CPUBackend>(0);
-    DALI_ENFORCE(field.type() == DALI_FLOAT, "DaliLoadersElasticMaps takes a float32 field");
-    DALI_ENFORCE(field.sample_dim() == 3, "DaliLoadersElasticMaps takes a (2, H, W) field per sample");
     const int n = field.num_samples();
     dali::TensorListShape<2> maps(n);
-    for (int i = 0; i < n; i++) {
-      const auto shape = field.tensor_shape(i);
-      DALI_ENFORCE(shape[0] == 2, dali::make_string("DaliLoadersElasticMaps: sample ", i, "'s field has ", shape[0],
-                                                    " planes; it takes 2 (x, y)"));
-      maps.set_tensor_shape(i, dali::TensorShape<2>(shape[1], shape[2]));
+    if (field.type() == DALI_INT32) {   // (seed, H, W): the field drawn here
+      for (int i = 0; i < n; i++) {
+        DALI_ENFORCE(field.tensor_shape(i).num_elements() == 3,
+                     "DaliLoadersElasticMaps takes int32 (seed, height, width) per sample, or a field");
+        const int32_t *drawn = field.tensor<int32_t>(i);
+        DALI_ENFORCE(drawn[1] >= 0 && drawn[2] >= 0,
+                     dali::make_string("DaliLoadersElasticMaps: sample ", i, " has size ", drawn[1], " x ", drawn[2]));
+        maps.set_tensor_shape(i, dali::TensorShape<2>(drawn[1], drawn[2]));
+      }
+    } else {
+      DALI_ENFORCE(field.type() == DALI_FLOAT, "DaliLoadersElasticMaps takes a float32 field, or int32 (seed, H, W)");
+      DALI_ENFORCE(field.sample_dim() == 3, "DaliLoadersElasticMaps takes a (2, H, W) field per sample");
+      for (int i = 0; i < n; i++) {
+        const auto shape = field.tensor_shape(i);
+        DALI_ENFORCE(shape[0] == 2, dali::make_string("DaliLoadersElasticMaps: sample ", i, "'s field has ",
+                                                      shape[0], " planes; it takes 2 (x, y)"));
+        maps.set_tensor_shape(i, dali::TensorShape<2>(shape[1], shape[2]));
+      }
     }
     output_desc.resize(2);
     output_desc[0] = {maps, DALI_FLOAT};
@@ -54,12 +68,17 @@ class ElasticMaps : public dali::StatelessOperator<CPUBackend> {
     xs.SetLayout("HW");
     ys.SetLayout("HW");
     auto &pool = ws.GetThreadPool();
+    const bool drawn = field.type() == DALI_INT32;
     for (int i = 0; i < field.num_samples(); i++) {
-      const auto shape = field.tensor_shape(i);
+      const auto shape = xs.tensor_shape(i);
       pool.AddWork([&, i, shape](int) {
-        const int h = static_cast<int>(shape[1]), w = static_cast<int>(shape[2]);
+        const int h = static_cast<int>(shape[0]), w = static_cast<int>(shape[1]);
         const int64_t plane = static_cast<int64_t>(h) * w;
-        std::vector<float> planes(field.tensor<float>(i), field.tensor<float>(i) + 2 * plane), scratch(plane);
+        std::vector<float> planes(2 * plane), scratch(plane);
+        if (drawn)
+          elastick::draw_field(static_cast<uint32_t>(field.tensor<int32_t>(i)[0]), 2 * plane, planes.data());
+        else
+          std::copy(field.tensor<float>(i), field.tensor<float>(i) + 2 * plane, planes.begin());
         for (int axis = 0; axis < 2; axis++) {
           float *displacement = planes.data() + axis * plane;
           if (sigma_[axis] > 0.0f)
@@ -67,7 +86,7 @@ class ElasticMaps : public dali::StatelessOperator<CPUBackend> {
           float *out = axis == 0 ? xs.mutable_tensor<float>(i) : ys.mutable_tensor<float>(i);
           elastick::source_coordinates(displacement, h, w, axis == 0, alpha_[axis], out);
         }
-      }, shape.num_elements());
+      }, 2 * shape.num_elements());
     }
     pool.RunAll();
   }
@@ -136,7 +155,7 @@ DALI_REGISTER_OPERATOR(DaliLoadersElasticMaps, ::dali_loaders::ElasticMaps, ::da
 
 DALI_SCHEMA(DaliLoadersElasticMaps)
     .DocStr(R"(ElasticTransform's source pixels: from a float32 (2, H, W) field of uniforms in
-[-1, 1) per sample, plane 0 blurred (if sigma[0] > 0) by sizes[0] x sizes[0] gaussian taps, plane
+[-1, 1) per sample, or from int32 (seed, H, W) to draw that field here, plane 0 blurred (if sigma[0] > 0) by sizes[0] x sizes[0] gaussian taps, plane
 1 (if sigma[1] > 0) by sizes[1] x sizes[1], sigma[0] across and sigma[1] down, reflect-101
 borders; times alpha over the width (x) or height (y), plus torchvision's identity grid, as
 pixel coordinates (centres at integers). Outputs x and y, float32 (H, W) each, layout HW.)")

@@ -55,6 +55,13 @@ def test_what_is_not_read_says_why(function, why):
         transforms.plan(C(v1.Lambda(function)), python_fallback=False)
 
 
+def test_a_v2_lambda_for_some_types_only_is_not_read():
+    from PIL import Image
+
+    with pytest.raises(ValueError, match="Lambda: types=.*Image"):
+        transforms.plan(C(v2.Lambda(lambda x: x.convert("L"), Image.Image)), python_fallback=False)
+
+
 def test_a_lambda_among_others_on_its_line_is_itself():
     steps = [v1.Lambda(lambda x: x * 3 - 1), v1.Lambda(lambda x: x * 5 + 2)]
     assert [lambdas.read(step.lambd)[0] for step in steps] == [("affine", (3.0, -1.0)), ("affine", (5.0, 2.0))]

@@ -133,6 +133,8 @@ def _affine(node, name: str) -> Optional[Tuple[float, float]]:
 
 
 def lambda_refusal(step) -> str:
+    if tuple(getattr(step, "types", (object,))) != (object,):   # v2's: the lambda skips the other types
+        return f"types={[t.__name__ for t in step.types]}: read only where the lambda takes every input"
     _, why = read(step.lambd)
     return why
 

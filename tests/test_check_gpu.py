@@ -28,6 +28,8 @@ def test_without_a_gpu_it_says_so_and_exits_0():
 def test_every_translated_transform_is_checked():
     used = set()
     cases = [transform for _, transform, _ in check_gpu.transform_cases()]
+    for _, transform, _ in check_gpu.view_cases():   # FiveCrop's, and each view's steps (MultiCropView)
+        cases += [transform] + (transforms.made_views(transform) or [])
     for transform in cases + [check.transform for check in distributions.distribution_checks()]:
         for step in transforms.flatten(transform):
             used |= {type(step).__name__} | {type(inner).__name__ for inner in getattr(step, "transforms", [])}
@@ -68,11 +70,12 @@ def test_the_real_checks_run_cpu_against_cpu(tmp_path, capsys):
     """A few of the real checks (all of them take a minute): built, run, within bounds."""
     checks = check_gpu.build_checks(str(tmp_path))
     picked = [c for c in checks if c.name.startswith(("transform: RandomAffine", "transform: DaliFunction",
+                                                      "transform: Lambdas", "transform: ElasticTransform",
                                                       "decode: ImageFolder val, gpu", "loader: CIFAR-10 train",
                                                       "views:"))]
-    assert len(picked) == 6
+    assert len(picked) == 10
     assert check_gpu.run("cpu", picked) == 0
-    assert "6 of 6 checks passed" in capsys.readouterr().out
+    assert "10 of 10 checks passed" in capsys.readouterr().out
 
 
 class Batches:

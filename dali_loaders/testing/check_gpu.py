@@ -24,6 +24,7 @@ from typing import Callable, List, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
+from torchvision import transforms as v1
 from torchvision.transforms import InterpolationMode as IM
 from torchvision.transforms import v2
 
@@ -116,7 +117,26 @@ def transform_cases() -> List[tuple]:
         ("RandomErasing (same seed)", v2.Compose([*FLOAT, v2.RandomErasing(p=0.7, value=0.5)]), 1),
         ("DaliFunction", transforms.DaliFunction(_resize_20), 2),
         ("ToPureTensor", v2.Compose([*FLOAT, v2.ToPureTensor()]), 1),
+        ("ToPILImage between tensor steps", v2.Compose([v2.PILToTensor(), v2.ToPILImage(), v2.PILToTensor()]), 1),
+        # one-line Lambdas read as steps: grey, its channel repeated, then to [-1, 1] (2 units a level)
+        ("Lambdas: convert L, repeat, arithmetic", v2.Compose([v1.Lambda(lambda img: img.convert("L")), *FLOAT,
+                                                               v1.Lambda(lambda x: x.repeat(3, 1, 1)),
+                                                               v1.Lambda(lambda t: (t * 2) - 1)]), 2),
     ] + _timm_cases()
+
+
+def view_cases() -> List[tuple]:
+    """(name, transform, bound in levels) of the transforms whose batches are lists of views;
+    each image's views are compared side by side."""
+    return [
+        ("two of each image, a view maker", TwoViews(v2.Compose([v2.Resize(40), v2.CenterCrop(32)]),
+                                                     v2.Compose([v2.CenterCrop(40), v2.Resize((32, 32))])), 2),
+        ("from shared first steps (SplitViews)",
+         transforms.SplitViews(v2.Resize(40), [v2.CenterCrop(32), [v2.CenterCrop(36), v2.Resize((32, 32))]]), 2),
+        ("TenCrop, flipped vertically", v2.Compose([v2.Resize(40), v2.TenCrop(32, vertical_flip=True), v2.ToImage()]),
+         2),
+        ("FiveCrop (v1), v2's steps after", v2.Compose([v1.FiveCrop((30, 36)), *FLOAT]), 1),
+    ]
 
 
 def _timm_cases() -> List[tuple]:
@@ -173,13 +193,9 @@ def build_checks(folder: str) -> list:
         checks.append(Check(f"loader: ImageNet recipe {'train' if train else 'val'}", lambda v, t=train:
                             get_imagefolder_iter_dali(images, 4, t, 2, crop=32, val_size=40, seed=3, device=v), 12,
                             std=imagenet_std))
-    two_views = TwoViews(v2.Compose([v2.Resize(40), v2.CenterCrop(32)]),
-                         v2.Compose([v2.CenterCrop(40), v2.Resize((32, 32))]))
-    checks.append(Check("views: two of each image, a view maker", lambda v: side_by_side(dali_loader(
-        ImageFiles(same), two_views, train=True, batch_size=4, num_threads=2, seed=7, device=v)), 2))
-    split_views = transforms.SplitViews(v2.Resize(40), [v2.CenterCrop(32), [v2.CenterCrop(36), v2.Resize((32, 32))]])
-    checks.append(Check("views: from shared first steps (SplitViews)", lambda v: side_by_side(dali_loader(
-        ImageFiles(same), split_views, train=True, batch_size=4, num_threads=2, seed=7, device=v)), 2))
+    for name, transform, bound in view_cases():
+        checks.append(Check(f"views: {name}", lambda v, t=transform: side_by_side(dali_loader(
+            ImageFiles(same), t, train=True, batch_size=4, num_threads=2, seed=7, device=v)), bound))
     random_images = write_gradient_images(os.path.join(folder, "random"))
     return checks + [dataclasses.replace(check, name=f"random: {check.name}", folder=random_images)
                      for check in distribution_checks()]

@@ -28,6 +28,7 @@ READ = [
     (lambda x: x.expand(3, -1, -1), ("repeat", None)),
     (lambda img: img.convert("RGB"), ("convert", "RGB")),
     (lambda img: img.convert('L'), ("convert", "L")),
+    (lambda image: image, ("identity", None)),
 ]
 
 NOT_READ = [

@@ -631,7 +631,7 @@ class MyStep(torch.nn.Module):
 
 @pytest.mark.parametrize("step,named", [
     (MyStep(), "test_transforms.MyStep"),
-    (v2.Lambda(lambda image: image), "Lambda"),
+    (v2.Lambda(lambda image: image.flip(-1)), "Lambda"),
 ])
 def test_unknown_transform_is_named_with_the_supported_list(step, named):
     with pytest.raises(ValueError) as error:

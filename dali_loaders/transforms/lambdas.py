@@ -56,7 +56,7 @@ def _compiles_to(node: ast.Lambda, code) -> bool:
 
 def read(function) -> Tuple[Optional[tuple], str]:
     """((kind, value), "") for a lambda this module reads: ("affine", (scale, offset)),
-    ("convert", mode) or ("repeat", None); else (None, why not)."""
+    ("convert", mode), ("repeat", None) or ("identity", None); else (None, why not)."""
     known = _read.get(function)
     if known is None:
         known = _read[function] = _read_lambda(function)
@@ -81,6 +81,8 @@ def _read_lambda(function):
         if body.func.attr in ("repeat", "expand") and values in ([3, 1, 1], [3, -1, -1]):
             return ("repeat", None), ""
         return None, f"it calls .{body.func.attr}(...), which is not read (convert('RGB' or 'L'), repeat(3, 1, 1))"
+    if _is(body, name):
+        return ("identity", None), ""
     affine = _affine(body, name)
     if affine is None:
         return None, "its body is not arithmetic of the image and numbers, nor a call read here"
@@ -143,6 +145,8 @@ def lambda_refusal(step) -> str:
 @refuses(lambda_refusal)
 def lambda_step(step, images: Images) -> None:
     (kind, value), _ = read(step.lambd)
+    if kind == "identity":
+        return
     if kind == "convert":
         _convert(step, images, value)
     elif kind == "repeat":

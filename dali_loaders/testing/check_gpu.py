@@ -92,6 +92,10 @@ def transform_cases() -> List[tuple]:
         # the maps made on the CPU for both from the same field; the image sampled by our
         # operator here, by DALI's remap there
         ("ElasticTransform (same seed)", v2.ElasticTransform(alpha=40.0, sigma=4.0), 2),
+        ("ElasticTransform v1, fill per channel (same seed)",
+         v1.ElasticTransform(alpha=40.0, sigma=4.0, fill=[10.0, 120.0, 250.0]), 2),
+        ("ElasticTransform NEAREST, fill 77 (same seed)",
+         v2.ElasticTransform(alpha=40.0, sigma=4.0, interpolation=IM.NEAREST, fill=77), 2),
         ("GaussianNoise sigma 0", v2.Compose([v2.ToImage(), v2.GaussianNoise(0.1, 0.0), v2.ToDtype(torch.float32, scale=True),
                                               v2.GaussianNoise(0.05, 0.0)]), 1),
         # the CPU graph blurs in the augmentation operator, the GPU in DALI's: each within 1 of torchvision

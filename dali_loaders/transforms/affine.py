@@ -88,7 +88,7 @@ def warped(step, images: Images, warp) -> None:
         images.data = tensor_bilinear_warp(images.data, warp, fill, v1=is_v1(step))
 
 
-def _ones_channel(data):
+def ones_channel(data):
     """An HW1 uint8 image of ones, the size of `data`."""
     from nvidia.dali import fn, types
 
@@ -102,7 +102,7 @@ def pil_bilinear_warp(data, warp, fill: float):
     from nvidia.dali import fn, types
     from nvidia.dali import math as dmath
 
-    inside = warp(_ones_channel(data), types.INTERP_NN, 0)
+    inside = warp(ones_channel(data), types.INTERP_NN, 0)
     clamped = warp(data, types.INTERP_LINEAR, None)   # no fill: clamped to the border
     return fn.cast(where(mask(inside > 0), dmath.floor(clamped), fill), dtype=types.UINT8)
 
@@ -114,10 +114,18 @@ def tensor_bilinear_warp(data, warp, fill: float, v1: bool):
     blended twice: its outside neighbours count as 0, then the mask weighs it again."""
     from nvidia.dali import fn, types
 
-    channels = fn.cat(data, _ones_channel(data), axis=2)
+    channels = fn.cat(data, ones_channel(data), axis=2)
     moved = warp(channels, types.INTERP_LINEAR, 0)
-    image, mask = moved[:, :, 0:-1], moved[:, :, -1:]
-    out = image * mask + (1.0 - mask) * fill if v1 else (image - fill) * mask + fill
+    return fill_blended(moved[:, :, 0:-1], moved[:, :, -1:], fill, v1)
+
+
+def fill_blended(image, weight, fill, v1: bool):
+    """torchvision's fill after grid_sample with a mask channel (`weight`), as uint8: v1's
+    image * weight + (1 - weight) * fill, v2's (image - fill) * weight + fill, rounded half to
+    even. With weights of 0 and 1 (nearest) it is the image where 1, else the fill."""
+    from nvidia.dali import fn, types
+
+    out = image * weight + (1.0 - weight) * fill if v1 else (image - fill) * weight + fill
     return fn.cast(_round_half_even(out), dtype=types.UINT8)
 
 

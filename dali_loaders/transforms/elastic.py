@@ -8,8 +8,7 @@ import numpy as np
 from ..ops import elastic as op
 from ._args import fill_values, interp_type, stack
 from ._core import Images, Untranslatable, describe, is_v1, refuses, translates
-from ._hsv import mask, where
-from .affine import _ones_channel, _round_half_even
+from .affine import fill_blended, ones_channel
 
 
 def elastic_refusal(step) -> str:
@@ -57,20 +56,16 @@ def elastic_transform(step, images: Images) -> None:
 
 def remapped_on_gpu(data, xs, ys, nearest: bool, v1: bool, fill):
     """DALI's remap (zeros outside, pixel centres at integers as the maps have them) of the
-    image and of a channel of ones, the mask, blended with the fill as the CPU operator does."""
+    image and of a channel of ones, the mask, blended with the fill as the CPU operator does
+    (DALI's remap takes 1 or 3 channels: the two are remapped apart)."""
     from nvidia.dali import fn, types
 
-    def remap(image, interpolation):
-        return fn.experimental.remap(image, xs, ys, interp=interpolation, pixel_origin="center")
+    interpolation = types.INTERP_NN if nearest else types.INTERP_LINEAR
+    if nearest and not any(fill):   # zeros outside are the fill
+        return fn.experimental.remap(data, xs, ys, interp=interpolation, pixel_origin="center")
 
+    def remap(image):
+        return fn.experimental.remap(fn.cast(image, dtype=types.FLOAT), xs, ys, interp=interpolation,
+                                     pixel_origin="center")
     fills = types.Constant(np.array(fill, dtype=np.float32).reshape(1, 1, -1))
-    if nearest:
-        moved = remap(data, types.INTERP_NN)
-        if not any(fill):
-            return moved
-        inside = remap(_ones_channel(data), types.INTERP_NN)
-        return fn.cast(_round_half_even(where(mask(inside > 0), moved, fills)), dtype=types.UINT8)
-    image = remap(fn.cast(data, dtype=types.FLOAT), types.INTERP_LINEAR)
-    weight = remap(fn.cast(_ones_channel(data), dtype=types.FLOAT), types.INTERP_LINEAR)
-    out = image * weight + (1.0 - weight) * fills if v1 else (image - fills) * weight + fills
-    return fn.cast(_round_half_even(out), dtype=types.UINT8)
+    return fill_blended(remap(data), remap(ones_channel(data)), fills, v1)

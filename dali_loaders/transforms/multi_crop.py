@@ -10,7 +10,7 @@ whole; with any of these the crops take the Python path as before.
 """
 from typing import Optional
 
-from ._args import pair, stack
+from ._args import centre_offset, crop_window, pair
 from ._core import Images, Untranslatable, check, describe, flatten, refuses, register, translates
 from .split_views import SplitViews
 
@@ -84,25 +84,18 @@ def multi_crop_view(step: MultiCropView, images: Images) -> None:
     RandomCrop are, where torchvision raises."""
     from nvidia.dali import fn
 
-    from ._args import centre_offset
-
     images.decode()
-    images.flush_mirror()
     height, width = step.size
     extra_height, extra_width = images.height - height, images.width - width
     position = step.index % 5
-    top = [0, 0, extra_height, extra_height, None][position]
-    left = [0, extra_width, 0, extra_width, None][position]
-    if position == 4:
-        top, left = centre_offset(extra_height), centre_offset(extra_width)
+    corners = [(0, 0), (0, extra_width), (extra_height, 0), (extra_height, extra_width)]
+    top, left = corners[position] if position < 4 else (centre_offset(extra_height), centre_offset(extra_width))
     flipped = step.index >= 5
     if flipped and step.flip == "horizontal":
         left = extra_width - left
     elif flipped:
         top = extra_height - top
-    images.data = fn.slice(images.data, start=stack(top, left, integer=True), shape=stack(height, width, integer=True),
-                           axis_names="HW", out_of_bounds_policy="pad", fill_values=[0.0] * images.channels)
-    images.height, images.width = height, width
+    crop_window(images, top, left, height, width, [0.0] * images.channels)
     if flipped:
         horizontal = step.flip == "horizontal"
         images.data = fn.flip(images.data, horizontal=int(horizontal), vertical=int(not horizontal))

@@ -8,7 +8,6 @@ import torch
 
 from ._core import Images, describe, flatten
 from ._plan import Plan, plans_of
-from .multi_crop import MAKERS
 
 # -- steps that DALI runs per sample in Python (python_fallback=True) ----------------------
 
@@ -99,8 +98,8 @@ class PythonSteps:
         out = as_tensor(image)
         if out.dtype == torch.bfloat16:   # numpy has no bfloat16; the loader casts back
             out = out.float()
-        if self.layout_out == "HWC":   # a stack of crops (TenCrop, then torch.stack) keeps its first axis
-            out = out.permute(1, 2, 0) if out.dim() == 3 else out.permute(0, 2, 3, 1)
+        if self.layout_out == "HWC" and out.dim() == 3:   # a stack (TenCrop's crops) stays as the steps made it
+            out = out.permute(1, 2, 0)
         return np.ascontiguousarray(out.numpy())
 
     def _twin_input(self, pixels: np.ndarray):
@@ -125,11 +124,11 @@ def run_in_python(steps, images: Images) -> None:
     images.flush_mirror()
     layout_in = images.layout if images.materialized else "HWC"
     seeds = fn.random.uniform(range=[0, 2 ** 30], dtype=types.INT32)   # 2**31 - 1 rounds up in float32
-    # FiveCrop and TenCrop make several images, which the steps after them stack: no one layout
-    stacked = any(type(step).__name__ in MAKERS for step in flatten(steps))
+    # no layout declared: the steps decide the output's shape (TenCrop's crops stacked are 4-D),
+    # and nothing after them in the graph reads a layout (the loader knows its own)
     images.data = fn.python_function(images.data, seeds, function=PythonSteps(steps, images.kind, layout_in,
                                                                                layout_out),
-                                     batch_processing=False, output_layouts=None if stacked else layout_out)
+                                     batch_processing=False)
     images.layout, images.materialized = layout_out, True
 
 

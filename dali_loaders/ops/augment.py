@@ -104,11 +104,9 @@ ERASE_NOISE = ("none", "pixel", "channel")
 def erase_draws():
     """The uniforms DaliLoadersErase draws its box from, and the seed of its noise: two
     random operators per graph, where the box drawn in DALI arithmetic took about a hundred."""
-    from nvidia.dali import fn, types
+    from .noise import sample_seeds
 
-    draws = box_draws()
-    seed = fn.random.uniform(range=[0, 2 ** 31 - 1], dtype=types.INT32)
-    return draws, seed
+    return box_draws(), sample_seeds()
 
 
 def box_draws():

@@ -27,14 +27,6 @@ def source_maps(field, alpha: Sequence[float], sigma: Sequence[float]):
                                         sizes=[kernel_size(s) if s > 0 else 1 for s in sigma])
 
 
-def field_seeds():
-    """A seed per sample for the operator's own draw of the field (fn.random: checkpoints
-    resume it)."""
-    from nvidia.dali import fn, types
-
-    return fn.random.uniform(range=[0, 2 ** 31 - 1], dtype=types.INT32)
-
-
 def grid_sample(image, xs, ys, nearest: bool, v1: bool, fill: Sequence[float]):
     """fn.dali_loaders_grid_sample: the HWC uint8 `image` (CPU) sampled at (xs, ys) as
     torchvision's elastic_transform samples it (v1's or v2's blend of `fill`)."""

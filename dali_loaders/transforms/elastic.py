@@ -6,6 +6,7 @@ by DALI's fn.experimental.remap on GPU graphs."""
 import numpy as np
 
 from ..ops import elastic as op
+from ..ops.noise import sample_seeds
 from ._args import fill_values, interp_type, stack
 from ._core import Images, Untranslatable, describe, is_v1, refuses, translates
 from .affine import fill_blended, ones_channel
@@ -45,7 +46,7 @@ def elastic_transform(step, images: Images) -> None:
     if len(fill) != images.channels:
         raise Untranslatable(f"{describe(step)}: fill={step.fill!r} has {len(fill)} values for "
                              f"{images.channels}-channel images; give one, or one a channel")
-    field = stack(op.field_seeds(), images.height, images.width, integer=True)
+    field = stack(sample_seeds(), images.height, images.width, integer=True)
     xs, ys = op.source_maps(field, [float(a) for a in step.alpha], [float(s) for s in step.sigma])
     nearest = interp_type(step) == types.INTERP_NN
     if images.data.device == "gpu":

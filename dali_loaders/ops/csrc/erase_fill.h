@@ -1,7 +1,7 @@
 // The fill of DaliLoadersErase's box (erase_op.cc), compiled at -O3 with the augmentation
 // kernels: a value per channel, or standard normal noise per channel or per pixel. A box of
 // pixel noise is ~10^4-10^5 values an image, so the normals come from a ziggurat (a table
-// lookup and a product for 98.5% of them), 8 at a time (erase_fill.cc).
+// lookup and a product for 98.5% of them), 8 at a time (normals.h).
 #pragma once
 
 #include <cstdint>

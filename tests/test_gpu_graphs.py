@@ -20,7 +20,7 @@ from dali_loaders.loader.build import graph_variant, serialized_gpu_graph
 from dali_loaders.ops import plugin
 from dali_loaders.sources.arrays import ArraySource
 from dali_loaders.sources.image_files import ImageFiles
-from dali_loaders.testing.check_gpu import transform_cases
+from dali_loaders.testing.check_gpu import transform_cases, view_cases
 from dali_loaders.transforms import DaliFunction
 
 VARIANTS = ("gpu", "cpu-decode")
@@ -70,6 +70,17 @@ def test_no_translated_transform_has_a_gpu_to_cpu_edge(images, variant):
         if edges:
             found[name] = edges
     assert found == {}
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_no_transform_making_views_has_a_gpu_to_cpu_edge(images, variant):
+    """View makers, SplitViews, FiveCrop and TenCrop: a graph with an output per view."""
+    found = {}
+    for name, transform, _ in view_cases():
+        edges = gpu_to_cpu_edges(serialized_gpu_graph(images, transform, variant=variant))
+        if edges:
+            found[name] = edges
+    assert found == {} and len(view_cases()) >= 4
 
 
 @pytest.mark.parametrize("variant", VARIANTS)

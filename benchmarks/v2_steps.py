@@ -1,6 +1,6 @@
 """`python -m benchmarks.v2_steps`: images/s of recipes holding torchvision v2's detection-style
-steps (RandomPhotometricDistort, GaussianNoise, ElasticTransform, RandomShortestSize, RandomZoomOut)
-and TenCrop, DaliLoader against torch's DataLoader over the same ImageFolder and transform object.
+steps (RandomPhotometricDistort, GaussianNoise, ElasticTransform, RandomShortestSize, RandomZoomOut),
+TenCrop and LinearTransformation (a whitening matrix of CIFAR's size, 3072 x 3072), DaliLoader against torch's DataLoader over the same ImageFolder and transform object.
 
 Each loader is built once, as its users run it (DataLoader with persistent workers, as many as
 `--workers`; DaliLoader with as many threads), takes a warm-up epoch, then whole epochs in
@@ -20,6 +20,8 @@ def recipes() -> dict:
     to_float = [v2.ToImage(), v2.ToDtype(torch.float32, scale=True)]
     normalize = v2.Normalize([0.485, 0.456, 0.406], [0.229, 0.224, 0.225])
     crop = [v2.RandomResizedCrop(224), v2.RandomHorizontalFlip()]
+    side = 3 * 32 * 32   # a ZCA matrix's: any fixed matrix costs the same
+    matrix = torch.randn(side, side, generator=torch.Generator().manual_seed(0)) / side ** 0.5
     return {
         "crop, flip": crop + to_float + [normalize],
         "+ ColorJitter(0.4, 0.4, 0.4, 0.1)": crop + [v2.ColorJitter(0.4, 0.4, 0.4, 0.1)] + to_float + [normalize],
@@ -30,6 +32,8 @@ def recipes() -> dict:
         "RandomShortestSize, RandomZoomOut, RandomCrop, flip": [
             v2.RandomShortestSize([256, 288, 320], max_size=400), v2.RandomZoomOut(p=0.5, side_range=(1.0, 1.5)),
             v2.RandomCrop(224), v2.RandomHorizontalFlip()] + to_float + [normalize],
+        "RandomResizedCrop(32), flip, LinearTransformation (3072)": [
+            v2.RandomResizedCrop(32), v2.RandomHorizontalFlip()] + to_float + [v2.LinearTransformation(matrix, torch.zeros(side))],
     }
 
 

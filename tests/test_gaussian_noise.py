@@ -119,12 +119,12 @@ def test_each_image_and_each_epoch_draws_its_own_noise():
     """Our operator's normals come from a seed per sample that the graph draws: the images of a
     batch, and an image across epochs, get unrelated noise, and neighbouring values too."""
     transform = C(v2.ToImage(), FLOAT, v2.GaussianNoise(0.0, 0.1, clip=False))
-    loader = dali_loader(many(flat((128,) * 3, 32), 8), transform, train=True, batch_size=8, num_threads=2)
+    loader = dali_loader(many(flat((128,) * 3, 64), 8), transform, train=True, batch_size=8, num_threads=2, seed=3)
     epochs = [next(iter(loader))[0].numpy() - 128 / 255 for _ in range(2)]
     first = epochs[0].reshape(8, -1)
     correlations = np.corrcoef(np.concatenate([first, epochs[1].reshape(8, -1)]))
     off_diagonal = correlations[~np.eye(16, dtype=bool)]
-    assert np.abs(off_diagonal).max() < 0.05          # 3072 values each: ~0.018 per pair
+    assert np.abs(off_diagonal).max() < 0.05          # 12,288 values each: ~0.009 per pair (0.03 at most of 120)
     neighbours = np.corrcoef(first[:, :-1].ravel(), first[:, 1:].ravel())[0, 1]
     assert abs(neighbours) < 0.03
 

@@ -46,7 +46,7 @@ def resize_crop(*tail):
 # -- output dtype and layout ---------------------------------------------------------------
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16, torch.float64])
 @pytest.mark.parametrize("memory_format", [torch.contiguous_format, torch.channels_last])
 def test_dtype_and_memory_format_follow_the_transform_on_both_backends(photo_dir, dtype, memory_format):
     transform = resize_crop(v2.ToImage(), v2.ToDtype(dtype, scale=True), v2.Normalize([0.5] * 3, [0.25] * 3))
@@ -54,7 +54,7 @@ def test_dtype_and_memory_format_follow_the_transform_on_both_backends(photo_dir
     for images in (dali, twin):
         assert images.dtype == dtype and images.shape[1:] == (3, 112, 112)
         assert images.is_contiguous(memory_format=memory_format)
-    step = {torch.float32: 0, torch.float16: 2 ** -9, torch.bfloat16: 2 ** -6}[dtype]  # its rounding at ~2
+    step = {torch.float32: 0, torch.float64: 0, torch.float16: 2 ** -9, torch.bfloat16: 2 ** -6}[dtype]  # its rounding at ~2
     difference = (dali.float() - twin.float()).abs() * 0.25   # back on the 0..1 scale
     assert difference.mean() <= 0.3 / 255 + step and difference.max() <= 1 / 255 + 2 * step + 1e-6
 

@@ -228,8 +228,13 @@ def graph_variant(variant: str, source, recipe: transforms.Plan) -> str:
       (timm's RandAugment recipe 1,766 images/s with its GPU chain, 3,120 with CPU steps); not
       TrivialAugmentWide, one operation an image (8,681 on the GPU, 6,025 with CPU steps);
     - a source of pixels (DECODED_ON_CPU): no decode to take over, and small images.
-    Then "cpu-steps": decode and steps on the CPU, the batch handed over on the GPU."""
-    if variant != "gpu" or any(view.python for view in transforms.plans_of(recipe)):
+    Then "cpu-steps": decode and steps on the CPU, the batch handed over on the GPU; so too for
+    a recipe with a step that runs on the CPU alone, under "gpu" or "cpu-decode"."""
+    if variant not in ("gpu", "cpu-decode") or any(view.python for view in transforms.plans_of(recipe)):
+        return variant
+    if transforms.steps_on_cpu(recipe):   # a step with no GPU operator (LinearTransformation)
+        return "cpu-steps"
+    if variant != "gpu":
         return variant
     if (FUSED_STEPS != "gpu" and transforms.fused_on_cpu(recipe, one_slot_on_gpu=FUSED_STEPS == "measured")) or \
             (DECODED_ON_CPU and getattr(source, "decoded", False)):
@@ -259,12 +264,13 @@ def output_layout(memory_format) -> str:
 
 def batch_finisher(layout: str, dtype: Optional[torch.dtype]) -> Callable[[torch.Tensor], torch.Tensor]:
     """What the loader does to each batch DALI hands over: a view as NCHW (no copy), and the
-    cast to bfloat16, which DALI lacks."""
+    cast to the recipe's dtype where the graph made float32 instead (bfloat16, which DALI
+    lacks, and float64, which its operators compute in float32)."""
     def finish(images: torch.Tensor) -> torch.Tensor:
         if layout == "HWC" and images.dim() == 4:
             images = images.permute(0, 3, 1, 2)
-        if dtype == torch.bfloat16:
-            images = images.to(torch.bfloat16)
+        if dtype in (torch.bfloat16, torch.float64) and images.dtype != dtype:
+            images = images.to(dtype)
         return images
     return finish
 

@@ -123,6 +123,8 @@ def transform_cases() -> List[tuple]:
         ("ToPureTensor", v2.Compose([*FLOAT, v2.ToPureTensor()]), 1),
         ("ToPILImage between tensor steps", v2.Compose([v2.PILToTensor(), v2.ToPILImage(), v2.PILToTensor()]), 1),
         # one-line Lambdas read as steps: grey, its channel repeated, then to [-1, 1] (2 units a level)
+        # no GPU operator: the recipe decodes and runs its steps on the CPU under device="gpu"
+        ("LinearTransformation (steps on the CPU)", v2.Compose([v2.Resize((8, 8)), *FLOAT, _neighbour_average()]), 1),
         ("Lambdas: convert L, repeat, arithmetic", v2.Compose([v1.Lambda(lambda img: img.convert("L")), *FLOAT,
                                                                v1.Lambda(lambda x: x.repeat(3, 1, 1)),
                                                                v1.Lambda(lambda t: (t * 2) - 1)]), 2),
@@ -156,6 +158,13 @@ def _normalized_std(transform) -> Optional[Sequence[float]]:
     """The std of the Normalize step a transform ends with, if any."""
     last = transform.transforms[-1] if isinstance(transform, v2.Compose) else transform
     return list(last.std) if isinstance(last, v2.Normalize) else None
+
+
+def _neighbour_average() -> v2.LinearTransformation:
+    """Each value of an 8 x 8 x 3 image averaged with the next in C x H x W order."""
+    side = 3 * 8 * 8
+    matrix = 0.5 * (torch.eye(side) + torch.roll(torch.eye(side), 1, dims=1))
+    return v2.LinearTransformation(matrix, torch.zeros(side))
 
 
 def _v1_to_tensor():

@@ -88,6 +88,20 @@ def chains(translator=None, *, slots: Optional[Callable[[Any], int]] = None):
     return mark(translator) if translator is not None else mark
 
 
+def on_cpu(translator):
+    """Marks a translator whose operator runs on the CPU alone: a recipe holding it runs its
+    steps on the CPU in GPU graphs too (see steps_on_cpu)."""
+    translator.on_cpu = True
+    return translator
+
+
+def steps_on_cpu(recipe: Union[Plan, Views]) -> bool:
+    """Whether a step of the recipe runs on the CPU alone (its GPU graphs then decode and run
+    the steps on the CPU, and hand the batch over on the GPU)."""
+    return any(getattr(TRANSLATORS[type(step)], "on_cpu", False)
+               for view in every_plan(recipe) for step in view.translated)
+
+
 def augments(translator):
     """Marks a translator that adds slots to the pending DaliLoadersAugment call where the
     operator is usable (a CPU graph) instead of branching; it flushes them itself otherwise.

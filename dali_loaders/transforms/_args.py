@@ -159,6 +159,13 @@ def random_offset(extent):
 # -- numbers or per-sample DataNodes, in torchvision's float arithmetic ----------------------
 
 
+def as_int(condition):
+    """A comparison of ints or DataNodes as 1 or 0, usable in arithmetic."""
+    from nvidia.dali import fn, types
+
+    return int(condition) if isinstance(condition, (bool, np.bool_)) else fn.cast(condition, dtype=types.INT32)
+
+
 def is_number(x) -> bool:
     return isinstance(x, numbers.Number)
 

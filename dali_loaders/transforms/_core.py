@@ -339,7 +339,7 @@ def pil_operations(step) -> Tuple[Optional[List[Any]], str]:
     return pil_steps(step) if users_class(step) else (None, "")
 
 
-LAZY_TRANSLATORS = {"timm": ("timm", "timm_aug_mix")}
+LAZY_TRANSLATORS = {"timm": ("timm", "timm_aug_mix", "timm_crops")}
 
 
 def translator_of(step) -> Optional[Callable]:

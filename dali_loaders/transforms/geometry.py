@@ -6,6 +6,7 @@ import numpy as np
 
 from ._args import (
     antialias,
+    as_int,
     centre_offset,
     coin,
     crop_window,
@@ -37,23 +38,16 @@ def resized_shape(size, max_size, height, width):
     if not (isinstance(size, numbers.Number) or len(size) == 1):
         return pair(size)
     short = int(size) if isinstance(size, numbers.Number) else int(size[0])
-    width_is_short = _is(width <= height)
+    width_is_short = as_int(width <= height)
     long = width_is_short * height + (1 - width_is_short) * width
     short_in = width_is_short * width + (1 - width_is_short) * height
     new_short, new_long = short, short * long // short_in
     if max_size is not None:
-        over = _is(new_long > max_size)
+        over = as_int(new_long > max_size)
         new_short = over * (max_size * new_short // new_long) + (1 - over) * new_short
         new_long = over * max_size + (1 - over) * new_long
     return (width_is_short * new_long + (1 - width_is_short) * new_short,
             width_is_short * new_short + (1 - width_is_short) * new_long)
-
-
-def _is(condition):
-    """A comparison of ints or DataNodes as 1 or 0, usable in arithmetic."""
-    from nvidia.dali import fn, types
-
-    return int(condition) if isinstance(condition, (bool, np.bool_)) else fn.cast(condition, dtype=types.INT32)
 
 
 def resize_refusal(step) -> str:
@@ -343,8 +337,8 @@ def random_crop(step, images: Images) -> None:
         return
     height, width = images.height + top + bottom, images.width + left + right
     if step.pad_if_needed:   # torchvision pads both sides of a short axis by the whole shortfall
-        grow_h = _is(height < crop_h) * (crop_h - height)
-        grow_w = _is(width < crop_w) * (crop_w - width)
+        grow_h = as_int(height < crop_h) * (crop_h - height)
+        grow_w = as_int(width < crop_w) * (crop_w - width)
         top, left, height, width = top + grow_h, left + grow_w, height + 2 * grow_h, width + 2 * grow_w
     crop_window(images, random_offset(height - crop_h) - top, random_offset(width - crop_w) - left,
                 crop_h, crop_w, fill_values(step, images.channels))
@@ -412,12 +406,12 @@ def _pad_axis(data, size, before: int, after: int, mode: str, axis: str):
     def flipped(part):
         return fn.flip(part, horizontal=int(axis == "W"), vertical=int(axis == "H"))
 
-    parts = []
-    if before:
+    parts = []   # amounts known only per sample (DataNodes) are cut every time: a slice may be empty
+    if not isinstance(before, numbers.Number) or before:
         parts.append({"reflect": lambda: flipped(strip(1, before)), "symmetric": lambda: flipped(strip(0, before)),
                       "edge": lambda: fn.cat(*[strip(0, 1)] * before, axis_name=axis)}[mode]())
     parts.append(data)
-    if after:
+    if not isinstance(after, numbers.Number) or after:
         parts.append({"reflect": lambda: flipped(strip(size - 1 - after, after)),
                       "symmetric": lambda: flipped(strip(size - after, after)),
                       "edge": lambda: fn.cat(*[strip(size - 1, 1)] * after, axis_name=axis)}[mode]())

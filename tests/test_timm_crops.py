@@ -28,7 +28,8 @@ def copies(image: np.ndarray, n: int):
     [timm_transforms.ResizeKeepRatio(64, longest=0.0), timm_transforms.CenterCropOrPad(56, padding_mode="reflect")],
     [timm_transforms.ResizeKeepRatio(64, longest=1.0), timm_transforms.CenterCropOrPad(70, padding_mode="symmetric")],
     [timm_transforms.ResizeKeepRatio((64, 50), longest=0.5, interpolation="bicubic")],
-], ids=["border fill", "shortest, reflect", "padded symmetric", "half-longest bicubic"])
+    [timm_transforms.TrimBorder(3), timm_transforms.ResizeKeepRatio(64, longest=1.0)],
+], ids=["border fill", "shortest, reflect", "padded symmetric", "half-longest bicubic", "trimmed"])
 def test_deterministic_steps_equal_timms_on_photographs(photo_files, steps):
     """Photographs of several shapes: the keep-ratio size (each output's shape) and the pixels."""
     transform = v2.Compose([*steps, v2.PILToTensor()])
@@ -131,10 +132,11 @@ def test_random_crop_or_pad_with_reflect_gives_one_of_timms_windows():
     assert len(set(drawn)) > 20   # 35 windows, 200 draws
 
 
-@pytest.mark.parametrize("kind", ["rkrr", "rkrc", "border"])
+@pytest.mark.parametrize("kind", ["rkrr", "rkrc", "border", "trimmed"])
 def test_timms_keep_ratio_recipes_run_in_dali_on_both_devices(photo_files, kind):
-    transform = create_transform(56, is_training=False, crop_mode="border") if kind == "border" else \
-        create_transform(56, is_training=True, train_crop_mode=kind)
+    transform = {"border": lambda: create_transform(56, is_training=False, crop_mode="border"),
+                 "trimmed": lambda: create_transform(56, is_training=False, crop_border_pixels=2)}.get(
+        kind, lambda: create_transform(56, is_training=True, train_crop_mode=kind))()
     assert not transforms.plan(transform, python_fallback=False).python
     outputs = dali_outputs(photo_files, transform)
     assert {o.shape for o in outputs} == {(3, 56, 56)}

@@ -148,13 +148,13 @@ def view_cases() -> List[tuple]:
 def _timm_cases() -> List[tuple]:
     """timm's deterministic building blocks (when timm is installed)."""
     try:
-        from timm.data.transforms import CenterCropOrPad, MaybePILToTensor, RandomCropOrPad, ResizeKeepRatio
+        from timm.data.transforms import CenterCropOrPad, MaybePILToTensor, RandomCropOrPad, ResizeKeepRatio, TrimBorder
     except ImportError:
         return []
     return [("timm MaybePILToTensor", v2.Compose([v2.CenterCrop(32), MaybePILToTensor()]), 1),
             # the images are 72 x 56: the keep-ratio size pads one axis and crops the other
-            ("timm ResizeKeepRatio + CenterCropOrPad", v2.Compose([ResizeKeepRatio(48, longest=1.0),
-                                                                   CenterCropOrPad(44, fill=(124, 116, 104))]), 2),
+            ("timm TrimBorder, ResizeKeepRatio, CenterCropOrPad",
+             v2.Compose([TrimBorder(2), ResizeKeepRatio(48, longest=1.0), CenterCropOrPad(44, fill=(124, 116, 104))]), 2),
             # the window drawn on the CPU for both, from the same draws
             ("timm RandomCropOrPad reflect (same seed)", RandomCropOrPad((64, 60), padding_mode="reflect"), 1)]
 

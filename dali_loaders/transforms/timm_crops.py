@@ -1,6 +1,6 @@
 """timm's keep-ratio resize and the crops that follow it (create_transform's crop_mode="border"
 for evaluation, train_crop_mode="rkrc" / "rkrr" for training): ResizeKeepRatio,
-CenterCropOrPad and RandomCropOrPad, translated. Sizes in timm's arithmetic: Python doubles
+CenterCropOrPad and RandomCropOrPad, translated; and TrimBorder (crop_border_pixels). Sizes in timm's arithmetic: Python doubles
 (float64 in the graph), rounded half to even as Python's round(); the random scale and aspect
 drawn per sample at timm's rates; padding constant (per-channel fill), reflect or symmetric."""
 import math
@@ -180,3 +180,13 @@ def random_crop_or_pad(step, images: Images) -> None:
     _mode_padded(step, images, (before_w, before_h, after_w, after_h))
     crop_window(images, top + before_h, left + before_w, crop_h, crop_w, [0.0] * images.channels)
 
+
+@register(timm_transforms.TrimBorder)
+def trim_border(step, images: Images) -> None:
+    """border_size pixels cut from every side, as timm cuts them (its left offset is capped by
+    the height, as timm's is)."""
+    images.decode()
+    border = int(step.border_size)
+    height, width = images.height, images.width
+    crop_window(images, border - _positive_part(border - height), border - _positive_part(border - height),
+                _positive_part(height - 2 * border), _positive_part(width - 2 * border), [0.0] * images.channels)

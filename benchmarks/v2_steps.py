@@ -1,6 +1,7 @@
 """`python -m benchmarks.v2_steps`: images/s of recipes holding torchvision v2's detection-style
 steps (RandomPhotometricDistort, GaussianNoise, ElasticTransform, RandomShortestSize, RandomZoomOut),
-TenCrop and LinearTransformation (a whitening matrix of CIFAR's size, 3072 x 3072), DaliLoader against torch's DataLoader over the same ImageFolder and transform object.
+TenCrop, LinearTransformation (a whitening matrix of CIFAR's size, 3072 x 3072) and timm's
+keep-ratio training crop (create_transform(train_crop_mode="rkrr"), where timm is installed), DaliLoader against torch's DataLoader over the same ImageFolder and transform object.
 
 Each loader is built once, as its users run it (DataLoader with persistent workers, as many as
 `--workers`; DaliLoader with as many threads), takes a warm-up epoch, then whole epochs in
@@ -34,7 +35,17 @@ def recipes() -> dict:
             v2.RandomCrop(224), v2.RandomHorizontalFlip()] + to_float + [normalize],
         "RandomResizedCrop(32), flip, LinearTransformation (3072)": [
             v2.RandomResizedCrop(32), v2.RandomHorizontalFlip()] + to_float + [v2.LinearTransformation(matrix, torch.zeros(side))],
+        **_timm_recipes(),
     }
+
+
+def _timm_recipes() -> dict:
+    try:
+        from timm.data import create_transform
+    except ImportError:
+        return {}
+    return {"timm create_transform(224, train_crop_mode='rkrr')":
+            list(create_transform(224, is_training=True, train_crop_mode="rkrr").transforms)}
 
 
 def images_per_second(loader) -> float:

@@ -92,13 +92,17 @@ def test_channels_last_batches_hold_the_same_tensors():
     torch.testing.assert_close(plain, expected, rtol=0, atol=2e-5 * float(expected.abs().max()))
 
 
-def test_a_float64_matrix_gives_float64_batches_as_torch_promotes():
+@pytest.mark.parametrize("image_dtype,matrix_dtype,result", [(torch.float32, np.float64, torch.float64),
+                                                             (torch.float16, np.float32, torch.float32)])
+def test_the_batches_dtype_is_promoted_as_torch_promotes(image_dtype, matrix_dtype, result):
     images = pixels(8)
-    matrix, mean = whitening(pixels(400, seed=1), np.float64)
-    transform = C(v2.ToImage(), FLOAT, v2.LinearTransformation(matrix, mean))
+    matrix, mean = whitening(pixels(400, seed=1), matrix_dtype)
+    transform = C(v2.ToImage(), v2.ToDtype(image_dtype, scale=True), v2.LinearTransformation(matrix, mean),
+                  v2.Normalize([0.1] * 3, [2.0] * 3))
     batch, labels = next(iter(dali_loader(source(images), transform, train=False, batch_size=8, num_threads=1)))
     expected = torch.stack([transform(torch.from_numpy(image).permute(2, 0, 1)) for image in images])
-    assert expected.dtype == batch.dtype == torch.float64
+    assert expected.dtype == batch.dtype == result
+    # float16 pixels are rounded to half before the product, by both
     torch.testing.assert_close(batch, expected, rtol=0, atol=1e-4 * float(expected.abs().max()))
 
 

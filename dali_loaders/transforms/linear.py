@@ -5,7 +5,7 @@ runs its steps on the CPU under device="gpu" too (loader/build.py's graph_varian
 import torch
 
 from ..ops import linear as op
-from ._core import Images, Untranslatable, describe, dtype_after, refuses, translates
+from ._core import Images, Untranslatable, dali_dtype, describe, dtype_after, refuses, translates
 from ._placement import on_cpu
 
 
@@ -30,6 +30,8 @@ def _dtype_after(step, dtype: torch.dtype) -> torch.dtype:
 def linear_transformation(step, images: Images) -> None:
     """The product in float32 (a float64 mean and matrix are rounded to it; the loader hands
     the batch over in the promoted type, as torchvision does)."""
+    from nvidia.dali import fn, types
+
     if images.kind == "pil":
         raise Untranslatable(f"{describe(step)} takes tensors, and here the image is a PIL image (torchvision "
                              f"refuses it too); put ToImage and ToDtype(torch.float32, scale=True) before it")
@@ -42,4 +44,7 @@ def linear_transformation(step, images: Images) -> None:
                              f"(device='cpu', or device='gpu', which does so for this recipe)")
     matrix = step.transformation_matrix.detach().to(torch.float32).numpy()
     mean = step.mean_vector.detach().to(torch.float32).numpy()
+    if dali_dtype(images.dtype) != types.FLOAT:   # float16 images: torch computes in the mean's type
+        images.data = fn.cast(images.data, dtype=types.FLOAT)
     images.data = op.linear(images.data, matrix, mean)
+    images.dtype = _dtype_after(step, images.dtype)

@@ -22,7 +22,10 @@ from .photometric import OPERATIONS
 # -- composition -----------------------------------------------------------------------------
 
 SHAPE_KEEPING = {"ColorJitter", "GaussianBlur", "PILGaussianBlur", "RandomGrayscale", "RandomHorizontalFlip", "RandomVerticalFlip",
-                 "RandomRotation", "RandomAffine", "RandomApply", "RandomChoice", "RandomOrder", *OPERATIONS}
+                 "RandomRotation", "RandomAffine", "RandomApply", "RandomChoice", "RandomOrder", *OPERATIONS,
+                 # v2's pixel steps on uint8 that keep the size (robustness recipes wrap them)
+                 "GaussianNoise", "ElasticTransform", "JPEG", "RandomPerspective", "RandomChannelPermutation",
+                 "RandomPhotometricDistort"}
 
 
 def random_apply_refusal(step) -> str:

@@ -32,15 +32,41 @@ def sharpness_factor(step, images: Images) -> Tuple[float, ...]:
     return f - high, high
 
 
+def solarize_magnitude(step, images: Images) -> float:
+    return solarize_levels(step, images)[0]
+
+
+def posterize_bits(step, images: Images) -> Tuple[float, ...]:
+    return (float(step.bits),)
+
+
+def posterize_magnitude(step, images: Images) -> int:
+    return int(step.bits)
+
+
+def sharpness_magnitude(step, images: Images) -> float:
+    return float(step.sharpness_factor) - 1.0
+
+
+def no_parameters(step, images: Images) -> Tuple[float, ...]:
+    return ()
+
+
+def no_magnitude(step, images: Images) -> float:
+    return 0.0
+
+
 # name -> (the operation in the fused table and the chain, its parameters, its magnitude label
-# for the chain: what the AutoAugment family's table would hold for it)
+# for the chain: what the AutoAugment family's table would hold for it). Named functions, not
+# lambdas: DALI's AutoGraph, converting them inside a conditional, warned that it could not
+# tell two lambdas of one line apart.
 OPERATIONS: Dict[str, Tuple[str, Callable, Callable]] = {
-    "RandomSolarize": ("Solarize", solarize_levels, lambda step, images: solarize_levels(step, images)[0]),
-    "RandomPosterize": ("Posterize", lambda step, images: (float(step.bits),), lambda step, images: int(step.bits)),
-    "RandomAdjustSharpness": ("Sharpness", sharpness_factor, lambda step, images: float(step.sharpness_factor) - 1.0),
-    "RandomAutocontrast": ("AutoContrast", lambda step, images: (), lambda step, images: 0.0),
-    "RandomEqualize": ("Equalize", lambda step, images: (), lambda step, images: 0.0),
-    "RandomInvert": ("Invert", lambda step, images: (), lambda step, images: 0.0),
+    "RandomSolarize": ("Solarize", solarize_levels, solarize_magnitude),
+    "RandomPosterize": ("Posterize", posterize_bits, posterize_magnitude),
+    "RandomAdjustSharpness": ("Sharpness", sharpness_factor, sharpness_magnitude),
+    "RandomAutocontrast": ("AutoContrast", no_parameters, no_magnitude),
+    "RandomEqualize": ("Equalize", no_parameters, no_magnitude),
+    "RandomInvert": ("Invert", no_parameters, no_magnitude),
 }
 
 

@@ -1,5 +1,6 @@
-"""Lambda read as the step it equals: what is read from which lambdas (and why others are not),
-then the reads in DALI against torchvision running the lambdas themselves on photographs."""
+"""Lambda read as the step it equals, and plain functions in a Compose as one-line lambdas: what
+is read from which functions (and why others are not), then the reads in DALI against
+torchvision running the functions themselves on photographs."""
 import pytest
 import torch
 from test_transforms import C, dali_loader, differences, many, coordinate_image
@@ -18,6 +19,33 @@ def helper(x):
     return x
 
 
+def _convert_image_to_rgb(image):   # CLIP's
+    return image.convert("RGB")
+
+
+def documented(x):
+    """To [-1, 1]."""
+    return x * 2 - 1
+
+
+def two_statements(x):
+    y = x * 2
+    return y - 1
+
+
+def uses_a_global(x):
+    return x * OUTSIDE
+
+
+def decorate(function):
+    return function
+
+
+@decorate
+def decorated(x):
+    return x * 2
+
+
 READ = [
     (lambda t: (t * 2) - 1, ("affine", (2.0, -1.0))),
     (lambda x: 2 * x - 1, ("affine", (2.0, -1.0))),
@@ -29,6 +57,9 @@ READ = [
     (lambda img: img.convert("RGB"), ("convert", "RGB")),
     (lambda img: img.convert('L'), ("convert", "L")),
     (lambda image: image, ("identity", None)),
+    (helper, ("identity", None)),
+    (_convert_image_to_rgb, ("convert", "RGB")),
+    (documented, ("affine", (2.0, -1.0))),
 ]
 
 NOT_READ = [
@@ -39,7 +70,9 @@ NOT_READ = [
     (lambda x: x.flip(0), "calls .flip"),
     (lambda x: x.convert("CMYK"), "calls .convert"),
     (lambda x, y=1: x + y, "takes more than the image"),
-    (helper, "not a lambda"),
+    (two_statements, "more than one return statement"),
+    (uses_a_global, "not arithmetic of the image and numbers"),
+    (decorated, "not one plain def"),
 ]
 
 
@@ -54,6 +87,20 @@ def test_what_is_not_read_says_why(function, why):
     assert found is None and why in reason
     with pytest.raises(ValueError, match=f"Lambda.*{why}"):
         transforms.plan(C(v1.Lambda(function)), python_fallback=False)
+    if function.__name__ != "<lambda>":   # in a Compose as it is, named in the message
+        with pytest.raises(ValueError, match=f"function {function.__name__}: .*{why}"):
+            transforms.plan(C(function), python_fallback=False)
+
+
+def test_clips_preprocess_with_its_plain_function_matches_torchvision(photo_files):
+    """CLIP's (and open_clip's) eval transform: a plain function converting to RGB in the
+    Compose, read as v2.RGB; pixel for pixel against torchvision running the function."""
+    transform = v1.Compose([v1.Resize(64, interpolation=v1.InterpolationMode.BICUBIC), v1.CenterCrop(64),
+                            _convert_image_to_rgb, v1.ToTensor(),
+                            v1.Normalize((0.48145466, 0.4578275, 0.40821073), (0.26862954, 0.26130258, 0.27577711))])
+    assert not transforms.plan(transform, python_fallback=False).python
+    mean, worst = differences(photo_files, transform, 1 / 0.2613)
+    assert mean <= 0.01 and worst <= 1.0, (mean, worst)
 
 
 def test_a_v2_lambda_for_some_types_only_is_not_read():

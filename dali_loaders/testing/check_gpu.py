@@ -125,6 +125,7 @@ def transform_cases() -> List[tuple]:
         # one-line Lambdas read as steps: grey, its channel repeated, then to [-1, 1] (2 units a level)
         # no GPU operator: the recipe decodes and runs its steps on the CPU under device="gpu"
         ("LinearTransformation (steps on the CPU)", v2.Compose([v2.Resize((8, 8)), *FLOAT, _neighbour_average()]), 1),
+        ("a plain function in the Compose (CLIP's RGB)", v2.Compose([_convert_to_rgb, v2.PILToTensor()]), 1),
         ("Lambdas: convert L, repeat, arithmetic", v2.Compose([v1.Lambda(lambda img: img.convert("L")), *FLOAT,
                                                                v1.Lambda(lambda x: x.repeat(3, 1, 1)),
                                                                v1.Lambda(lambda t: (t * 2) - 1)]), 2),
@@ -163,6 +164,10 @@ def _normalized_std(transform) -> Optional[Sequence[float]]:
     """The std of the Normalize step a transform ends with, if any."""
     last = transform.transforms[-1] if isinstance(transform, v2.Compose) else transform
     return list(last.std) if isinstance(last, v2.Normalize) else None
+
+
+def _convert_to_rgb(image):   # CLIP's and open_clip's, read as v2.RGB
+    return image.convert("RGB")
 
 
 def _neighbour_average() -> v2.LinearTransformation:

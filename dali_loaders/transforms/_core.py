@@ -379,6 +379,8 @@ def refuses(refusal: Callable[[Any], str]):
 
 
 def describe(step) -> str:
+    if isinstance(step, FunctionType):   # a plain function in a Compose: by its own name
+        return f"function {step.__qualname__}"
     name = type(step).__name__
     module = type(step).__module__.split(".")[0]
     return name if module == "torchvision" else f"{module}.{name}"

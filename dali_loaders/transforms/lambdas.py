@@ -4,6 +4,9 @@
     Lambda(lambda x: x.repeat(3, 1, 1))      # grey (MNIST) -> 3 channels
     Lambda(lambda img: img.convert("RGB"))   # PIL's convert, "RGB" or "L"
 
+A plain function in a Compose is read the same way where its body is one `return` of such an
+expression (CLIP's and open_clip's `def _convert_image_to_rgb(image): return image.convert("RGB")`).
+
 As wrappers.py reads a class, the lambda's source is read, never run, and must compile to the
 code Python runs: one argument, nothing from outside it but number literals. Arithmetic is
 +, -, * and / of the image (once) and numbers, on a float image: DALI folds it into the
@@ -13,11 +16,12 @@ import ast
 import inspect
 import numbers
 import re
+import textwrap
 import types
 import weakref
 from typing import Optional, Tuple
 
-from ._core import Images, Untranslatable, describe, refuses, translates
+from ._core import Images, Untranslatable, describe, refuses, register, translates
 
 _read = weakref.WeakKeyDictionary()   # function -> (what it equals, why not)
 
@@ -47,6 +51,47 @@ def lambda_node(function) -> Tuple[Optional[ast.Lambda], str]:
     return None, "no lambda in its source compiles to the code Python runs"
 
 
+def function_node(function) -> Tuple[Optional[ast.Lambda], str]:
+    """A plain function whose body is one `return <expression>` (a docstring before it allowed),
+    as the lambda it equals, where its source compiles to the code Python runs; else (None,
+    why not)."""
+    if not isinstance(function, types.FunctionType):
+        return None, "it is not a function"
+    if function.__name__ == "<lambda>":
+        return lambda_node(function)
+    try:
+        text = textwrap.dedent(inspect.getsource(function))
+        tree = ast.parse(text)
+    except (OSError, TypeError, SyntaxError):
+        return None, "the function's source is not available"
+    definition = tree.body[0] if len(tree.body) == 1 else None
+    if not isinstance(definition, ast.FunctionDef) or definition.decorator_list:
+        return None, "its source is not one plain def"
+    body = definition.body[1:] if definition.body and _is_docstring(definition.body[0]) else definition.body
+    if len(body) != 1 or not isinstance(body[0], ast.Return) or body[0].value is None:
+        return None, "its body is more than one return statement"
+    compiled = compile(ast.fix_missing_locations(ast.Module([definition], type_ignores=[])), "<function>", "exec")
+    inner = next((c for c in compiled.co_consts if isinstance(c, types.CodeType)), None)
+    if inner is None or not _same_code(inner, function.__code__):
+        return None, "its source does not compile to the code Python runs"
+    return ast.Lambda(args=definition.args, body=body[0].value), ""
+
+
+def _is_docstring(statement) -> bool:
+    return isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Constant) \
+        and isinstance(statement.value.value, str)
+
+
+def _same_code(inner, code) -> bool:
+    """The same code but for line numbers (nested code objects alike)."""
+    if not all(getattr(inner, name) == getattr(code, name) for name in ("co_code", "co_names", "co_varnames",
+                                                                         "co_freevars")):
+        return False
+    return len(inner.co_consts) == len(code.co_consts) and all(
+        _same_code(a, b) if isinstance(a, types.CodeType) and isinstance(b, types.CodeType) else a == b
+        for a, b in zip(inner.co_consts, code.co_consts))
+
+
 def _compiles_to(node: ast.Lambda, code) -> bool:
     compiled = compile(ast.fix_missing_locations(ast.Expression(node)), "<lambda>", "eval")
     inner = next((c for c in compiled.co_consts if isinstance(c, types.CodeType)), None)
@@ -64,13 +109,13 @@ def read(function) -> Tuple[Optional[tuple], str]:
 
 
 def _read_lambda(function):
-    node, why = lambda_node(function)
+    node, why = function_node(function)
     if node is None:
         return None, why
     arguments = node.args
     if len(arguments.args) != 1 or arguments.posonlyargs or arguments.vararg or arguments.kwonlyargs \
             or arguments.kwarg or arguments.defaults:
-        return None, "the lambda takes more than the image"
+        return None, "the function takes more than the image"
     name, body = arguments.args[0].arg, node.body
     if isinstance(body, ast.Call) and isinstance(body.func, ast.Attribute) and _is(body.func.value, name) \
             and not body.keywords:
@@ -144,7 +189,23 @@ def lambda_refusal(step) -> str:
 @translates("Lambda")
 @refuses(lambda_refusal)
 def lambda_step(step, images: Images) -> None:
-    (kind, value), _ = read(step.lambd)
+    _apply_read(step, images, step.lambd)
+
+
+def function_refusal(step) -> str:
+    _, why = read(step)
+    return why
+
+
+@register(types.FunctionType)
+@refuses(function_refusal)
+def function_step(step, images: Images) -> None:
+    """A plain function in a Compose, read as a one-line lambda."""
+    _apply_read(step, images, step)
+
+
+def _apply_read(step, images: Images, function) -> None:
+    (kind, value), _ = read(function)
     if kind == "identity":
         return
     if kind == "convert":

@@ -5,13 +5,13 @@ flattens it into steps and splits them where translation stops; `apply(steps, im
 builds the DALI graph of the translated steps, one registered translator per class.
 Op families live in their own modules (geometry, random_sizes, color, photometric,
 photometric_distort, noise, jpeg, affine, perspective, elastic, linear, conversion, containers, auto_augment, aug_mix; FiveCrop and TenCrop as views in
-multi_crop; one-line Lambdas read in lambdas); PIL's blur
+multi_crop; one-line Lambdas read in lambdas; torchvision's weights' transforms() in presets); PIL's blur
 is the project's own step (pil_blur) and a user's PIL classes are read as steps (pil_steps);
 importing this package registers them all.
 """
 from . import (  # noqa: F401  registers
     affine, aug_mix, auto_augment, color, containers, conversion, cutout, elastic, geometry, jpeg, lambdas,
-    linear, multi_crop, noise, perspective, photometric, photometric_distort, random_sizes)
+    linear, multi_crop, noise, perspective, photometric, photometric_distort, presets, random_sizes)
 from ._core import TRANSLATORS, Images, Untranslatable, apply, check, describe, flatten, register, supported_names
 from ._plan import Plan, Views, made_views, plan, plans_of, untranslatable_reason
 from ._placement import CPU_STEPS, fused_on_cpu, needs_conditionals, steps_on_cpu

@@ -287,10 +287,24 @@ def dali_dtype(dtype: torch.dtype):
 # -- steps: what a transform is made of --------------------------------------------------
 
 
+# class -> a function giving the steps an object of it runs (a library's composite transform
+# whose forward is a fixed sequence of steps): see `expands`
+EXPANSIONS: Dict[type, Callable[[Any], List[Any]]] = {}
+
+
+def expands(cls: type):
+    """Registers what an object of `cls` is made of: steps(step) -> the transforms it applies."""
+    def decorate(steps):
+        EXPANSIONS[cls] = steps
+        return steps
+    return decorate
+
+
 def flatten(transform, _depth: int = 0) -> List[Any]:
-    """The steps of a transform: Compose (v1 or v2) unrolled, recursively, and wrappers (an
-    object of a user's class that only hands the image to a transform it holds, as
-    torchvision's reference presets do) replaced by the transform they hold."""
+    """The steps of a transform: Compose (v1 or v2) unrolled, recursively, composites
+    registered with `expands` replaced by their steps, and wrappers (an object of a user's
+    class that only hands the image to a transform it holds, as torchvision's reference
+    presets do) replaced by the transform they hold."""
     from torchvision import transforms as v1
     from torchvision.transforms import v2
 
@@ -303,6 +317,8 @@ def flatten(transform, _depth: int = 0) -> List[Any]:
         return [step for inner in transform.transforms for step in flatten(inner, _depth + 1)]
     if isinstance(transform, (list, tuple)):
         return [step for inner in transform for step in flatten(inner, _depth + 1)]
+    if type(transform) in EXPANSIONS:
+        return flatten(EXPANSIONS[type(transform)](transform), _depth + 1)
     inner, _ = wrapped(transform)
     if inner is not None:
         return flatten(inner, _depth + 1)

@@ -1,7 +1,8 @@
 """`python -m benchmarks.v2_steps`: images/s of recipes holding torchvision v2's detection-style
 steps (RandomPhotometricDistort, GaussianNoise, ElasticTransform, RandomShortestSize, RandomZoomOut),
-TenCrop, LinearTransformation (a whitening matrix of CIFAR's size, 3072 x 3072) and timm's
-keep-ratio training crop (create_transform(train_crop_mode="rkrr"), where timm is installed), DaliLoader against torch's DataLoader over the same ImageFolder and transform object.
+TenCrop, LinearTransformation (a whitening matrix of CIFAR's size, 3072 x 3072), ResNet-50's
+weights.transforms() and timm's keep-ratio training crop (create_transform(train_crop_mode="rkrr"),
+where timm is installed), DaliLoader against torch's DataLoader over the same ImageFolder and transform object.
 
 Each loader is built once, as its users run it (DataLoader with persistent workers, as many as
 `--workers`; DaliLoader with as many threads), takes a warm-up epoch, then whole epochs in
@@ -16,6 +17,7 @@ import time
 def recipes() -> dict:
     """{name: the v2 steps} of each workload: a plain crop for reference, then each new step."""
     import torch
+    from torchvision.models import ResNet50_Weights
     from torchvision.transforms import v2
 
     to_float = [v2.ToImage(), v2.ToDtype(torch.float32, scale=True)]
@@ -35,6 +37,7 @@ def recipes() -> dict:
             v2.RandomCrop(224), v2.RandomHorizontalFlip()] + to_float + [normalize],
         "RandomResizedCrop(32), flip, LinearTransformation (3072)": [
             v2.RandomResizedCrop(32), v2.RandomHorizontalFlip()] + to_float + [v2.LinearTransformation(matrix, torch.zeros(side))],
+        "ResNet50_Weights.IMAGENET1K_V2.transforms()": [ResNet50_Weights.IMAGENET1K_V2.transforms()],
         **_timm_recipes(),
     }
 

@@ -1,6 +1,7 @@
 """Seeded noise: a seed per sample drawn by the graph, and the Python face of
 DaliLoadersGaussianNoise (csrc/noise_op.cc, in the augmentation library), which adds v2's
 GaussianNoise to uint8 or float32 images on the CPU with normals drawn from that seed."""
+from .elastic import usable  # noqa: F401  (the operator is in the augmentation library, as elastic's)
 
 
 def sample_seeds():
@@ -9,13 +10,6 @@ def sample_seeds():
     from nvidia.dali import fn, types
 
     return fn.random.uniform(range=[0, 2 ** 31 - 1], dtype=types.INT32)
-
-
-def usable() -> bool:
-    """Whether graphs can run the operator (the augmentation library built here)."""
-    from . import plugin
-
-    return plugin.augment_available()
 
 
 def gaussian_noise(data, mean: float, sigma: float, clip: bool):

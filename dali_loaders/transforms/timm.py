@@ -39,29 +39,42 @@ def _resized_crop_as(step, interpolation):
     return SimpleNamespace(size=step.size, scale=step.scale, ratio=step.ratio, interpolation=interpolation)
 
 
-def _random_interpolation(step) -> bool:
-    return isinstance(step.interpolation, (list, tuple)) and len(step.interpolation) > 1
+def interpolation_modes(step) -> list:
+    """timm's interpolation: one mode, or the modes interpolation='random' picks from."""
+    return list(step.interpolation) if isinstance(step.interpolation, (list, tuple)) else [step.interpolation]
 
 
-@register(timm_transforms.RandomResizedCropAndInterpolation)
-@branches_when(_random_interpolation)   # one interpolation: no `if`, and no conditionals for the graph
-def random_resized_crop_and_interpolation(step, images: Images) -> None:
-    """interpolation='random': bilinear or bicubic per image, with equal probability."""
+def random_interpolation(step) -> bool:
+    return len(interpolation_modes(step)) > 1
+
+
+def resampled_either_way(images: Images, modes, resample):
+    """The data of resample(images, mode) with modes[0] or modes[1], each image at random with
+    equal probability (timm's random.choice of two): one DALI conditional."""
     from dataclasses import replace
 
-    modes = step.interpolation if isinstance(step.interpolation, (list, tuple)) else [step.interpolation]
-    if not _random_interpolation(step):
-        random_resized_crop(_resized_crop_as(step, modes[0]), images)
-        return
     first, second = replace(images), replace(images)
     data = images.data
     if coin(0.5):
-        random_resized_crop(_resized_crop_as(step, modes[0]), first)
+        resample(first, modes[0])
         data = first.data
     else:
-        random_resized_crop(_resized_crop_as(step, modes[1]), second)
+        resample(second, modes[1])
         data = second.data
-    images.data, images.encoded = data, False
+    return data
+
+
+@register(timm_transforms.RandomResizedCropAndInterpolation)
+@branches_when(random_interpolation)   # one interpolation: no `if`, and no conditionals for the graph
+def random_resized_crop_and_interpolation(step, images: Images) -> None:
+    """interpolation='random': bilinear or bicubic per image, with equal probability."""
+    modes = interpolation_modes(step)
+    if not random_interpolation(step):
+        random_resized_crop(_resized_crop_as(step, modes[0]), images)
+        return
+    images.data = resampled_either_way(images, modes,
+                                       lambda part, mode: random_resized_crop(_resized_crop_as(step, mode), part))
+    images.encoded = False
     images.height, images.width = step.size
 
 

@@ -24,20 +24,13 @@ from ._core import Images, Untranslatable, describe, refuses, register
 from ._hsv import mask, where
 from ._placement import branches_when
 from .geometry import PADDING_MODES, mode_pad, resize_to
+from .timm import interpolation_modes, random_interpolation, resampled_either_way
 
 # -- ResizeKeepRatio ---------------------------------------------------------------------------
 
 
-def _modes(step) -> list:
-    return list(step.interpolation) if isinstance(step.interpolation, (list, tuple)) else [step.interpolation]
-
-
-def _random_interpolation(step) -> bool:
-    return len(_modes(step)) > 1
-
-
 def resize_keep_ratio_refusal(step) -> str:
-    for mode in _modes(step):
+    for mode in interpolation_modes(step):
         why = interpolation_refusal(SimpleNamespace(interpolation=mode))
         if why:
             return why
@@ -94,27 +87,20 @@ def _drawn_size(step, images: Images):
 
 @register(timm_transforms.ResizeKeepRatio)
 @refuses(resize_keep_ratio_refusal)
-@branches_when(_random_interpolation)   # interpolation="random": bilinear or bicubic per image
+@branches_when(random_interpolation)   # interpolation="random": bilinear or bicubic per image
 def resize_keep_ratio(step, images: Images) -> None:
-    from dataclasses import replace
-
     images.decode()
     images.flush_mirror()
     fixed = is_number(images.height) and is_number(images.width) and step.random_scale_prob <= 0 \
         and step.random_aspect_prob <= 0
     height, width = _fixed_size(step, images.height, images.width) if fixed else _drawn_size(step, images)
-    modes = _modes(step)
+    modes = interpolation_modes(step)
     if len(modes) == 1:
         resize_to(SimpleNamespace(interpolation=modes[0]), images, height, width)
         return
-    first, second = replace(images), replace(images)
-    if coin(0.5):   # random.choice of two
-        resize_to(SimpleNamespace(interpolation=modes[0]), first, height, width)
-        data = first.data
-    else:
-        resize_to(SimpleNamespace(interpolation=modes[1]), second, height, width)
-        data = second.data
-    images.data, images.height, images.width = data, height, width
+    images.data = resampled_either_way(
+        images, modes, lambda part, mode: resize_to(SimpleNamespace(interpolation=mode), part, height, width))
+    images.height, images.width = height, width
 
 
 # -- the crops -------------------------------------------------------------------------------

@@ -6,6 +6,9 @@ DALI pipelines built over 3 epochs of each; the val pipeline running ahead into 
 or not; the GPU val path's pixels against torchvision's own (PIL) pipeline. Steady state: the
 median of the epochs after the first, as the bench.
 
+`--decode`: the recipes whose steps device="gpu" runs on the CPU, their files decoded on the CPU
+and on the GPU (the "gpu-decode" graph), after its check-gpu rows.
+
 `--tail`: the chain's pixel stages in the library's GPU operator (DaliLoadersChainTail), first
 checked against DALI's operators pixel for pixel, then timed on the heavy recipes and their
 pieces beside the same chain in DALI's operators, the fused CPU operator and torchvision.
@@ -160,6 +163,42 @@ def tail_rows(train_folder):
     dali_rows(train_folder, variants=(("gpu", "gpu", True), ("gpu", "gpu", False), ("gpu", "cpu", False)))
     torchvision_rows(train_folder)
     piece_rows(train_folder, tailed=True)
+    return True
+
+
+def decode_rows(train_folder):
+    """The recipes whose steps device="gpu" runs on the CPU (the fused operator's), their files
+    decoded on the CPU ("cpu-steps", the placement measured before) and on the GPU ("gpu-decode":
+    decoded, cropped and resized there, copied to the CPU for the steps), after the check-gpu
+    rows of the "gpu-decode" graphs (no timing if one fails); torchvision's tensor backend beside."""
+    import tempfile
+
+    from dali_loaders.loader import build
+    from dali_loaders.testing import check_gpu
+    from dali_loaders.transforms import GPU_DECODE
+    from torchvision.datasets import ImageFolder
+
+    with tempfile.TemporaryDirectory() as folder:
+        checks = [check for check in check_gpu.build_checks(folder) if check.variant == GPU_DECODE]
+        failed = check_gpu.run("gpu", checks)
+    results["gpu-decode checks"] = {"checks": len(checks), "failed": bool(failed)}
+    if failed:
+        print("gpu-decode checks FAILED: nothing timed", flush=True)
+        return False
+    for recipe in ("timm-ra", "resnet50", "tv176"):
+        make = RECIPES["imagenet"][recipe].make
+        for where in ("cpu", "gpu"):
+            name = f"ours {recipe} train, gpu, steps on the CPU, decoded on the {where.upper()}"
+
+            def run(make=make, where=where, name=name):
+                with steps_on("cpu"), build.steps_decoded_on(where), Builds() as built:
+                    loader = DaliLoader(ImageFolder(train_folder, transform=make(True)), batch_size=BATCH,
+                                        shuffle=True, num_workers=THREADS, device="gpu", seed=1)
+                    rates = epochs_of(loader)
+                    loader.close()
+                report(name, rates, builds=built.count)
+            guarded(name, run)
+    torchvision_rows(train_folder)
     return True
 
 
@@ -330,6 +369,9 @@ def main(argv=None):
                         help="only NVIDIA's example and this library's factory taking turns, val and train")
     parser.add_argument("--pieces", action="store_true",
                         help="only the heavy recipes a piece at a time, steps on the GPU and on the CPU")
+    parser.add_argument("--decode", action="store_true",
+                        help="only the recipes whose steps run on the CPU, decoded on the CPU and on the GPU (after "
+                             "their check-gpu rows), beside torchvision")
     parser.add_argument("--tail", action="store_true",
                         help="only DaliLoadersChainTail: its check, then the heavy recipes and pieces with it and without")
     args = parser.parse_args(argv)
@@ -342,6 +384,8 @@ def main(argv=None):
         pair_rows(root)
     elif args.pieces:
         piece_rows(train)
+    elif args.decode:
+        failed = not decode_rows(train)
     elif args.tail:
         failed = not tail_rows(train)
     else:

@@ -141,6 +141,45 @@ def test_gpu_probe_tail_times_nothing_with_an_operator_that_failed_its_check(tmp
     assert not chain_tail.asked() and build.FUSED_STEPS == "measured"   # both put back
 
 
+def test_gpu_probe_decode_times_both_decodes_only_after_the_checks_pass(tmp_path, monkeypatch, capsys):
+    """`gpu_probe --decode`: the "gpu-decode" graphs' check-gpu rows first (nothing timed if one
+    fails), then each recipe with its steps on the CPU, its files decoded on the CPU and on the
+    GPU, and torchvision; the placement put back after."""
+    monkeypatch.syspath_prepend(REPO)
+    from benchmarks import gpu_probe
+
+    from dali_loaders.loader import build
+    from dali_loaders.testing import check_gpu
+    from dali_loaders.transforms import GPU_DECODE
+
+    made, ran = [], []
+
+    def loader(dataset, **kwargs):   # what each row asked for, instead of iterating it
+        made.append((kwargs["device"], build.FUSED_STEPS, build.steps_decode()))
+        return _Empty()
+
+    def run(against, checks):
+        ran.append([check.variant for check in checks])
+        return verdict[0]
+
+    monkeypatch.setattr(gpu_probe, "DaliLoader", loader)
+    monkeypatch.setattr(gpu_probe, "torchvision_rows", lambda folder: made.append("torchvision"))
+    monkeypatch.setattr(check_gpu, "run", run)
+    monkeypatch.delenv(build.STEPS_DECODE_ENV, raising=False)
+    from PIL import Image
+
+    (tmp_path / "a").mkdir()
+    Image.new("RGB", (8, 8)).save(tmp_path / "a" / "x.png")
+    verdict = [1]
+    assert gpu_probe.decode_rows(str(tmp_path)) is False
+    assert made == [] and "nothing timed" in capsys.readouterr().out
+    assert len(ran[0]) >= 6 and set(ran[0]) == {GPU_DECODE}
+    verdict = [0]
+    assert gpu_probe.decode_rows(str(tmp_path)) is True
+    assert made == [("gpu", "cpu", "cpu"), ("gpu", "cpu", "gpu")] * 3 + ["torchvision"], made
+    assert build.FUSED_STEPS == "measured" and build.steps_decode() == "cpu"   # both put back
+
+
 def test_augment_order_times_both_orders_on_the_same_steps():
     """benchmarks/augment_order.py: the operator's costliest-first order beside every sample
     alike; the steps drawn as timm's rand-m9 (about a quarter of the samples without one)."""
@@ -192,7 +231,7 @@ def test_the_gpu_sessions_script_asks_only_for_options_that_exist():
     text = open(path).read().replace("\\\n", " ")
     commands = [line.split("python3 -m", 1)[1].split("2>&1")[0] for line in text.splitlines()
                 if "python3 -m" in line and not line.lstrip().startswith("#")]
-    assert len(commands) == 3, commands
+    assert len(commands) == 4, commands
     for command in commands:
         words = shlex.split(command)
         subcommand = [words[1]] if len(words) > 1 and not words[1].startswith("-") else []

@@ -3,6 +3,7 @@ failures (labels, shapes, batch counts, a graph that raises) and its exit code, 
 against CPU; every translated transform in it; bounds in levels of 0..255 whatever the output's
 scale; the random transforms' checks by distribution, which pass on graphs built as a GPU's
 are (DALI's own operators) and fail when their parameter is left at its default."""
+import os
 import subprocess
 import sys
 import tempfile
@@ -76,6 +77,29 @@ def test_the_real_checks_run_cpu_against_cpu(tmp_path, capsys):
     assert len(picked) == 12
     assert check_gpu.run("cpu", picked) == 0
     assert "12 of 12 checks passed" in capsys.readouterr().out
+
+
+def test_the_steps_the_cpu_runs_are_checked_again_decoded_on_the_gpu(tmp_path, monkeypatch):
+    """Each check whose steps device="gpu" runs on the CPU comes again as a "gpu-decode" graph
+    (files decoded on the GPU, steps on the CPU), made with that placement asked for and no
+    other: the loaders made for it see DALI_LOADERS_STEPS_DECODE=gpu, the rest of the run not."""
+    from dali_loaders.loader import build
+
+    monkeypatch.delenv(build.STEPS_DECODE_ENV, raising=False)
+    checks = check_gpu.build_checks(str(tmp_path))
+    again = {c.name for c in checks if c.variant == transforms.GPU_DECODE}
+    assert {"transform: ColorJitter pinned, decoded on the GPU", "random: RandAugment, decoded on the GPU",
+            "transform: LinearTransformation (steps on the CPU), decoded on the GPU"} <= again
+    assert "transform: Pad + flips p=1, decoded on the GPU" not in again   # all on the GPU already
+    pixel = {c.name: c for c in checks if isinstance(c, check_gpu.Check)}
+    assert pixel["transform: ColorJitter pinned, decoded on the GPU"].bound == \
+        pixel["transform: ColorJitter pinned"].bound + 1
+    seen = []
+    with distributions.made_as(transforms.GPU_DECODE) as device:
+        seen.append((device, build.steps_decode()))
+    with distributions.made_as("gpu") as device:
+        seen.append((device, build.steps_decode()))
+    assert seen == [("gpu", "gpu"), ("gpu", "cpu")] and build.STEPS_DECODE_ENV not in os.environ
 
 
 class Batches:

@@ -1,6 +1,8 @@
 """What a DaliLoader is made of (`assemble`): the path its dataset takes, its order, and on
 the DALI path the graph, the pipeline and the steps around it; the output layout and dtype.
 """
+import contextlib
+import os
 from dataclasses import dataclass
 from typing import Any, Callable, List, Optional
 
@@ -29,8 +31,8 @@ def graph(source, feed, per_batch: int, recipe: transforms.Plan, layout: str, va
     or the images alone with `host_labels` (the loader reads the labels itself: see
     dali_loader; the source must have host_labels).
     (`per_batch`, not batch_size: pipeline_def takes that name for itself.) `variant`: one
-    graph for all (options.DEVICES, and "cpu-steps": see graph_variant); they differ only in the
-    devices named.
+    graph for all (options.DEVICES, "cpu-steps" and "gpu-decode": see graph_variant); they differ
+    only in the devices named and, for "gpu-decode", where the pixels cross to the CPU.
 
     The source interface: `source.read(feed, batch_size, device)` returns (Images, labels) of
     batch after batch of `feed`'s samples, each run's batch `feed.batch(info.iteration,
@@ -39,7 +41,7 @@ def graph(source, feed, per_batch: int, recipe: transforms.Plan, layout: str, va
     array of indices is a fixed order."""
     feed = EpochOrder.of(feed)
     views = transforms.plans_of(recipe)
-    device = "cpu" if variant in transforms.CPU_STEPS else "gpu"   # where the steps run
+    device = "cpu" if variant in transforms.CPU_STEPS else "gpu"   # where the steps run (read: start)
     read_on = "cpu" if any(view.python for view in views) else device   # Python steps need the pixels on the CPU
     images, labels = source.read(feed, per_batch, read_on, labels=False) if host_labels else \
         source.read(feed, per_batch, read_on)
@@ -52,7 +54,8 @@ def graph(source, feed, per_batch: int, recipe: transforms.Plan, layout: str, va
         images.decode()
     if len(views) > 1 and images.encoded and (images.decodes_whole or len(views) >= DECODE_ONCE_VIEWS):
         images.decode()   # see DECODE_ONCE_VIEWS
-    outputs = [view_graph(view, images if len(views) == 1 else images.branch()) for view in views]
+    to_host = variant == transforms.GPU_DECODE
+    outputs = [view_graph(view, images if len(views) == 1 else images.branch(), to_host) for view in views]
     if variant != "cpu":   # the batch is handed over on the GPU
         outputs = [data.gpu() for data in outputs]
         labels = None if labels is None else labels.gpu()
@@ -70,9 +73,17 @@ def graph(source, feed, per_batch: int, recipe: transforms.Plan, layout: str, va
 DECODE_ONCE_VIEWS = 7
 
 
-def view_graph(recipe: transforms.Plan, images: transforms.Images):
-    """One view's steps on `images`: its output DataNode, in the loader's layout and dtype."""
-    images = transforms.apply(recipe.translated, images)
+def view_graph(recipe: transforms.Plan, images: transforms.Images, to_host: bool = False):
+    """One view's steps on `images`: its output DataNode, in the loader's layout and dtype.
+    `to_host` ("gpu-decode"): the steps before transforms.host_steps_from on the GPU, then the
+    pixels copied to the CPU for the rest."""
+    steps = recipe.translated
+    if to_host:
+        cut = transforms.host_steps_from(recipe)
+        images = transforms.apply(steps[:cut], images)
+        images.to_host()
+        steps = steps[cut:]
+    images = transforms.apply(steps, images)
     images.decode()
     if recipe.python:
         transforms.run_in_python(recipe.python, images)
@@ -212,6 +223,37 @@ def dataset_indices(source) -> Callable[[np.ndarray], np.ndarray]:
 DECODED_ON_CPU = True
 
 
+# Where a recipe whose steps run on the CPU under device="gpu" (graph_variant) decodes its files:
+# "cpu" (the "cpu-steps" graph, measured: the heavy recipes' rows in docs/gpu.md) or "gpu" (the
+# "gpu-decode" graph: decoded and cropped on the GPU, copied to the CPU for the steps from
+# transforms.host_steps_from on; not yet timed on a GPU: `python -m benchmarks.gpu_probe
+# --decode` times both). DALI_LOADERS_STEPS_DECODE=gpu or cpu overrides it.
+STEPS_DECODE = "cpu"
+STEPS_DECODE_ENV = "DALI_LOADERS_STEPS_DECODE"
+
+
+def steps_decode() -> str:
+    where = os.environ.get(STEPS_DECODE_ENV, STEPS_DECODE)
+    if where not in ("cpu", "gpu"):
+        raise ValueError(f"{STEPS_DECODE_ENV} must be 'cpu' or 'gpu', got {where!r}")
+    return where
+
+
+@contextlib.contextmanager
+def steps_decoded_on(where: str):
+    """STEPS_DECODE is `where` ("cpu" or "gpu") for the loaders made meanwhile (the GPU checks
+    and probe time and compare both)."""
+    saved = os.environ.get(STEPS_DECODE_ENV)
+    os.environ[STEPS_DECODE_ENV] = where
+    try:
+        yield
+    finally:
+        if saved is None:
+            os.environ.pop(STEPS_DECODE_ENV, None)
+        else:
+            os.environ[STEPS_DECODE_ENV] = saved
+
+
 # Whether device="gpu" runs the steps the fused CPU operator runs on the CPU (then decoding on the
 # CPU too), as measured on an H200 with 16 cores (docs/gpu.md): the GPU chain of operators
 # (transforms/augment_chain.py) wins for one slot (TrivialAugmentWide), the CPU for more slots,
@@ -229,16 +271,20 @@ def graph_variant(variant: str, source, recipe: transforms.Plan) -> str:
       TrivialAugmentWide, one operation an image (8,681 on the GPU, 6,025 with CPU steps);
     - a source of pixels (DECODED_ON_CPU): no decode to take over, and small images.
     Then "cpu-steps": decode and steps on the CPU, the batch handed over on the GPU; so too for
-    a recipe with a step that runs on the CPU alone, under "gpu" or "cpu-decode"."""
+    a recipe with a step that runs on the CPU alone, under "gpu" or "cpu-decode". Under "gpu",
+    files are decoded on the GPU instead ("gpu-decode") where STEPS_DECODE says so."""
     if variant not in ("gpu", "cpu-decode") or any(view.python for view in transforms.plans_of(recipe)):
         return variant
+    decoded = getattr(source, "decoded", False)
+    on_cpu = "cpu-steps" if variant != "gpu" or decoded or steps_decode() == "cpu" else transforms.GPU_DECODE
     if transforms.steps_on_cpu(recipe):   # a step with no GPU operator (LinearTransformation)
-        return "cpu-steps"
+        return on_cpu
     if variant != "gpu":
         return variant
-    if (FUSED_STEPS != "gpu" and transforms.fused_on_cpu(recipe, one_slot_on_gpu=FUSED_STEPS == "measured")) or \
-            (DECODED_ON_CPU and getattr(source, "decoded", False)):
+    if DECODED_ON_CPU and decoded:
         return "cpu-steps"
+    if FUSED_STEPS != "gpu" and transforms.fused_on_cpu(recipe, one_slot_on_gpu=FUSED_STEPS == "measured"):
+        return on_cpu
     return variant
 
 

@@ -29,7 +29,7 @@ from torchvision.transforms import InterpolationMode as IM
 from torchvision.transforms import v2
 
 from .. import get_cifar_iter_dali, get_imagefolder_iter_dali, recipes, transforms
-from ..loader import dali_loader
+from ..loader import build, dali_loader
 from ..sources.image_files import ImageFiles
 from ..transforms.cutout import Cutout
 from ..transforms.pil_blur import PILGaussianBlur
@@ -40,6 +40,7 @@ from .distributions import (
     compare_distribution,
     distribution_checks,
     ks_bound,
+    made_as,
     write_gradient_images,
 )
 from .synthetic import smooth_images, write_cifar
@@ -195,7 +196,7 @@ def build_checks(folder: str) -> list:
     cifar = write_cifar(os.path.join(folder, "cifar"), n_train=64, n_test=32)
     same = write_image_folder(os.path.join(folder, "same"), [SAME_SIZE] * 6)
     images = write_image_folder(os.path.join(folder, "images"), SIZES)
-    checks = []
+    checks, transformed = [], []
     for name, transform, bound in transform_cases():
         def make(variant, transform=transform):
             return dali_loader(ImageFiles(same), transform, train=True, batch_size=4, num_threads=2, seed=7,
@@ -204,6 +205,7 @@ def build_checks(folder: str) -> list:
         left_out = (pil_nearest_rounds_down(SAME_SIZE[1], NEAREST[0]), pil_nearest_rounds_down(
             SAME_SIZE[0], NEAREST[1])) if "nearest" in name else ([], [])
         checks.append(Check(f"transform: {name}", make, bound, std=_normalized_std(transform), left_out=left_out))
+        transformed.append((checks[-1], transform))
     val = recipes.imagenet(False, 32, 40)
     imagenet_std = list(recipes.IMAGENET_STD)
     for variant, bound in (("cpu-decode", 2), ("gpu", 12)):
@@ -219,9 +221,25 @@ def build_checks(folder: str) -> list:
     for name, transform, bound in view_cases():
         checks.append(Check(f"views: {name}", lambda v, t=transform: side_by_side(dali_loader(
             ImageFiles(same), t, train=True, batch_size=4, num_threads=2, seed=7, device=v)), bound))
+    checks += decoded_on_gpu(transformed, ImageFiles(same))
     random_images = write_gradient_images(os.path.join(folder, "random"))
-    return checks + [dataclasses.replace(check, name=f"random: {check.name}", folder=random_images)
-                     for check in distribution_checks()]
+    randoms = [dataclasses.replace(check, name=f"random: {check.name}", folder=random_images)
+               for check in distribution_checks()]
+    return checks + randoms + decoded_on_gpu([(check, check.transform) for check in randoms],
+                                             ImageFiles(random_images))
+
+
+def decoded_on_gpu(checks: List[tuple], source) -> list:
+    """The (check, its transform) again as "gpu-decode" graphs, for those whose steps
+    device="gpu" runs on the CPU: the files decoded (and cropped) on the GPU, copied to the
+    CPU for the steps (loader/build.py's STEPS_DECODE). A pixel check's bound grows by a level,
+    the decoders' difference (the CPU graph decodes with libjpeg-turbo)."""
+    with build.steps_decoded_on("gpu"):
+        picked = [check for check, transform in checks if build.graph_variant(
+            "gpu", source, transforms.plan(transform, False)) == transforms.GPU_DECODE]
+    return [dataclasses.replace(check, name=f"{check.name}, decoded on the GPU", variant=transforms.GPU_DECODE,
+                                **({} if isinstance(check, DistributionCheck) else {"bound": check.bound + 1}))
+            for check in picked]
 
 
 SIZES = [(64, 48), (50, 70), (81, 81), (96, 57), (45, 45), (70, 66)]
@@ -260,7 +278,9 @@ def write_image_folder(root: str, sizes) -> str:
 def compare(check: Check, against: str) -> dict:
     """Walks the two epochs together; the largest and mean |difference| in levels of 0..255."""
     worst, total, count = 0.0, 0.0, 0
-    reference, other = check.make("cpu"), check.make(check.variant if against == "gpu" else "cpu")
+    reference = check.make("cpu")
+    with made_as(check.variant if against == "gpu" else "cpu") as device:
+        other = check.make(device)
     for (a, labels_a), (b, labels_b) in zip(reference, other, strict=True):
         if not torch.equal(labels_a.cpu(), labels_b.cpu()):
             return dict(worst=float("inf"), mean=float("inf"), why="labels differ")

@@ -12,6 +12,7 @@ check names a parameter set away from its default; a translation that ignored it
 from the default's distribution, which the check tells apart (tests/test_check_gpu.py runs
 every check with the parameter at its default and sees it fail).
 """
+import contextlib
 import math
 import os
 import random
@@ -22,7 +23,8 @@ import numpy as np
 import torch
 from torchvision.transforms import v2
 
-from ..loader import dali_loader
+from .. import transforms
+from ..loader import build, dali_loader
 from ..sources.image_files import ImageFiles
 
 ALPHA = 1e-4      # the chance that a faithful translation fails a check
@@ -158,8 +160,9 @@ def loader_values(transform, statistic: Callable, folder: str, originals: List[n
                   epochs: int = EPOCHS) -> np.ndarray:
     """The statistic of the loader's outputs (`variant` its device), `epochs` epochs in the
     files' order (train=False: no shuffle; the transform still draws afresh each epoch)."""
-    loader = dali_loader(ImageFiles(folder), transform, train=False, batch_size=8, num_threads=2, seed=11,
-                         device=variant)
+    with made_as(variant) as device:
+        loader = dali_loader(ImageFiles(folder), transform, train=False, batch_size=8, num_threads=2, seed=11,
+                             device=device)
     found = []
     for _ in range(epochs):
         outputs = [image for images, _ in loader for image in images]
@@ -167,6 +170,18 @@ def loader_values(transform, statistic: Callable, folder: str, originals: List[n
             raise ValueError(f"an epoch served {len(outputs)} images of {len(originals)}")
         found += [statistic(levels(output), original) for output, original in zip(outputs, originals)]
     return np.array(found)
+
+
+@contextlib.contextmanager
+def made_as(variant: str):
+    """The loader device of a check's variant, with the placement it asks for while the loader
+    is made: "gpu-decode" is device="gpu" with the files of the steps the CPU runs decoded on
+    the GPU (loader/build.py's STEPS_DECODE)."""
+    if variant != transforms.GPU_DECODE:
+        yield variant
+        return
+    with build.steps_decoded_on("gpu"):
+        yield "gpu"
 
 
 def ks_distance(a: np.ndarray, b: np.ndarray, tolerance: float = 0.0) -> float:

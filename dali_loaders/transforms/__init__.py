@@ -14,13 +14,13 @@ from . import (  # noqa: F401  registers
     linear, multi_crop, noise, perspective, photometric, photometric_distort, presets, random_sizes)
 from ._core import TRANSLATORS, Images, Untranslatable, apply, check, describe, flatten, register, supported_names
 from ._plan import Plan, Views, made_views, plan, plans_of, untranslatable_reason
-from ._placement import CPU_STEPS, fused_on_cpu, needs_conditionals, steps_on_cpu
+from ._placement import CPU_STEPS, GPU_DECODE, fused_on_cpu, host_steps_from, needs_conditionals, steps_on_cpu
 from .dali_function import DaliFunction
 from .pil_blur import PILGaussianBlur
 from .python_fallback import as_tensor, call_step, call_steps, run_in_python, warn_slow
 from .split_views import SplitViews
 
-__all__ = ["CPU_STEPS", "DaliFunction", "PILGaussianBlur", "SplitViews", "TRANSLATORS", "Images", "Plan", "Untranslatable", "Views", "apply", "as_tensor", "call_step",
+__all__ = ["CPU_STEPS", "GPU_DECODE", "DaliFunction", "PILGaussianBlur", "SplitViews", "TRANSLATORS", "Images", "Plan", "Untranslatable", "Views", "apply", "as_tensor", "call_step",
            "call_steps", "check",
-           "describe", "flatten", "fused_on_cpu", "made_views", "needs_conditionals", "plan", "plans_of", "register", "run_in_python", "steps_on_cpu",
+           "describe", "flatten", "fused_on_cpu", "host_steps_from", "made_views", "needs_conditionals", "plan", "plans_of", "register", "run_in_python", "steps_on_cpu",
            "supported_names", "untranslatable_reason", "warn_slow"]

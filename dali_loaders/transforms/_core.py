@@ -173,6 +173,14 @@ class Images:
         """Decoded pixels where the steps run: a CPU decode for GPU steps ("cpu-decode") moves them."""
         return decoded.gpu() if self.device == "gpu" and self.decode_args.get("device") == "cpu" else decoded
 
+    def to_host(self) -> None:
+        """The pixels copied to the CPU, where the steps that follow run ("gpu-decode": files
+        decoded on the GPU, steps on the CPU; DALI's default executor makes the copy)."""
+        self.decode()
+        self.flush_augment()
+        if self.device == "gpu":
+            self.data, self.device = self.data.cpu(), "cpu"
+
     @property
     def is_float(self) -> bool:
         return self.dtype in FLOAT_TYPES

@@ -16,7 +16,7 @@ def needs_conditionals(recipe: Union[Plan, Views], variant: str = "gpu") -> bool
 
     for view in every_plan(recipe):   # each view's steps are their own calls
         # the translated steps run where the pixels are read: the CPU for Python steps
-        device = "cpu" if view.python or variant in CPU_STEPS else "gpu"
+        device = "cpu" if view.python or variant in CPU_STEPS or variant == GPU_DECODE else "gpu"
         branching = [(step, t) for step, t in _branching(view) if not (device == "gpu" and getattr(t, "chains", False))]
         fusing = [_fuses(step, t) for step, t in branching]
         fused = any(fusing) and op.usable(device)
@@ -26,6 +26,22 @@ def needs_conditionals(recipe: Union[Plan, Views], variant: str = "gpu") -> bool
 
 
 CPU_STEPS = ("cpu", "cpu-steps")   # the variants whose translated steps run on the CPU (loader/build.py)
+# The variant that decodes on the GPU and runs the steps from host_steps_from on on the CPU; its
+# steps that branch, fuse or run on the CPU alone are all on the CPU (loader/build.py)
+GPU_DECODE = "gpu-decode"
+
+
+def host_steps_from(recipe: Plan) -> int:
+    """Where a "gpu-decode" graph moves the pixels to the CPU: before the recipe's first step
+    that branches per sample, fuses into DaliLoadersAugment, chains on GPU graphs or runs on
+    the CPU alone. The steps before it (crops, resizes, flips) run on the GPU on the decoded
+    images, so that the images that cross over are the crop's, not the whole files'."""
+    for k, step in enumerate(recipe.translated):
+        translator = TRANSLATORS[type(step)]
+        if getattr(translator, "branches", lambda s: False)(step) or _fuses(step, translator) or \
+                getattr(translator, "chains", False) or getattr(translator, "on_cpu", False):
+            return k
+    return len(recipe.translated)
 
 
 def fused_on_cpu(recipe: Union[Plan, Views], one_slot_on_gpu: bool = True) -> bool:

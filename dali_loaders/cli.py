@@ -41,12 +41,18 @@ def _verify(args) -> int:
 
 
 def _index(args) -> int:
+    import sys
+
     from .sources.webdataset import ensure_index, expand_shards, index_path, write_index
 
-    for shard in expand_shards(args.shards):
-        path = index_path(shard, args.cache_dir) if args.force else ensure_index(shard, args.cache_dir)
-        samples = write_index(shard, path) if args.force else int(open(path).readline().split()[1])
-        print(f"{path}: {samples} samples of {shard}")
+    try:
+        for shard in expand_shards(args.shards):
+            path = index_path(shard, args.cache_dir) if args.force else ensure_index(shard, args.cache_dir)
+            samples = write_index(shard, path) if args.force else int(open(path).readline().split()[1])
+            print(f"{path}: {samples} samples of {shard}")
+    except (OSError, ValueError) as refusal:   # a missing or broken shard: the reason, not a traceback
+        print(f"dali-loaders index: error: {refusal}", file=sys.stderr)
+        return 2
     return 0
 
 

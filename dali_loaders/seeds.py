@@ -1,10 +1,14 @@
-"""Seeds: a fresh one when the user gives none, and 31-bit seeds mixed from several integers
+"""Seeds: a fresh one when the user gives none (from torch's generator), and 31-bit seeds mixed from several integers
 (for DALI pipelines, per-batch mixing draws, per-sample Python steps)."""
 import numpy as np
 
 
 def random_seed() -> int:
-    return int(np.random.SeedSequence().generate_state(1)[0] >> 1)
+    """A seed drawn from torch's global generator, as DataLoader's RandomSampler and worker seeds
+    are: torch.manual_seed(n) before the loader makes its order reproducible."""
+    import torch
+
+    return int(torch.empty((), dtype=torch.int64).random_().item()) & 0x7FFFFFFF
 
 
 def derived_seed(*parts: int) -> int:

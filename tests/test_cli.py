@@ -1,4 +1,4 @@
-"""The command line: demo and verify (bench has its own test)."""
+"""The command line: demo, verify and index's refusals (bench has its own test)."""
 import os
 import subprocess
 import sys
@@ -67,6 +67,11 @@ def assert_refused(done, *words):
 @pytest.mark.subprocess
 def test_verify_refuses_a_missing_folder_in_one_line(tmp_path):
     assert_refused(run_cli("verify", str(tmp_path / "nowhere")), "nowhere", "does not exist")
+
+
+@pytest.mark.subprocess
+def test_index_refuses_a_missing_shard_in_one_line(tmp_path):
+    assert_refused(run_cli("index", str(tmp_path / "nope.tar")), "nope.tar", "is missing")
 
 
 @pytest.mark.subprocess

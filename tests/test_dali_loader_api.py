@@ -203,6 +203,15 @@ def test_a_generator_seeds_the_order_as_seed_does():
     assert np.array_equal(first, again) and not np.array_equal(first, np.arange(N))
 
 
+def test_torch_manual_seed_makes_an_unseeded_order_reproducible_as_in_dataloader():
+    orders = []
+    for seed in (0, 0, 1):
+        torch.manual_seed(seed)
+        orders.append(np.concatenate(epoch(make(None, 6, True))))
+    assert np.array_equal(orders[0], orders[1]) and not np.array_equal(orders[0], orders[2])
+    assert sorted(orders[2]) == list(range(N))
+
+
 def test_a_state_from_another_dali_version_is_refused_naming_both():
     loader = make(None, 4, shuffle=True, seed=2)
     iterator = iter(loader)

@@ -46,12 +46,18 @@ def decorated(x):
     return x * 2
 
 
+def halved(x):
+    return x * 0.5
+
+
 READ = [
-    (lambda t: (t * 2) - 1, ("affine", (2.0, -1.0))),
-    (lambda x: 2 * x - 1, ("affine", (2.0, -1.0))),
-    (lambda x: (x - 0.5) / 0.25, ("affine", (4.0, -2.0))),
-    (lambda x: -x + 1, ("affine", (-1.0, 1.0))),
-    (lambda x: x / 255.0, ("affine", (1 / 255.0, 0.0))),
+    (lambda t: (t * 2) - 1, ("affine", (2.0, -1.0, False))),
+    (lambda x: 2 * x - 1, ("affine", (2.0, -1.0, False))),
+    (lambda x: (x - 0.5) / 0.25, ("affine", (4.0, -2.0, True))),   # torch: float first
+    (lambda x: -x + 1, ("affine", (-1.0, 1.0, False))),
+    (lambda x: x / 255.0, ("affine", (1 / 255.0, 0.0, True))),
+    (lambda x: 3 + x * 2.0, ("affine", (2.0, 3.0, True))),
+    (lambda x: (x - 1) / 2, ("affine", (0.5, -0.5, False))),   # x - 1 first: uint8 stays uint8
     (lambda x: x.repeat(3, 1, 1), ("repeat", None)),
     (lambda x: x.expand(3, -1, -1), ("repeat", None)),
     (lambda img: img.convert("RGB"), ("convert", "RGB")),
@@ -59,7 +65,7 @@ READ = [
     (lambda image: image, ("identity", None)),
     (helper, ("identity", None)),
     (_convert_image_to_rgb, ("convert", "RGB")),
-    (documented, ("affine", (2.0, -1.0))),
+    (documented, ("affine", (2.0, -1.0, False))),
 ]
 
 NOT_READ = [
@@ -112,7 +118,8 @@ def test_a_v2_lambda_for_some_types_only_is_not_read():
 
 def test_a_lambda_among_others_on_its_line_is_itself():
     steps = [v1.Lambda(lambda x: x * 3 - 1), v1.Lambda(lambda x: x * 5 + 2)]
-    assert [lambdas.read(step.lambd)[0] for step in steps] == [("affine", (3.0, -1.0)), ("affine", (5.0, 2.0))]
+    assert [lambdas.read(step.lambd)[0] for step in steps] == [("affine", (3.0, -1.0, False)),
+                                                                      ("affine", (5.0, 2.0, False))]
 
 
 FLOAT = [v2.ToImage(), v2.ToDtype(torch.float32, scale=True)]
@@ -124,6 +131,9 @@ CASES = [
     ("convert L", C(v1.Lambda(lambda img: img.convert("L")), v2.PILToTensor()), 255.0, (0.0, 0.0)),
     ("grey repeated, uint8", C(v2.Grayscale(1), v2.PILToTensor(), v1.Lambda(lambda x: x.repeat(3, 1, 1))), 255.0,
      (0.0, 0.0)),
+    # torch's true division makes float32 of a uint8 tensor: the values as floats, then the arithmetic
+    ("uint8 / 255, then to [-1, 1]", C(v2.PILToTensor(), v1.Lambda(lambda x: x / 255 * 2 - 1)), 1.0, (0.001, 0.001)),
+    ("uint8 * 0.5, a plain function", C(v2.PILToTensor(), halved), 127.5, (0.001, 0.001)),
     ("grey repeated, float, normalized", C(v2.Grayscale(1), *FLOAT, v1.Lambda(lambda x: x.repeat(3, 1, 1)),
                                             v2.Normalize([0.2, 0.3, 0.4], [0.5, 0.6, 0.7])), 1.0, (0.001, 0.001)),
 ]
@@ -136,11 +146,32 @@ def test_the_read_step_matches_the_lambda_on_photographs(photo_files, name, tran
     assert mean <= bounds[0] and worst <= bounds[1], (name, mean, worst)
 
 
+def test_a_division_of_uint8_gives_float32_batches_as_torch_does():
+    transform = C(v2.PILToTensor(), v1.Lambda(lambda x: x / 255))
+    plan = transforms.plan(transform, python_fallback=False)
+    assert plan.python == [] and plan.output_dtype == torch.float32
+    wraps = v1.Lambda(lambda x: x + 1)   # uint8 + 1 stays uint8 in torch, and wraps at 255: the Python path
+    plan = transforms.plan(C(v2.PILToTensor(), wraps), python_fallback=True)
+    assert plan.python == [wraps] and "integer arithmetic" in transforms.untranslatable_reason(C(v2.PILToTensor(), wraps))
+
+
+def test_integer_arithmetic_takes_the_python_path_and_wraps_as_torch():
+    from dali_loaders.loader import PythonPathNote
+
+    image = coordinate_image(16, 12)
+    transform = C(v2.PILToTensor(), v1.Lambda(lambda x: x * 2 - 1))
+    with pytest.warns(PythonPathNote, match="integer arithmetic"):
+        loader = dali_loader(many(image, 4), transform, train=False, batch_size=2, num_threads=0)
+    expected = torch.from_numpy(image).permute(2, 0, 1) * 2 - 1   # uint8: 200 * 2 - 1 = 143
+    batches = [images for images, _ in loader]
+    assert len(batches) == 2 and all(torch.equal(image, expected) for batch in batches for image in batch)
+
+
 @pytest.mark.parametrize("transform,why", [
-    (C(v2.PILToTensor(), v1.Lambda(lambda x: x * 2 - 1)), "integer arithmetic"),
+    (C(v1.Lambda(lambda x: x / 255)), "takes a tensor, and here the image is a PIL image"),
     (C(v2.PILToTensor(), v1.Lambda(lambda img: img.convert("RGB"))), "PIL's convert"),
     (C(v1.Lambda(lambda x: x.repeat(3, 1, 1))), "a PIL image"),
-], ids=["arithmetic on uint8", "convert on a tensor", "repeat on PIL"])
+], ids=["division of PIL", "convert on a tensor", "repeat on PIL"])
 def test_a_read_lambda_where_it_cannot_run_is_refused_by_name(transform, why):
     loader = dali_loader(many(coordinate_image(16, 12), 4), transform, train=True, batch_size=2, num_threads=1)
     with pytest.raises(ValueError, match=f"Lambda.*{why}"):

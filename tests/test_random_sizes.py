@@ -140,12 +140,13 @@ def test_unsupported_parameters_are_refused_by_name(step, argument):
     assert type(step).__name__ in str(error.value) and argument in str(error.value)
 
 
-def test_after_the_conversion_to_float_the_step_is_refused_by_name():
+def test_after_the_conversion_to_float_the_step_takes_the_python_path_by_name():
     from test_transforms import many
 
-    from dali_loaders.loader import dali_loader
+    from dali_loaders.loader import PythonPathNote, dali_loader
 
-    loader = dali_loader(many(coordinate_image(8, 8), 4), C(v2.ToImage(), v2.ToDtype(torch.float32, scale=True),
-                                                             v2.RandomZoomOut()), train=True, batch_size=2, num_threads=1)
-    with pytest.raises(ValueError, match="RandomZoomOut comes after the conversion to float"):
-        list(loader)
+    with pytest.warns(PythonPathNote, match="RandomZoomOut comes after the conversion to float"):
+        loader = dali_loader(many(coordinate_image(8, 8), 4), C(v2.ToImage(), v2.ToDtype(torch.float32, scale=True),
+                                                                 v2.RandomZoomOut()), train=True, batch_size=2,
+                             num_threads=1)
+    assert loader.route.startswith("python: RandomZoomOut comes after the conversion to float")

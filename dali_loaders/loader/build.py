@@ -21,6 +21,7 @@ from .outputs import BatchShape
 from .pipeline import EpochOrder, LivePipeline
 from .python_path import PythonBatches, placed
 from .resolve import note, route
+from .watch import DatasetWatch
 
 # -- the DALI loader ---------------------------------------------------------------------
 
@@ -139,6 +140,7 @@ class Parts:
     explain: Callable = None
     python: Optional[PythonBatches] = None
     place: Callable = None
+    watch: Optional[DatasetWatch] = None   # on the DALI path: what was read from the dataset once
 
 
 def assemble(dataset, *, batch_size, shuffle, sampler, batch_sampler, num_workers, collate_fn, pin_memory,
@@ -181,6 +183,7 @@ def assemble(dataset, *, batch_size, shuffle, sampler, batch_sampler, num_worker
         parts.place = lambda batch: placed(batch, target, pin_memory and torch.cuda.is_available())
         return parts
     check_dali_path_args(worker_init_fn)
+    parts.watch = DatasetWatch(dataset)
     parts.feed = feed = EpochOrder()
     recipe = way.recipe
     transforms.warn_slow(recipe)

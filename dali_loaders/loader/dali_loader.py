@@ -137,6 +137,8 @@ class DaliLoader:
         return epochs if shape is None else (shape(*batch) for batch in epochs)
 
     def _start_epoch(self) -> "_LiveEpoch":
+        if self._parts.watch is not None:
+            self._parts.watch.check()
         resume, self._resume = self._resume, None
         if resume:
             self._order.set_epoch(resume["epoch"])
@@ -152,7 +154,8 @@ class DaliLoader:
     def _check_current(self, live: "_LiveEpoch") -> None:
         if self._live is not live:
             raise RuntimeError("this loop over the DaliLoader was overtaken by a newer loop over it: one loader "
-                               "serves one loop at a time (as DataLoader with persistent workers); finish or "
+                               "serves one loop at a time (its one pipeline is where the loop stands; DataLoader with "
+                               "persistent workers restarts its one iterator, without saying so); finish or "
                                "break the first loop before starting another, or build a second loader")
 
     def _dali_epoch(self):

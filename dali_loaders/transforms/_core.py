@@ -6,6 +6,7 @@ horizontal flip, the conversion to float and Normalize are kept pending and done
 by one crop_mirror_normalize that also writes the output layout, as DALI does fastest.
 """
 import copy
+import functools
 from dataclasses import dataclass, field
 from types import BuiltinFunctionType, FunctionType, MethodType
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
@@ -62,6 +63,33 @@ def unconverted_function(function):
     except ImportError:   # no DALI: the package still imports, the twins still run
         return function
     return do_not_convert(function)
+
+
+def uint8_only(translator):
+    """Marks the translator of a step on uint8 pixels (the twin's PIL image or uint8 tensor),
+    which refuses it after the conversion to float (Images.uint8_pixels; its arithmetic would
+    change there). The plan reads the mark to refuse it before any graph is made, so that the
+    loader takes the Python path for it (_plan.py)."""
+    @functools.wraps(translator)
+    def checked(step, images, *args, **kwargs):
+        images.uint8_pixels(step)
+        return translator(step, images, *args, **kwargs)
+    checked.refuse_on = lambda step, dtype: after_float(step) if dtype in FLOAT_TYPES else ""
+    return checked
+
+
+def after_float(step) -> str:
+    return (f"{describe(step)} comes after the conversion to float (ToTensor, ToDtype, Normalize), and it is "
+            f"translated on uint8 pixels; move it before the conversion")
+
+
+def refuses_on(refusal: Callable[[Any, torch.dtype], str]):
+    """Attaches a check of a step where it stands: refusal(step, the images' dtype before it) ->
+    "" or why it is refused there (the plan reads it: _plan.py)."""
+    def attach(translator):
+        translator.refuse_on = refusal
+        return translator
+    return attach
 
 
 # -- the batch in the graph ----------------------------------------------------------------
@@ -279,8 +307,7 @@ class Images:
         """Pixel steps run on HWC uint8, as the twin's PIL image or uint8 tensor: refuse them
         after the conversion to float, which would change their arithmetic."""
         if self.is_float or self.materialized:
-            raise Untranslatable(f"{describe(step)} comes after the conversion to float (ToTensor, ToDtype, "
-                                 f"Normalize); move it before the conversion, or pass python_fallback=True")
+            raise Untranslatable(after_float(step))
 
 
 def dali_dtype(dtype: torch.dtype):

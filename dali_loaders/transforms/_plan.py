@@ -5,11 +5,21 @@ one with no translation; a view maker (view_makers.py) gives a Plan per view, Sp
 for the steps its views share as well.
 """
 from dataclasses import dataclass
-from typing import Any, List, Optional
+from typing import Any, List, Optional, Tuple
 
 import torch
 
-from ._core import MAX_NESTING, TRANSLATORS, check, describe, final_dtype, flatten, supported_names, users_class, wrapped
+from ._core import (
+    MAX_NESTING,
+    TRANSLATORS,
+    check,
+    describe,
+    final_dtype,
+    flatten,
+    supported_names,
+    users_class,
+    wrapped,
+)
 from .multi_crop import crop_views
 from .split_views import SplitViews
 from .view_makers import views_of
@@ -78,11 +88,24 @@ def untranslatable_reason(transform) -> Optional[str]:
 
 
 def _first_refusal(transform) -> Optional[str]:
-    for step in flatten(transform):
+    return _refusal(flatten(transform))[1] or None
+
+
+def _refusal(steps) -> Tuple[int, str]:
+    """(where, why) of the first step DALI cannot run where it stands: one with no translation
+    or a parameter refused (check), or one refused on the dtype the steps before it make (its
+    translator's `refuse_on`: a step on uint8 pixels after the conversion to float, integer
+    arithmetic); (len(steps), "") when every step runs."""
+    dtype = torch.uint8
+    for k, step in enumerate(steps):
         reason = check(step)
+        translator = TRANSLATORS.get(type(step))
+        if not reason:
+            reason = getattr(translator, "refuse_on", lambda s, d: "")(step, dtype)
         if reason:
-            return reason
-    return None
+            return k, reason
+        dtype = getattr(translator, "dtype_after", lambda s, d: d)(step, dtype)
+    return len(steps), ""
 
 
 def plan(transform, python_fallback: bool):
@@ -108,14 +131,13 @@ def _split(transform, python_fallback: bool) -> Plan:
     if closing and closing[0] != len(steps) - 1:
         raise ValueError(f"{describe(steps[closing[0]])} must be the recipe's last step (its output is the batch); "
                          f"move {describe(steps[closing[0] + 1])} before it or into it")
-    for k, step in enumerate(steps):
-        reason = check(step)
-        if reason:
-            if not python_fallback:
-                raise ValueError(f"{reason}. Supported: {', '.join(supported_names())}. Or pass "
-                                 f"python_fallback=True to run it, and every step after it, in Python")
-            return Plan(steps[:k], steps[k:], reason)
-    return Plan(steps, [])
+    k, reason = _refusal(steps)
+    if not reason:
+        return Plan(steps, [])
+    if not python_fallback:
+        raise ValueError(f"{reason}. Supported: {', '.join(supported_names())}. Or pass "
+                         f"python_fallback=True to run it, and every step after it, in Python")
+    return Plan(steps[:k], steps[k:], reason)
 
 
 # a step's top-level package -> our module registering translators for its classes, imported

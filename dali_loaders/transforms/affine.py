@@ -3,7 +3,7 @@ import math
 import numbers
 
 from ._args import fill_values, interp_type, stack, uniform
-from ._core import Images, is_v1, refuses, translates
+from ._core import Images, is_v1, refuses, translates, uint8_only
 from ._hsv import mask, where
 
 # -- rotation and affine warps ---------------------------------------------------------------
@@ -53,7 +53,6 @@ def warp_refusal(step) -> str:
 
 def warp(step, images: Images, angle, translate=(0, 0), scale=1.0, shear=(0.0, 0.0)) -> None:
     """The inverse of torchvision's affine matrix, per sample, through fn.warp_affine."""
-    images.uint8_pixels(step)
     images.decode()
     images.flush_mirror()
     center = step.center if step.center is not None else (images.width * 0.5, images.height * 0.5)
@@ -141,6 +140,7 @@ def _round_half_even(x):
 
 @translates("RandomRotation")
 @refuses(warp_refusal)
+@uint8_only
 def random_rotation(step, images: Images) -> None:
     """Counter-clockwise by an angle uniform in `degrees` (torchvision's affine turns clockwise)."""
     warp(step, images, -uniform(*step.degrees))
@@ -148,6 +148,7 @@ def random_rotation(step, images: Images) -> None:
 
 @translates("RandomAffine")
 @refuses(warp_refusal)
+@uint8_only
 def random_affine(step, images: Images) -> None:
     """torchvision's get_params, drawn per sample: the translation in whole pixels."""
     from nvidia.dali import math as dmath

@@ -25,7 +25,7 @@ import numpy as np
 
 from ..ops import augment as op
 from . import augment_chain, fused
-from ._core import Images, refuses, translates, unconverted_function
+from ._core import Images, refuses, translates, uint8_only, unconverted_function
 from ._draws import Uniform
 from ._placement import augments, chains
 from .affine import warp_refusal
@@ -144,7 +144,6 @@ def mixed(original, chains_out: List, m0, weights: List, device: str, blend: boo
 def chains_on(images: Images, step, count: int, run_one: Callable[[Images], None], kind: Optional[str] = None):
     """(the original pixels, `count` chains' outputs): each chain run_one(member) on a branch of
     the original (of the twin's `kind` of image, where given); a pending flip goes first."""
-    images.uint8_pixels(step)
     images.decode()
     images.flush_mirror()
     original = images.data
@@ -172,6 +171,7 @@ def run_chain(step, member: Images) -> None:
 @refuses(refusal)
 @chains(slots=lambda step: step.mixture_width * depth_of(step.chain_depth)[0])
 @augments
+@uint8_only
 def aug_mix(step, images: Images) -> None:
     """The chains on the original pixels, as torchvision's tensor kernels, then the mix."""
     # torchvision mixes the image's uint8 tensor, a PIL image's too: its tensor kernels

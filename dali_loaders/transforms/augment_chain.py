@@ -259,7 +259,6 @@ def tail(images: Images, data, present: set, value):
 def automatic(step, images: Images, make_slots) -> None:
     """The step (TrivialAugmentWide, RandAugment, AutoAugment) on GPU pixels: its draws
     (make_slots, fused.py's), then one chain per slot."""
-    images.uint8_pixels(step)
     images.decode()
     images.flush_mirror()
     table, slots = make_slots(step, images)

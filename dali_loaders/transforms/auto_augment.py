@@ -23,7 +23,7 @@ from . import augment_chain, fused
 from ._args import random_offset
 from .augment_ops import WARPS, operations, quiet_dali
 from .augment_space import AUTOAUGMENT_BINS, depends_on_size, policies, space
-from ._core import Images, describe, refuses, translates, unconverted_function
+from ._core import Images, describe, refuses, translates, uint8_only, unconverted_function
 from ._placement import augments, branches, chains
 from .affine import warp_refusal
 
@@ -53,7 +53,6 @@ def suite(step, images: Images, num_bins: int) -> Dict:
 
 @unconverted_function
 def prepare(step, images: Images) -> None:
-    images.uint8_pixels(step)
     images.decode()
     images.flush_mirror()
 
@@ -64,7 +63,6 @@ def fused_on_cpu(step, images: Images, make_slots) -> bool:
     (fused.py), and True; else False, for DALI's auto_aug and its conditionals."""
     if not fused.usable(images):
         return False
-    images.uint8_pixels(step)
     images.decode()
     fused.automatic(step, images, make_slots)
     return True
@@ -93,6 +91,7 @@ def automatic_refusal(step) -> str:
 @branches
 @chains(slots=lambda step: 1)
 @augments
+@uint8_only
 def trivial_augment_wide(step, images: Images) -> None:
     """One operation per image, uniform, at a uniform magnitude bin with a random sign."""
     from nvidia.dali.auto_aug.trivial_augment import apply_trivial_augment
@@ -112,6 +111,7 @@ def trivial_augment_wide(step, images: Images) -> None:
 @branches
 @chains(slots=lambda step: step.num_ops)
 @augments
+@uint8_only
 def rand_augment(step, images: Images) -> None:
     """num_ops operations per image, each uniform (with repeats), at the one magnitude bin."""
     from nvidia.dali.auto_aug.rand_augment import apply_rand_augment
@@ -134,6 +134,7 @@ def rand_augment(step, images: Images) -> None:
 @branches
 @chains
 @augments
+@uint8_only
 def auto_augment(step, images: Images) -> None:
     """One sub-policy per image, uniform; each of its steps with its probability, at its bin."""
     from nvidia.dali.auto_aug.auto_augment import apply_auto_augment
@@ -225,6 +226,7 @@ def erase_window(step, images: Images) -> dict:
                 shape=fn.stack(height, width), axis_names="HW")
 
 
+@uint8_only
 def uint8_erasing(step, images: Images) -> None:
     """On uint8 pixels (a CPU graph, a constant value in 0 .. 255): the fused operator's Erase;
     otherwise refused by name."""
@@ -235,7 +237,6 @@ def uint8_erasing(step, images: Images) -> None:
                          f"references do, or pass python_fallback=True")
     from nvidia.dali import fn
 
-    images.uint8_pixels(step)
     images.decode()
     window = erase_window(step, images)   # the plugin is built: DaliLoadersEraseBox
     fused.erase(step, images, fn.cat(window["anchor"], window["shape"]), value)

@@ -4,7 +4,7 @@ import numpy as np
 
 from . import fused
 from ._args import coin, one_of, uniform
-from ._core import Images, Untranslatable, describe, is_v1, refuses, register, translates
+from ._core import Images, Untranslatable, describe, is_v1, refuses, register, translates, uint8_only
 from ._placement import augments, branches
 from ._hsv import (
     mask,
@@ -118,6 +118,7 @@ JITTERS = {"brightness": adjust_brightness, "contrast": adjust_contrast, "satura
 @translates("ColorJitter")
 @branches
 @augments
+@uint8_only
 def color_jitter(step, images: Images) -> None:
     """Each factor uniform in its range, the adjustments in a random order, as torchvision does."""
     from functools import partial
@@ -125,7 +126,6 @@ def color_jitter(step, images: Images) -> None:
 
     from nvidia.dali import fn, types
 
-    images.uint8_pixels(step)
     images.decode()
     jitters = dict(JITTERS, hue=partial(adjust_hue, v1=is_v1(step)))
     active = [name for name in jitters if getattr(step, name) is not None]
@@ -162,8 +162,8 @@ def _grey_channels(data, channels: int, images: Images):
 
 @translates("Grayscale")
 @refuses(grayscale_refusal)
+@uint8_only
 def grayscale(step, images: Images) -> None:
-    images.uint8_pixels(step)
     images.decode()
     if images.channels == 3:
         images.data = _grey_channels(images.data, step.num_output_channels, images)
@@ -191,9 +191,9 @@ def rgb(step, images: Images) -> None:
 @translates("RandomGrayscale")
 @branches
 @augments
+@uint8_only
 def random_grayscale(step, images: Images) -> None:
     """Keeps the number of channels, as torchvision does."""
-    images.uint8_pixels(step)
     images.decode()
     if images.channels == 1:
         return
@@ -209,10 +209,10 @@ def random_grayscale(step, images: Images) -> None:
 
 @translates("GaussianBlur")
 @augments
+@uint8_only
 def gaussian_blur(step, images: Images) -> None:
     """In the augmentation operator on CPU graphs (a separable pass, several times DALI's
     speed), else DALI's blur."""
-    images.uint8_pixels(step)
     images.decode()
     if fused.usable(images):
         fused.gaussian_blur(step, images)
@@ -238,10 +238,10 @@ def blur(step, images: Images, applied=None) -> None:
 
 @register(PILGaussianBlur)
 @augments
+@uint8_only
 def pil_gaussian_blur(step, images: Images) -> None:
     """In the augmentation operator on CPU graphs (a running sum per line, in PIL's integers),
     else in DALI's filters and arithmetic (pil_blur)."""
-    images.uint8_pixels(step)
     images.decode()
     if fused.usable(images) and images.kind == "pil":
         fused.pil_gaussian_blur(step, images)

@@ -14,6 +14,7 @@ from ._core import (
     is_v1,
     refuses,
     translates,
+    uint8_only,
 )
 from ._placement import augments_when, branches, branches_when
 from .color import blur, pil_blur
@@ -74,8 +75,8 @@ def blurs_only(step) -> bool:
 @refuses(random_apply_refusal)
 @branches_when(lambda step: not blurs_only(step))
 @augments_when(gates)
+@uint8_only
 def random_apply(step, images: Images) -> None:
-    images.uint8_pixels(step)
     images.decode()
     if fused.usable(images) and gates(step):   # one coin in the DaliLoadersAugment call, no conditional
         fused.gated(images, float(step.p), lambda: apply(flatten(list(step.transforms)), images, flush=False))
@@ -132,12 +133,12 @@ def chooses(step) -> bool:
 @refuses(random_choice_refusal)
 @branches
 @augments_when(chooses)
+@uint8_only
 def random_choice(step, images: Images) -> None:
     """One of the transforms per image, by its weight: in the augmentation operator, one draw
     (fused.chosen); else a DALI conditional per split of the choices."""
     from nvidia.dali import fn
 
-    images.uint8_pixels(step)
     images.decode()
     weights = choice_weights(step)
     if fused.usable(images) and chooses(step):

@@ -12,6 +12,7 @@ from ._core import (
     dtype_after,
     refuses,
     translates,
+    uint8_only,
 )
 
 # -- conversion and normalization ----------------------------------------------------------
@@ -128,6 +129,7 @@ PIL_MODES = {1: "L", 2: "LA", 3: "RGB", 4: "RGBA"}   # to_pil_image's mode for u
 
 
 @translates("ToPILImage")
+@uint8_only
 def to_pil_image(step, images: Images) -> None:
     """The twin holds a PIL image from here on (the steps after take PIL's arithmetic); the
     pixels are the same. After the conversion to float (torchvision truncates x * 255) the
@@ -135,7 +137,6 @@ def to_pil_image(step, images: Images) -> None:
     if images.kind == "pil":
         raise Untranslatable(f"{describe(step)} takes a tensor or an array, and here the image is a PIL image "
                              f"(torchvision refuses it too); take it out")
-    images.uint8_pixels(step)
     mode = getattr(step, "mode", None)
     if mode is not None and mode != PIL_MODES.get(images.channels):
         raise Untranslatable(f"{describe(step)}: mode={mode!r} for {images.channels}-channel uint8 images, where "

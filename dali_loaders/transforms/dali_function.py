@@ -18,7 +18,7 @@ It has no torchvision twin: a twin (or python_fallback) handed one raises.
 """
 from typing import Callable
 
-from ._core import Untranslatable, register
+from ._core import Untranslatable, register, uint8_only
 
 
 class DaliFunction:
@@ -39,9 +39,9 @@ class DaliFunction:
 
 
 @register(DaliFunction)
+@uint8_only
 def dali_function(step: DaliFunction, images) -> None:
     images.decode()
-    images.uint8_pixels(step)     # after a float conversion: refused, with the way out
     images.flush_mirror()
     images.data = step.function(images.data)
     if images.data is None or isinstance(images.data, (tuple, list)):

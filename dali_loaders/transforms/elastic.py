@@ -8,7 +8,7 @@ import numpy as np
 from ..ops import elastic as op
 from ..ops.noise import sample_seeds
 from ._args import fill_values, interp_type, stack
-from ._core import Images, Untranslatable, describe, is_v1, refuses, translates
+from ._core import Images, Untranslatable, describe, is_v1, refuses, translates, uint8_only
 from .affine import fill_blended, ones_channel
 
 
@@ -33,13 +33,13 @@ def elastic_refusal(step) -> str:
 
 @translates("ElasticTransform")
 @refuses(elastic_refusal)
+@uint8_only
 def elastic_transform(step, images: Images) -> None:
     """One field of (2, H, W) uniforms per sample, drawn on the CPU by our operator from a
     seed the graph draws, as torchvision draws its two; v1 and v2 differ only in how the fill
     is blended."""
     from nvidia.dali import types
 
-    images.uint8_pixels(step)
     images.decode()
     images.flush_mirror()
     fill = fill_values(step, images.channels)

@@ -26,6 +26,7 @@ from ._core import (
     fuses,
     refuses,
     translates,
+    uint8_only,
 )
 
 # -- geometry -----------------------------------------------------------------------------
@@ -61,10 +62,10 @@ def resize_refusal(step) -> str:
 
 @translates("Resize")
 @refuses(resize_refusal)
+@uint8_only
 def resize(step, images: Images) -> None:
     from ..ops import resample
 
-    images.uint8_pixels(step)
     images.decode()
     images.flush_mirror()
     short = _short_side(step.size)
@@ -273,13 +274,13 @@ def random_resized_crop_refusal(step) -> str:
 
 @translates("RandomResizedCrop")
 @refuses(random_resized_crop_refusal)
+@uint8_only
 def random_resized_crop(step, images: Images) -> None:
     """First in a recipe over files, only the crop window is decoded (ROI decode)."""
     from nvidia.dali import fn
 
     from ..ops import resample
 
-    images.uint8_pixels(step)
     height, width = pair(step.size)
     area, ratio = [float(s) for s in step.scale], [float(r) for r in step.ratio]
     if images.encoded:

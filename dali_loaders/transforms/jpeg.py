@@ -3,14 +3,14 @@ torch.randint draws it) and decompressed. On CPU graphs DALI's operator encodes 
 with libjpeg-turbo as torchvision's encode_jpeg / decode_jpeg and PIL's save / open do, with
 the same settings: the same pixels. GPU graphs run DALI's GPU kernel, its own approximation
 of the codec (check-gpu measures how far it is from the CPU's)."""
-from ._core import Images, Untranslatable, describe, translates
+from ._core import Images, Untranslatable, describe, translates, uint8_only
 
 
 @translates("JPEG")
+@uint8_only
 def jpeg(step, images: Images) -> None:
     from nvidia.dali import fn, types
 
-    images.uint8_pixels(step)
     images.decode()
     images.flush_mirror()   # the 8 x 8 blocks sit at the left edge: a flip does not commute
     if images.channels != 3:

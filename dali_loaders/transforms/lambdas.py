@@ -9,8 +9,9 @@ expression (CLIP's and open_clip's `def _convert_image_to_rgb(image): return ima
 
 As wrappers.py reads a class, the lambda's source is read, never run, and must compile to the
 code Python runs: one argument, nothing from outside it but number literals. Arithmetic is
-+, -, * and / of the image (once) and numbers, on a float image: DALI folds it into the
-pending normalization. Anything else takes the Python path, saying why.
++, -, * and / of the image (once) and numbers, on a float image, or on a uint8 tensor where
+torch's first operation makes floats (x / 255, x * 0.5): DALI folds it into the pending
+normalization. Anything else takes the Python path, saying why.
 """
 import ast
 import inspect
@@ -21,7 +22,9 @@ import types
 import weakref
 from typing import Optional, Tuple
 
-from ._core import Images, Untranslatable, describe, refuses, register, translates
+import torch
+
+from ._core import Images, Untranslatable, describe, dtype_after, refuses, refuses_on, register, translates
 
 _read = weakref.WeakKeyDictionary()   # function -> (what it equals, why not)
 
@@ -133,7 +136,7 @@ def _read_lambda(function):
         return None, "its body is not arithmetic of the image and numbers, nor a call read here"
     if affine[0] == 0:
         return None, "its arithmetic drops the image"
-    return ("affine", affine), ""
+    return ("affine", (*affine, _promotes(body, name))), ""
 
 
 def _is(node, name: str) -> bool:
@@ -147,6 +150,25 @@ def _number(node) -> Optional[float]:
         inner = _number(node.operand)
         return None if inner is None else (-inner if isinstance(node.op, ast.USub) else inner)
     return None
+
+
+def _first_operation(node, name: str):
+    """The operation torch applies to the image first: the innermost one it is an operand of."""
+    operands = [node.operand] if isinstance(node, ast.UnaryOp) else \
+        [node.left, node.right] if isinstance(node, ast.BinOp) else []
+    if any(_is(operand, name) for operand in operands):
+        return node
+    return next((found for found in (_first_operation(operand, name) for operand in operands) if found), None)
+
+
+def _promotes(body, name: str) -> bool:
+    """Whether the first operation on a uint8 tensor gives floats in torch: a true division, or
+    a float number (x / 255, x * 0.5; not x * 2, x - 1, -x, which stay uint8 and wrap)."""
+    first = _first_operation(body, name)
+    if not isinstance(first, ast.BinOp):
+        return False
+    other = first.right if _is(first.left, name) else first.left
+    return isinstance(first.op, ast.Div) or isinstance(_number(other), float)
 
 
 def _affine(node, name: str) -> Optional[Tuple[float, float]]:
@@ -186,8 +208,28 @@ def lambda_refusal(step) -> str:
     return why
 
 
+def _dtype_after(function, dtype):
+    """float32 after arithmetic that torch promotes on a uint8 image (see _promotes)."""
+    known, _ = read(function)
+    return torch.float32 if known and known[0] == "affine" and known[1][2] and dtype == torch.uint8 else dtype
+
+
+def _integer_arithmetic(function, step, dtype) -> str:
+    """Arithmetic that torch runs on uint8 (x * 2 - 1 wraps around): refused where it stands."""
+    known, _ = read(function)
+    return _integer_message(step) if known and known[0] == "affine" and not known[1][2] and dtype == torch.uint8 \
+        else ""
+
+
+def _integer_message(step) -> str:
+    return (f"{describe(step)}: the lambda's arithmetic on a uint8 image is torch's integer arithmetic; put "
+            f"ToTensor or ToDtype(torch.float32, scale=True) before it")
+
+
 @translates("Lambda")
 @refuses(lambda_refusal)
+@refuses_on(lambda step, dtype: _integer_arithmetic(step.lambd, step, dtype))
+@dtype_after(lambda step, dtype: _dtype_after(step.lambd, dtype))
 def lambda_step(step, images: Images) -> None:
     _apply_read(step, images, step.lambd)
 
@@ -199,6 +241,8 @@ def function_refusal(step) -> str:
 
 @register(types.FunctionType)
 @refuses(function_refusal)
+@refuses_on(lambda step, dtype: _integer_arithmetic(step, step, dtype))
+@dtype_after(_dtype_after)
 def function_step(step, images: Images) -> None:
     """A plain function in a Compose, read as a one-line lambda."""
     _apply_read(step, images, step)
@@ -244,12 +288,21 @@ def _repeat(step, images: Images) -> None:
     images.channels = 3
 
 
-def _affine_step(step, images: Images, scale: float, offset: float) -> None:
-    """Folded into the pending normalization, as Normalize is: out = x * scale + offset."""
-    from .conversion import normalize
+def _affine_step(step, images: Images, scale: float, offset: float, promotes: bool) -> None:
+    """Folded into the pending normalization, as Normalize is: out = x * scale + offset. On a
+    uint8 tensor, where torch's first operation gives float32 (x / 255), the values as floats
+    first, unscaled."""
     from torchvision.transforms import v2
 
+    from .conversion import _to_float, normalize
+
     if not images.is_float:
-        raise Untranslatable(f"{describe(step)}: the lambda's arithmetic on a uint8 image is torch's integer "
-                             f"arithmetic; put ToTensor or ToDtype(torch.float32, scale=True) before it")
+        if images.kind == "pil":
+            raise Untranslatable(f"{describe(step)}: the lambda's arithmetic takes a tensor, and here the image is "
+                                 f"a PIL image (torch would fail too); put ToTensor or PILToTensor before it")
+        if not promotes:
+            raise Untranslatable(_integer_message(step))
+        images.decode()
+        _to_float(images, torch.float32, 1.0)
     normalize(v2.Normalize([-offset / scale], [1.0 / scale]), images)
+

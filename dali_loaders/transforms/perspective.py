@@ -5,7 +5,7 @@ import numpy as np
 
 from .. import dali_compat
 from ._args import as_float64, coin, is_number, random_offset, truncated
-from ._core import Images, refuses, translates
+from ._core import Images, refuses, translates, uint8_only
 from ._hsv import mask, where
 from .affine import warp_refusal, warped
 
@@ -78,11 +78,11 @@ def perspective_warp(matrix):
 
 @translates("RandomPerspective")
 @refuses(perspective_refusal)
+@uint8_only
 def random_perspective(step, images: Images) -> None:
     """With probability p; where not applied the identity matrix, which gives the pixels back."""
     from nvidia.dali import types
 
-    images.uint8_pixels(step)
     images.decode()
     images.flush_mirror()
     p = float(step.p)

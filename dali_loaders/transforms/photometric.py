@@ -12,7 +12,7 @@ import numpy as np
 
 from ..ops import augment as op
 from . import augment_chain, fused
-from ._core import Images, refuses, translates
+from ._core import Images, refuses, translates, uint8_only
 from ._draws import Uniform
 from ._placement import augments
 
@@ -82,10 +82,10 @@ def refusal(step) -> str:
 @translates(*OPERATIONS)
 @refuses(refusal)
 @augments
+@uint8_only
 def one_operation(step, images: Images) -> None:
     """The step's operation where a per-sample uniform is at most p (torchvision applies it
     where torch.rand(1) < p: the same rate)."""
-    images.uint8_pixels(step)
     images.decode()
     name, parameters, magnitude = OPERATIONS[type(step).__name__]
     p = float(step.p)

@@ -12,7 +12,7 @@ import numpy as np
 from ..ops import augment as op
 from . import fused
 from ._args import coin, uniform
-from ._core import Images, Untranslatable, describe, translates
+from ._core import Images, Untranslatable, describe, translates, uint8_only
 from ._draws import Key, Lookup, Uniform
 from ._hsv import mask, where
 from .color import adjust_brightness, adjust_contrast, adjust_hue, adjust_saturation
@@ -58,13 +58,13 @@ def _gated(factor, applied, neutral: float = 1.0):
 
 
 @translates("RandomPhotometricDistort")
+@uint8_only
 def random_photometric_distort(step, images: Images) -> None:
     """torchvision's order: brightness, contrast (if drawn before), saturation, hue, contrast
     (if drawn after), the channel permutation; each applied with probability p, its factor
     uniform in its range; contrast before or after with probability 1/2."""
     from nvidia.dali import fn, types
 
-    images.uint8_pixels(step)
     images.decode()
     p = float(step.p)
     if p <= 0.0:

@@ -19,7 +19,7 @@ from ._args import (
     truncated,
     uniform,
 )
-from ._core import Images, refuses, translates
+from ._core import Images, refuses, translates, uint8_only
 from ._hsv import mask, where
 from .geometry import resize_to
 
@@ -40,7 +40,6 @@ def _sides(images: Images):
 
 
 def _start(step, images: Images) -> None:
-    images.uint8_pixels(step)
     images.decode()
     images.flush_mirror()   # the size drawn does not depend on it, the pixels' place does
 
@@ -53,6 +52,7 @@ def random_resize_refusal(step) -> str:
 
 @translates("RandomResize")
 @refuses(random_resize_refusal)
+@uint8_only
 def random_resize(step, images: Images) -> None:
     """The short side uniform in [min_size, max_size) (torch.randint), the long one scaled and
     truncated, as Resize(size) makes it."""
@@ -68,6 +68,7 @@ def random_resize(step, images: Images) -> None:
 
 @translates("RandomShortestSize")
 @refuses(interpolation_refusal)
+@uint8_only
 def random_shortest_size(step, images: Images) -> None:
     """The short side one of min_size (uniform over the list), unless the long side would then
     pass max_size; both sides int(side * r), r in double."""
@@ -86,6 +87,7 @@ def random_shortest_size(step, images: Images) -> None:
 
 @translates("ScaleJitter")
 @refuses(interpolation_refusal)
+@uint8_only
 def scale_jitter(step, images: Images) -> None:
     """r = min(target_size[1] / height, target_size[0] / width) (torchvision's order) times a
     scale uniform in scale_range, in float32 as torchvision multiplies by torch.rand's draw."""
@@ -104,6 +106,7 @@ def scale_jitter(step, images: Images) -> None:
 
 
 @translates("RandomZoomOut")
+@uint8_only
 def random_zoom_out(step, images: Images) -> None:
     """With probability p, a canvas int(side * r) a side, r uniform in side_range, filled with
     `fill`, the image at a uniform offset inside it."""

@@ -24,7 +24,7 @@ from . import augment_ops
 from . import auto_augment as aa
 from ._args import coin
 from . import fused, timm_chain, timm_fused
-from ._core import Images, dtype_after, refuses, register
+from ._core import Images, dtype_after, refuses, register, uint8_only
 from ._placement import augments_when, branches, branches_when, chains
 from .auto_augment import erase_window
 from .conversion import to_image, to_tensor
@@ -269,6 +269,7 @@ def fused_on_cpu(translator):
 @register(timm_aa.RandAugment)
 @refuses(augment_refusal)
 @fused_on_cpu
+@uint8_only
 def rand_augment(step, images: Images) -> None:
     """num_layers operations per image, each uniform (with repeats) or by timm's weights
     (without), each applied with its p."""
@@ -286,6 +287,7 @@ def rand_augment(step, images: Images) -> None:
 @register(timm_aa.AutoAugment)
 @refuses(augment_refusal)
 @fused_on_cpu
+@uint8_only
 def auto_augment(step, images: Images) -> None:
     """One sub-policy per image, uniform; each of its operations with its probability."""
     from nvidia.dali import fn, types

@@ -17,7 +17,7 @@ import copy
 from timm.data import auto_augment as timm_aa
 
 from . import aug_mix, timm_chain, timm_fused
-from ._core import Images, refuses, register, unconverted_function
+from ._core import Images, refuses, register, uint8_only, unconverted_function
 from ._placement import augments_when, chains
 from .timm import augment_refusal, fill_of, warp
 
@@ -57,6 +57,7 @@ def run_chain(step, member: Images) -> None:
 @refuses(refusal)
 @chains(slots=lambda step: step.width * aug_mix.depth_of(step.depth)[0])
 @augments_when(timm_fused.fusable)
+@uint8_only
 def timm_aug_mix(step, images: Images) -> None:
     """The chains on the original pixels, then timm's mix and blend."""
     original, outputs = aug_mix.chains_on(images, step, step.width, lambda member: run_chain(step, member))

@@ -248,7 +248,6 @@ def translate(step, images: Images, warp_with) -> bool:
 @unconverted_function
 def run(step, images: Images, warp_with) -> None:
     """The step's draws and every image through one chain a slot (either device)."""
-    images.uint8_pixels(step)
     images.decode()
     images.flush_mirror()
     ops = [o for o in timm_fused.flat_ops(step) if o is not None]

@@ -244,7 +244,6 @@ def translate(step, images: Images) -> bool:
     magnitude noise, sign and resample."""
     if not (op.usable(images.device) and fusable(step)):
         return False
-    images.uint8_pixels(step)
     images.decode()
     ops = flat_ops(step)
     present = [o for o in ops if o is not None]

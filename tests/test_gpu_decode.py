@@ -101,7 +101,7 @@ def gpu_decoded_recipes():
 
 
 def test_every_such_recipe_crosses_once_a_view_after_its_crops(images, decode_on_gpu):
-    """The files decoded on the GPU; one copy to the CPU a view, made by the graph's `.cpu()`
+    """The files decoded on the GPU; one copy to the CPU a view with a CPU step, made by `.cpu()`
     (no CPU operator reads GPU data otherwise); the augmentation operator on the CPU; the batch
     handed over on the GPU; no conditionals where the operator fuses the branching steps."""
     seen = []
@@ -112,9 +112,10 @@ def test_every_such_recipe_crosses_once_a_view_after_its_crops(images, decode_on
         seen.append(name)
         graph = serialized_gpu_graph(images, transform, variant=transforms.GPU_DECODE)
         operators = dali_compat.graph_operators(graph)
-        views = len(transforms.plans_of(plan))
+        # the views with a step the CPU runs (timm-jsd's clean view has none: it stays on the GPU)
+        views = sum(transforms.host_steps_from(view) < len(view.translated) for view in transforms.plans_of(plan))
         assert implicit_edges(graph) == [], name
-        assert len(crossings(graph)) == views, (name, crossings(graph))
+        assert views >= 1 and len(crossings(graph)) == views, (name, crossings(graph))
         assert ("decoders__Image", "mixed") in {(kind, device) for kind, _, device, _ in operators}, name
         assert {device for kind, _, device, _ in operators if kind.startswith("DaliLoadersAugment")} == {"cpu"}, name
         assert {device for _, device in dali_compat.graph_outputs(graph)} == {"gpu"}, name
@@ -131,6 +132,25 @@ def test_the_crop_and_resize_run_on_the_gpu_before_the_copy(images, decode_on_gp
     assert on_gpu == ["decoders__Image", "Slice", "Resize"]
     [(consumer, crossing)] = crossings(graph)
     assert crossing.startswith("__Resize") and consumer.startswith("DaliLoadersAugment")
+
+
+def test_views_that_share_a_cpu_step_cross_once_before_they_split(images, decode_on_gpu):
+    """SplitViews whose shared steps hold a step the CPU runs: one copy, in the shared steps;
+    each view's steps then on the CPU. Views that share only GPU steps cross a view at a time,
+    those without a CPU step not at all."""
+    jitter = v2.ColorJitter(0.4, 0.4, 0.4, 0.1)
+    shared_jitter = transforms.SplitViews(v2.Compose([v2.RandomResizedCrop(40), jitter]),
+                                          [v2.Compose([v2.CenterCrop(32), *FLOAT]), v2.Compose([v2.CenterCrop(24), *FLOAT])])
+    own_jitter = transforms.SplitViews(v2.RandomResizedCrop(40),
+                                       [v2.Compose([jitter, *FLOAT]), v2.Compose([v2.CenterCrop(24), *FLOAT])])
+    found = {}
+    for name, transform in (("shared", shared_jitter), ("own", own_jitter)):
+        assert variant_of(images, transform) == transforms.GPU_DECODE, name
+        graph = serialized_gpu_graph(images, transform, variant=transforms.GPU_DECODE)
+        assert implicit_edges(graph) == [], name
+        found[name] = [consumer for consumer, _ in crossings(graph)]
+    assert len(found["shared"]) == 1 and found["shared"][0].startswith("DaliLoadersAugment")
+    assert len(found["own"]) == 1   # the view with ColorJitter; the other stays on the GPU
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")

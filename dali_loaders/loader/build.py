@@ -49,13 +49,13 @@ def graph(source, feed, per_batch: int, recipe: transforms.Plan, layout: str, va
     if variant == "cpu-decode" and images.encoded:
         images.decode_args = dict(images.decode_args, device="cpu")   # Images.decode moves them to the GPU
     images.layout = layout
+    to_host = variant == transforms.GPU_DECODE
     shared = recipe.shared if isinstance(recipe, transforms.Views) else None
     if shared is not None:   # SplitViews: every view starts from these steps' output
-        images = transforms.apply(shared.translated, images)
+        images = steps_applied(shared, images, to_host)
         images.decode()
     if len(views) > 1 and images.encoded and (images.decodes_whole or len(views) >= DECODE_ONCE_VIEWS):
         images.decode()   # see DECODE_ONCE_VIEWS
-    to_host = variant == transforms.GPU_DECODE
     outputs = [view_graph(view, images if len(views) == 1 else images.branch(), to_host) for view in views]
     if variant != "cpu":   # the batch is handed over on the GPU
         outputs = [data.gpu() for data in outputs]
@@ -75,22 +75,27 @@ DECODE_ONCE_VIEWS = 7
 
 
 def view_graph(recipe: transforms.Plan, images: transforms.Images, to_host: bool = False):
-    """One view's steps on `images`: its output DataNode, in the loader's layout and dtype.
-    `to_host` ("gpu-decode"): the steps before transforms.host_steps_from on the GPU, then the
-    pixels copied to the CPU for the rest."""
-    steps = recipe.translated
-    if to_host:
-        cut = transforms.host_steps_from(recipe)
-        images = transforms.apply(steps[:cut], images)
-        images.to_host()
-        steps = steps[cut:]
-    images = transforms.apply(steps, images)
+    """One view's steps on `images`: its output DataNode, in the loader's layout and dtype."""
+    images = steps_applied(recipe, images, to_host)
     images.decode()
     if recipe.python:
         transforms.run_in_python(recipe.python, images)
     else:
         images.materialize()
     return images.data
+
+
+def steps_applied(recipe: transforms.Plan, images: transforms.Images, to_host: bool) -> transforms.Images:
+    """The recipe's translated steps on `images`. `to_host` ("gpu-decode"): where the pixels
+    are on the GPU and a step the CPU runs comes, the steps before it on the GPU, then the
+    pixels copied to the CPU for the rest (transforms.host_steps_from)."""
+    steps = recipe.translated
+    cut = transforms.host_steps_from(recipe) if to_host and images.device == "gpu" else len(steps)
+    if cut < len(steps):
+        images = transforms.apply(steps[:cut], images)
+        images.to_host()
+        steps = steps[cut:]
+    return transforms.apply(steps, images)
 
 
 def output_names(recipe, host_labels: bool) -> List[str]:

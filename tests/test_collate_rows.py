@@ -24,15 +24,29 @@ def plain_copies(rows):
     return [row.clone() for row in rows]   # what DataLoader's samples are: tensors apart from any batch
 
 
-def test_stacking_all_rows_in_order_gives_the_batch_itself_equal_to_torch_stack():
+STACKS = [lambda rows: torch.stack(rows), lambda rows: torch.stack(rows, 0),
+          lambda rows: torch.stack(tuple(rows), dim=-4), lambda rows: torch.stack(tensors=rows, dim=0, out=None),
+          lambda rows: default_collate(list(zip(rows, range(5))))[0]]
+
+
+@pytest.mark.parametrize("stack", STACKS, ids=["positional", "dim 0", "dim -4", "keywords", "default_collate"])
+def test_stacking_all_rows_in_order_gives_the_batch_itself_equal_to_torch_stack(stack):
     batch = numbered()
     rows = batch_rows(batch)
     want = torch.stack(plain_copies(rows))
-    for stacked in (torch.stack(rows), torch.stack(rows, 0), torch.stack(tuple(rows), dim=-4),
-                    torch.stack(tensors=rows, dim=0, out=None),
-                    default_collate(list(zip(rows, range(5))))[0]):
-        assert stacked is batch and type(stacked) is torch.Tensor
-        assert torch.equal(stacked, want) and stacked.stride() == want.stride() and stacked.dtype == want.dtype
+    stacked = stack(rows)
+    assert stacked is batch and type(stacked) is torch.Tensor
+    assert torch.equal(stacked, want) and stacked.stride() == want.stride() and stacked.dtype == want.dtype
+
+
+def test_a_second_stack_of_the_rows_is_a_copy_apart_from_the_first():
+    """A collate_fn that collates twice gets two batches apart, as DataLoader's two stacks are."""
+    batch = numbered()
+    rows = batch_rows(batch)
+    first, second = default_collate(list(zip(rows, range(5))))[0], torch.stack(rows)
+    assert first is batch and second is not batch and torch.equal(first, second)
+    second.add_(1)
+    assert not torch.equal(first, second)
 
 
 def reordered(rows):

@@ -16,7 +16,9 @@ torch runs it and returns plain tensors; the other rows are plain views. Only a 
 batch gets a first row that knows it: a channels_last batch restacked is a contiguous one, as
 DataLoader's would be, so its rows stay plain. The difference from DataLoader that remains: the
 stacked batch and the samples are the same memory, so a write into one in place shows in the
-other afterwards (DataLoader's samples are apart from its batch).
+other afterwards (DataLoader's samples are apart from its batch). The batch is handed out once:
+a second stack of the same rows (a collate_fn that collates twice) copies, so the two results
+are apart, as DataLoader's are.
 """
 import operator
 from typing import List, Optional, Sequence
@@ -66,9 +68,10 @@ def _stacked_batch(args: tuple, kwargs: dict) -> Optional[torch.Tensor]:
     if type(first) is not FirstRow or not isinstance(dim, int):
         return None
     batch, rest = first._batch, first._rest
-    if dim not in (0, -batch.dim()) or len(tensors) != len(rest) + 1 or \
+    if batch is None or dim not in (0, -batch.dim()) or len(tensors) != len(rest) + 1 or \
             not all(map(operator.is_, rest, tensors[1:])):   # the very rows, in order
         return None
+    first._batch = None   # handed out once: a second stack copies, as DataLoader's stacks are apart
     return batch
 
 

@@ -183,6 +183,15 @@ def test_target_transform_as_imagefolder_calls_it(solid_dir, make, threads, targ
     assert sorted(seen) == list(range(13))
 
 
+@pytest.mark.parametrize("make, threads", [(get_imagefolder_iter_dali, 1), (get_imagefolder_iter_torch, 0)])
+def test_target_transform_to_class_names_gives_dataloaders_tuple(solid_dir, make, threads):
+    reference = ImageFolder(solid_dir)
+    loader = make(solid_dir, 4, True, threads, seed=6, transform=TO_FLOAT, target_transform=lambda y: f"class {y}")
+    for images, labels in loader:
+        assert type(labels) is tuple   # as DataLoader's default_collate hands back strings
+        assert list(labels) == [f"class {reference[i][1]}" for i in ids_of(images)]
+
+
 def test_target_transform_refuses_batch_transform(solid_dir):
     with pytest.raises(ValueError, match="batch_transform"):
         get_imagefolder_iter_dali(solid_dir, 4, True, 1, transform=TO_FLOAT, target_transform=lambda y: y,

@@ -51,7 +51,8 @@ def transform_each(target_transform: Callable, labels: torch.Tensor, table: Opti
     """target_transform called on each label as the dataset calls it (an int, a list of ints for
     a sequence, or a tensor where `table` says so), the results collated as DataLoader does."""
     device = labels.device
-    collated = default_collate([target_transform(label) for label in each_label(labels, table)])
+    # a tuple, as DataLoader's collate hands each field over (strings come back as that tuple)
+    collated = default_collate(tuple(target_transform(label) for label in each_label(labels, table)))
     return collated.to(device) if isinstance(collated, torch.Tensor) else collated
 
 

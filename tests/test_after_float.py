@@ -19,7 +19,13 @@ ON_UINT8 = [v2.Resize((40, 40)), v2.RandomResizedCrop(32), v1.RandomResizedCrop(
             v2.RandomAffine(5), v2.RandomPerspective(), v2.GaussianBlur(3), v2.ColorJitter(0.2),
             v2.Grayscale(3), v2.RandomGrayscale(), v2.RandomApply([v2.ColorJitter(0.2)]), v2.AutoAugment(),
             v2.RandAugment(), v2.TrivialAugmentWide(), v2.AugMix(), v2.ElasticTransform(), v2.JPEG(50),
-            v2.RandomShortestSize([30]), v2.RandomEqualize()]
+            v2.RandomShortestSize([30]), v2.RandomEqualize(), v2.RandomOrder([v2.RandomInvert(), v2.RandomSolarize(9)])]
+try:   # timm's crop, which resizes as RandomResizedCrop does
+    from timm.data.transforms import RandomResizedCropAndInterpolation
+
+    ON_UINT8 += [RandomResizedCropAndInterpolation(32), RandomResizedCropAndInterpolation(32, interpolation="random")]
+except ImportError:
+    pass
 ON_FLOAT = [v2.CenterCrop(24), v2.RandomCrop(24), v2.Pad(2), v2.RandomHorizontalFlip(), v2.RandomErasing(),
             v2.Normalize([0.5] * 3, [0.2] * 3), v2.GaussianNoise()]
 
@@ -28,7 +34,7 @@ ON_FLOAT = [v2.CenterCrop(24), v2.RandomCrop(24), v2.Pad(2), v2.RandomHorizontal
 def test_a_uint8_step_after_the_float_conversion_is_refused_when_planned(step):
     transform = C(*FLOAT, step)
     why = transforms.untranslatable_reason(transform)
-    assert why and why.startswith(f"{type(step).__name__} comes after the conversion to float"), why
+    assert why and why.startswith(f"{transforms.describe(step)} comes after the conversion to float"), why
     assert transforms.plan(transform, python_fallback=True).python == [step]
     with pytest.raises(ValueError, match="comes after the conversion to float"):
         transforms.plan(transform, python_fallback=False)

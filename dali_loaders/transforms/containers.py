@@ -174,5 +174,6 @@ def random_order_refusal(step) -> str:
 @refuses(random_order_refusal)
 @branches
 @augments_when(lambda step: chooses(as_choice(step)))
+@uint8_only
 def random_order(step, images: Images) -> None:
     random_choice(as_choice(step), images)

@@ -66,6 +66,7 @@ def resampled_either_way(images: Images, modes, resample):
 
 @register(timm_transforms.RandomResizedCropAndInterpolation)
 @branches_when(random_interpolation)   # one interpolation: no `if`, and no conditionals for the graph
+@uint8_only
 def random_resized_crop_and_interpolation(step, images: Images) -> None:
     """interpolation='random': bilinear or bicubic per image, with equal probability."""
     modes = interpolation_modes(step)

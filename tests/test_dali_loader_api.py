@@ -183,8 +183,6 @@ def test_dataloader_rules_for_its_arguments():
         make(None, 4, shuffle=True, sampler=range(N))
     with pytest.raises(ValueError, match="num_workers"):
         make(None, 4, num_workers=-1)
-    with pytest.raises(ValueError, match="worker_init_fn"):
-        make(None, 4, worker_init_fn=lambda worker: None)
     with pytest.raises(ValueError, match="collate_fn.*output='dict'.*pass one of them"):
         make(None, 4, collate_fn=lambda samples: samples, output="dict")
     with pytest.raises(TypeError, match="collate_fn must be callable"):
@@ -201,6 +199,23 @@ def test_a_generator_seeds_the_order_as_seed_does():
     first = np.concatenate(epoch(make(None, 8, shuffle=True, generator=torch.Generator().manual_seed(5))))
     again = np.concatenate(epoch(make(None, 8, shuffle=True, generator=torch.Generator().manual_seed(5))))
     assert np.array_equal(first, again) and not np.array_equal(first, np.arange(N))
+
+
+def test_torchs_reproducibility_recipe_runs_unchanged_its_worker_init_fn_not_called():
+    """worker_init_fn=seed_worker, generator=g (torch's docs): no worker process on the DALI path,
+    as none with DataLoader's num_workers=0, so the function is not called; said once."""
+    called = []
+
+    def seed_worker(worker_id):
+        called.append(worker_id)
+
+    orders = []
+    for _ in range(2):
+        with pytest.warns(UserWarning, match="worker_init_fn is not called"):
+            loader = make(None, 6, True, num_workers=2, worker_init_fn=seed_worker,
+                          generator=torch.Generator().manual_seed(0))
+        orders.append(np.concatenate(epoch(loader)))
+    assert called == [] and np.array_equal(orders[0], orders[1])
 
 
 def test_torch_manual_seed_makes_an_unseeded_order_reproducible_as_in_dataloader():

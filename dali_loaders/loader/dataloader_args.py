@@ -1,5 +1,6 @@
 """DataLoader's own arguments, as DaliLoader and TorchLoader take them: checked with DataLoader's
 rules, and turned into the loader's order (orders.py)."""
+import warnings
 from typing import Callable
 
 from torch.utils.data import BatchSampler
@@ -32,10 +33,14 @@ def check_dataloader_args(batch_size, shuffle, sampler, batch_sampler, drop_last
 
 
 def check_dali_path_args(worker_init_fn) -> None:
-    """The DataLoader arguments that mean nothing where DALI makes the batches, refused with what to use."""
+    """The DataLoader arguments that mean nothing where DALI makes the batches: not called, said
+    once. worker_init_fn runs in worker processes, and the DALI path has none, as DataLoader with
+    num_workers=0 has none and does not call it either; torch's reproducibility recipe
+    (worker_init_fn=seed_worker, generator=g) then runs unchanged."""
     if worker_init_fn is not None:
-        raise ValueError("worker_init_fn runs in DataLoader's worker processes, and this loader has none (DALI "
-                         "runs threads): its randomness is seeded by seed=; drop worker_init_fn")
+        warnings.warn("worker_init_fn is not called: DaliLoader's DALI path has no worker processes (DALI makes the "
+                      "batches in threads, their randomness seeded by seed= or generator=), as DataLoader with "
+                      "num_workers=0 has none", UserWarning, stacklevel=4)
 
 
 def sampler_for(source) -> Callable:

@@ -153,7 +153,7 @@ class EpochSampler(DistributedSampler):
         # DistributedSampler.__init__ is not called: it would need the process group now.
         self.n, self.shuffle = n, shuffle
         self._seed = int(seed) if seed is not None else None
-        self._single_process_seed = random_seed()
+        self._single_process_seed: Optional[int] = None   # drawn when first needed (torch's generator)
         self.drop_last = False  # DistributedSampler's meaning: never pads nor drops to even out ranks
         self._shard: Optional[Shard] = None
         self._local_rank = _checked_local_rank(local_rank) if local_rank is not None else None
@@ -191,7 +191,11 @@ class EpochSampler(DistributedSampler):
     def seed(self) -> int:
         if self._seed is not None:
             return self._seed
-        return 0 if self.shard.world_size > 1 else self._single_process_seed
+        if self.shard.world_size > 1:
+            return 0
+        if self._single_process_seed is None:
+            self._single_process_seed = random_seed()
+        return self._single_process_seed
 
     @seed.setter
     def seed(self, seed: int) -> None:

@@ -42,7 +42,7 @@ def graph(source, feed, per_batch: int, recipe: transforms.Plan, layout: str, va
     array of indices is a fixed order."""
     feed = EpochOrder.of(feed)
     views = transforms.plans_of(recipe)
-    device = "cpu" if variant in transforms.CPU_STEPS else "gpu"   # where the steps run (read: start)
+    device = "cpu" if variant in transforms.CPU_STEPS else "gpu"   # where the steps run ("gpu-decode": start)
     read_on = "cpu" if any(view.python for view in views) else device   # Python steps need the pixels on the CPU
     images, labels = source.read(feed, per_batch, read_on, labels=False) if host_labels else \
         source.read(feed, per_batch, read_on)

@@ -74,8 +74,7 @@ def uint8_only(translator):
     def checked(step, images, *args, **kwargs):
         images.uint8_pixels(step)
         return translator(step, images, *args, **kwargs)
-    checked.refuse_on = lambda step, dtype: after_float(step) if dtype in FLOAT_TYPES else ""
-    return checked
+    return refuses_on(lambda step, dtype: after_float(step) if dtype in FLOAT_TYPES else "")(checked)
 
 
 def after_float(step) -> str:

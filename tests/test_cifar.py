@@ -124,6 +124,25 @@ def test_torch_twin_serves_the_same_order(indexed):
         assert np.array_equal(epoch_of(dali)[0], epoch_of(twin)[0])
 
 
+@pytest.mark.parametrize("factory", [get_cifar_iter_dali, get_cifar_iter_torch])
+def test_a_train_factory_takes_a_sampler_or_a_batch_sampler_as_documented(indexed, factory):
+    """The training split shuffles unless a sampler chooses the order: DataLoader's rule refused
+    the factory's own shuffle=True beside sampler= the user passed."""
+    from torch.utils.data import BatchSampler, DistributedSampler, SequentialSampler
+
+    threads = 1 if factory is get_cifar_iter_dali else 0
+    halves = []
+    for rank in (0, 1):
+        sampler = DistributedSampler(range(203), num_replicas=2, rank=rank, shuffle=True, seed=0)
+        seen, labels, _ = epoch_of(factory("train", indexed, 16, threads, sampler=sampler))
+        assert np.array_equal(labels, seen % 10) and np.array_equal(seen, np.array(list(sampler)))
+        halves.append(seen)
+    assert set(np.concatenate(halves).tolist()) == set(range(203))   # the two shards cover the set (one pads)
+    batches = BatchSampler(SequentialSampler(range(203)), 30, drop_last=False)
+    seen, _, sizes = epoch_of(factory("train", indexed, 16, threads, batch_sampler=batches))
+    assert np.array_equal(seen, np.arange(203)) and sizes == [30] * 6 + [23]
+
+
 # 3. augmentation distribution ---------------------------------------------------------------
 
 

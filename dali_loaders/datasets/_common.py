@@ -69,12 +69,16 @@ def open_torch(spec: DatasetSpec, type, root, batch_size, num_threads, options: 
 def loader_over(loader_class, dataset, batch_size, num_threads, train: bool, recipe: Optional[Callable[[], Any]],
                 options: dict, **fixed):
     """What every factory returns: `loader_class` (DaliLoader or TorchLoader) over `dataset`,
-    shuffled for a training split unless shuffle= says otherwise, with `recipe()` unless
+    shuffled for a training split unless shuffle= says otherwise or sampler= / batch_sampler=
+    choose the order (a batch_sampler's batches then the batches), with `recipe()` unless
     transform= was given (None: the dataset applies its own), and `num_threads` workers unless
     num_workers= was given; the twin's workers persist, as they always have. `options` are the
     factory's **options, handed on; `fixed` the factory's own positional loader arguments."""
     workers = options.pop("num_workers", num_threads)
-    defaults = {"shuffle": train}
+    chooses = options.get("sampler") is not None or options.get("batch_sampler") is not None
+    defaults = {} if chooses else {"shuffle": train}   # a sampler chooses the order (DataLoader's rule)
+    if options.get("batch_sampler") is not None:
+        batch_size = 1   # DataLoader's default, as its rule asks: the batch sampler's batches are the batches
     if loader_class is TorchLoader:
         defaults["persistent_workers"] = workers > 0
     if recipe is not None:

@@ -227,6 +227,22 @@ def test_torch_manual_seed_makes_an_unseeded_order_reproducible_as_in_dataloader
     assert sorted(orders[2]) == list(range(N))
 
 
+def test_images_of_several_sizes_without_a_resize_are_named_with_the_fix(tmp_path):
+    """A recipe that leaves the images' own sizes: DataLoader's stack fails, and so does DALI's
+    batch, saying what to add instead of DALI's assertion."""
+    from PIL import Image
+    from torchvision.datasets import ImageFolder
+
+    (tmp_path / "a").mkdir()
+    for k, size in enumerate([(20, 16), (24, 18)]):
+        Image.new("RGB", size).save(tmp_path / "a" / f"{k}.png")
+    dataset = ImageFolder(str(tmp_path), transform=TO_TENSOR)
+    with pytest.raises(RuntimeError, match="stack expects each tensor to be equal size"):
+        next(iter(torch.utils.data.DataLoader(dataset, batch_size=2)))
+    with pytest.raises(RuntimeError, match=r"^the images of a batch came out in different sizes.*Resize\(\(h, w\)\)"):
+        next(iter(DaliLoader(dataset, batch_size=2, device="cpu")))
+
+
 def test_a_state_from_another_dali_version_is_refused_naming_both():
     loader = make(None, 4, shuffle=True, seed=2)
     iterator = iter(loader)

@@ -21,9 +21,21 @@ def failure_explainer(source, batch_size: int) -> Callable:
 
     def explain(failure: Exception, remaining) -> Exception:
         named = name(failure, remaining) if name is not None else None
-        return named or RuntimeError(f"DALI pipeline failed: {dali_message(failure)}")
+        if named:
+            return named
+        message = dali_message(failure)
+        if any(words in message for words in UNEVEN):
+            return RuntimeError("the images of a batch came out in different sizes, and a batch is one tensor: end "
+                                "the recipe with a step that gives every image one size (Resize((h, w)), CenterCrop, "
+                                "RandomResizedCrop), as DataLoader's default_collate needs too (it raises 'stack "
+                                "expects each tensor to be equal size')")
+        return RuntimeError(f"DALI pipeline failed: {message}")
 
     return explain
+
+
+# DALI's words when the outputs of a batch differ in shape (they are handed over as one tensor)
+UNEVEN = ("IsDenseTensor", "must have uniform shape")
 
 
 def dali_message(failure: Exception) -> str:

@@ -277,6 +277,10 @@ def test_file_that_is_not_a_cifar_pickle_is_named(tmp_path):
         pickle.dump({"data": np.zeros((5, 3072), np.uint8), "labels": [0] * 4}, f, protocol=2)
     with pytest.raises(ValueError, match="test_batch.*5 labels"):
         get_cifar_iter_dali("val", root, 8)
+    with open(os.path.join(folder, "test_batch"), "wb") as f:   # re-saved after pickle.load(encoding="bytes")
+        pickle.dump({b"data": np.zeros((5, 3072), np.uint8), b"labels": [0] * 5}, f, protocol=2)
+    with pytest.raises(ValueError, match="test_batch.*a 'data' entry.*found the keys b'data', b'labels'"):
+        get_cifar_iter_dali("val", root, 8)
 
 
 @pytest.mark.parametrize("kwargs,culprit", [

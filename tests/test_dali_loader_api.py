@@ -183,6 +183,11 @@ def test_dataloader_rules_for_its_arguments():
         make(None, 4, shuffle=True, sampler=range(N))
     with pytest.raises(ValueError, match="num_workers"):
         make(None, 4, num_workers=-1)
+    for seed in ("a", -1, 1.5, True):
+        with pytest.raises(ValueError, match=f"seed must be a non-negative integer.*got {seed!r}"):
+            make(None, 4, seed=seed)
+    with pytest.raises(TypeError, match="dataset is None"):
+        DaliLoader(None, 4)
     with pytest.raises(ValueError, match="collate_fn.*output='dict'.*pass one of them"):
         make(None, 4, collate_fn=lambda samples: samples, output="dict")
     with pytest.raises(TypeError, match="collate_fn must be callable"):

@@ -43,8 +43,12 @@ def _read_batch(path: str, label_key: str):
         raise FileNotFoundError(f"CIFAR batch file {path!r} is missing; download and extract the "
                                 f"python version of the dataset")
     entry = load_array_pickle(path, "a CIFAR python pickle")   # builds data and arrays, runs nothing
-    data = entry.get("data") if isinstance(entry, dict) else None
-    labels = entry.get(label_key) if isinstance(entry, dict) else None
+    if not isinstance(entry, dict) or "data" not in entry:
+        keys = sorted(repr(key) for key in entry)[:8] if isinstance(entry, dict) else None
+        raise ValueError(f"{path!r}: expected a dict with a 'data' entry (the python version of CIFAR, as "
+                         f"torchvision reads it), found " + (f"the keys {', '.join(keys)}" if keys is not None
+                                                              else type(entry).__name__))
+    data, labels = entry["data"], entry.get(label_key)
     if not isinstance(data, np.ndarray) or data.dtype != np.uint8 or data.ndim != 2 or data.shape[1] != 3072:
         found = getattr(data, "shape", type(data).__name__)
         raise ValueError(f"{path!r}: expected 'data' of shape (N, 3072) uint8, found {found}")

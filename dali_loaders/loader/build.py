@@ -2,6 +2,7 @@
 the DALI path the graph, the pipeline and the steps around it; the output layout and dtype.
 """
 import contextlib
+import numbers
 import os
 from dataclasses import dataclass
 from typing import Any, Callable, List, Optional
@@ -154,8 +155,13 @@ def assemble(dataset, *, batch_size, shuffle, sampler, batch_sampler, num_worker
              memory_format, even_batches, on_error, max_image_pixels, python_fallback, rank, world_size,
              local_rank, dali_cpu) -> Parts:
     """A DaliLoader's parts from its arguments (see DaliLoader), each checked, naming the wrong one."""
+    if dataset is None:
+        raise TypeError("dataset is None: pass the Dataset to load (a torchvision dataset, a map-style Dataset of "
+                        "your own, or one of this library's sources)")
     shuffle = check_dataloader_args(batch_size, shuffle, sampler, batch_sampler, drop_last, num_workers, timeout,
                                     prefetch_factor)
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0):
+        raise ValueError(f"seed must be a non-negative integer (or None: drawn from torch's generator), got {seed!r}")
     options = check_options(device, dali_cpu, output, target_transform)
     collate = user_collate(collate_fn, options.output)
     if seed is None and generator is not None:

@@ -248,6 +248,19 @@ def test_images_of_several_sizes_without_a_resize_are_named_with_the_fix(tmp_pat
         next(iter(DaliLoader(dataset, batch_size=2, device="cpu")))
 
 
+def test_torchs_device_names_are_read_as_the_loaders():
+    from dali_loaders.loader.options import torch_device
+
+    assert torch_device(torch.device("cpu"), None) == ("cpu", None)
+    assert torch_device("cuda", None) == ("gpu", None) and torch_device("cuda:1", None) == ("gpu", 1)
+    assert torch_device(torch.device("cuda", 2), 2) == ("gpu", 2) and torch_device("gpu", 0) == ("gpu", 0)
+    with pytest.raises(ValueError, match="name two GPUs"):
+        torch_device("cuda:1", 0)
+    with pytest.raises(ValueError, match="CPU or on a CUDA GPU"):
+        torch_device(torch.device("meta"), None)
+    assert sorted(np.concatenate(epoch(make(None, 8, device=torch.device("cpu"))))) == list(range(N))
+
+
 def test_a_state_from_another_dali_version_is_refused_naming_both():
     loader = make(None, 4, shuffle=True, seed=2)
     iterator = iter(loader)

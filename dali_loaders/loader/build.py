@@ -17,7 +17,7 @@ from ._dali import build_dali_pipeline, pick_device_id
 from .collate import DaliCollate, SampleLabels, user_collate
 from .dataloader_args import check_dataloader_args, check_dali_path_args, order_of
 from .explain import failure_explainer
-from .options import check_options, resolve_device
+from .options import check_options, resolve_device, torch_device
 from .outputs import BatchShape
 from .pipeline import EpochOrder, LivePipeline
 from .python_path import PythonBatches, placed
@@ -162,6 +162,7 @@ def assemble(dataset, *, batch_size, shuffle, sampler, batch_sampler, num_worker
                                     prefetch_factor)
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0):
         raise ValueError(f"seed must be a non-negative integer (or None: drawn from torch's generator), got {seed!r}")
+    device, device_id = torch_device(device, device_id)
     options = check_options(device, dali_cpu, output, target_transform)
     collate = user_collate(collate_fn, options.output)
     if seed is None and generator is not None:

@@ -20,6 +20,29 @@ class LoaderOptions:
     target_transform: Optional[Callable] = None
 
 
+def torch_device(device, device_id):
+    """(device, device_id) with torch's names read as this loader's: torch.device("cpu") or "cpu"
+    as "cpu", "cuda" / "cuda:1" / torch.device("cuda", 1) as "gpu" on that GPU (the loader's
+    batches land there, as `.to(device)` would put them); anything else as it is."""
+    if isinstance(device, torch.device):
+        kind, index = device.type, device.index
+    elif isinstance(device, str) and (device == "cuda" or device.startswith("cuda:")):
+        try:
+            parsed = torch.device(device)
+        except RuntimeError:
+            return device, device_id   # refused by name in check_options
+        kind, index = parsed.type, parsed.index
+    else:
+        return device, device_id
+    if kind not in ("cpu", "cuda"):
+        raise ValueError(f"device={device!r}: this loader runs on the CPU or on a CUDA GPU")
+    if kind == "cpu":
+        return "cpu", device_id
+    if index is not None and device_id is not None and index != device_id:
+        raise ValueError(f"device={device!r} and device_id={device_id!r} name two GPUs; pass one of them")
+    return "gpu", index if index is not None else device_id
+
+
 def check_options(device=None, dali_cpu=None, output="tuple", target_transform=None) -> LoaderOptions:
     """The keywords as LoaderOptions, or a ValueError naming the one that is wrong."""
     if dali_cpu is not None:
@@ -32,8 +55,8 @@ def check_options(device=None, dali_cpu=None, output="tuple", target_transform=N
                              f"too; pass one of them")
         device = mapped
     if device is not None and device not in DEVICES:
-        raise ValueError(f"device must be one of {list(DEVICES)} (or None: 'gpu' where CUDA is available), "
-                         f"got {device!r}")
+        raise ValueError(f"device must be one of {list(DEVICES)} (or torch's 'cuda', 'cuda:N', a torch.device; "
+                         f"None: 'gpu' where CUDA is available), got {device!r}")
     if output not in OUTPUTS:
         raise ValueError(f"output must be 'tuple' (images, labels) or 'dict' ([{{'data': images, 'label': "
                          f"labels}}], as DALI's iterators), got {output!r}")

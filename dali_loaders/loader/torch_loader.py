@@ -14,7 +14,7 @@ from ..transforms.mixing import batch_mixer
 from .build import check_batch_transform, output_layout
 from .collate import SampleLabels, TwinCollate, user_collate
 from .dataloader_args import check_dataloader_args, order_of
-from .options import check_options, resolve_device
+from .options import check_options, resolve_device, torch_device
 from .orders import LibraryOrder, OrderView
 from .outputs import BatchShape, mixed
 from .python_path import TransformedDataset
@@ -39,6 +39,7 @@ class TorchLoader(DataLoader):
                  world_size=None, local_rank=None, dali_cpu=None):
         shuffle = check_dataloader_args(batch_size, shuffle, sampler, batch_sampler, drop_last, num_workers,
                                         timeout, prefetch_factor)
+        device, device_id = torch_device(device, device_id)
         options = check_options(device, dali_cpu, output, target_transform)
         collate = user_collate(collate_fn, options.output)
         if options.device is not None:

@@ -126,6 +126,8 @@ DETERMINISTIC = [
     ("RGB on 1 channel", pil_then(v2.Grayscale(1), v2.RGB()), (0.0, 0.0)),
     ("RGB on 1 channel tensor", C(v2.Grayscale(1), v2.ToImage(), v2.RGB(), FLOAT), (0.0, 0.0)),
     ("RGB on 3 channels after the conversion", C(v2.ToImage(), FLOAT, v2.RGB()), (0.0, 0.0)),
+    ("RGB on 1 channel after the conversion and Normalize",
+     C(v2.Grayscale(1), v2.ToImage(), FLOAT, v2.Normalize([0.4], [0.2]), v2.RGB()), (0.001, 0.001)),
     ("Identity", C(v2.ToImage(), v2.Identity(), FLOAT, v2.Identity()), (0.0, 0.0)),
     ("Normalize", C(v2.ToImage(), FLOAT, v2.Normalize((0.4, 0.5, 0.6), (0.2, 0.25, 0.3))), (0.0, 0.001)),
     ("v1 ToTensor + Normalize", v1.Compose([v1.ToTensor(), v1.Normalize((0.4, 0.5, 0.6), (0.2, 0.25, 0.3))]),

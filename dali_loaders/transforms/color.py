@@ -177,14 +177,20 @@ def grayscale(step, images: Images) -> None:
 @translates("RGB")
 def rgb(step, images: Images) -> None:
     """v2's RGB: a grey image's one channel three times, as PIL's convert("RGB") and
-    torchvision's grayscale_to_rgb make it; an RGB image as it is, whatever its dtype."""
-    if images.channels == 3:
-        return
-    images.uint8_pixels(step)
-    images.decode()
+    torchvision's grayscale_to_rgb make it (uint8 or float); an RGB image as it is."""
+    if images.channels != 3:
+        repeat_channel(images)
+
+
+def repeat_channel(images: Images) -> None:
+    """A 1-channel image's channel three times, uint8 or float (its pending scale and offset
+    with it), along the channel axis of the layout it is in."""
     from nvidia.dali import fn
 
-    images.data = fn.cat(images.data, images.data, images.data, axis=2)
+    images.decode()
+    axis = images.layout.index("C") if images.materialized else 2
+    images.data = fn.cat(images.data, images.data, images.data, axis=axis)
+    images.scale, images.offset = images.scale * 3, images.offset * 3
     images.channels = 3
 
 

@@ -276,16 +276,12 @@ def _convert(step, images: Images, mode: str) -> None:
 
 def _repeat(step, images: Images) -> None:
     """A grey tensor's one channel three times, uint8 or float (its pending scale with it)."""
-    from nvidia.dali import fn
+    from .color import repeat_channel
 
     if images.kind == "pil" or images.channels != 1:
         raise Untranslatable(f"{describe(step)}: the lambda repeats a 1-channel tensor, and here the image is "
                              f"{'a PIL image' if images.kind == 'pil' else f'{images.channels}-channel'}")
-    images.decode()
-    axis = images.layout.index("C") if images.materialized else 2
-    images.data = fn.cat(images.data, images.data, images.data, axis=axis)
-    images.scale, images.offset = images.scale * 3, images.offset * 3
-    images.channels = 3
+    repeat_channel(images)
 
 
 def _affine_step(step, images: Images, scale: float, offset: float, promotes: bool) -> None:

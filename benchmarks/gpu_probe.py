@@ -119,21 +119,26 @@ def stages_in_tail(on: Optional[bool]):
 TAILED = ", stages in DaliLoadersChainTail"
 
 
-def dali_rows(train_folder, variants=(("gpu", "cpu", None), ("gpu", "gpu", None), ("cpu-decode", "cpu", None))):
+def dali_rows(train_folder, variants=(("gpu", "cpu", None), ("gpu", "gpu", None), ("cpu-decode", "cpu", None)),
+              recipes_timed=("resnet50", "timm-ra"), decode=None):
     """The heavy recipes under each (device, where the fused operator's steps go, whether the
     GPU chain's stages are DaliLoadersChainTail, None: as the environment says): by default
     device="gpu" with the steps on the CPU (the fused operator) and on the GPU (the chain of
-    operators), each forced, and "cpu-decode"."""
+    operators), each forced, and "cpu-decode". `decode` ("cpu" or "gpu"): where the files of
+    the steps the CPU runs are decoded (loader/build.py's STEPS_DECODE), named in the row."""
     from torchvision.datasets import ImageFolder
 
-    for recipe in ("resnet50", "timm-ra"):
+    from dali_loaders.loader import build
+
+    for recipe in recipes_timed:
         make = RECIPES["imagenet"][recipe].make
         for device, steps, tailed in variants:
             name = f"ours {recipe} train, {device}" + (f", steps on the {steps.upper()}" if device == "gpu" else "") + \
-                (TAILED if tailed else "")
+                (TAILED if tailed else "") + (f", decoded on the {decode.upper()}" if decode else "")
+            decoding = build.steps_decoded_on(decode) if decode else contextlib.nullcontext()
 
-            def run(device=device, make=make, steps=steps, tailed=tailed, name=name):
-                with steps_on(steps), stages_in_tail(tailed), Builds() as built:
+            def run(device=device, make=make, steps=steps, tailed=tailed, name=name, decoding=decoding):
+                with steps_on(steps), stages_in_tail(tailed), decoding, Builds() as built:
                     loader = DaliLoader(ImageFolder(train_folder, transform=make(True)), batch_size=BATCH,
                                         shuffle=True, num_workers=THREADS, device=device, seed=1)
                     rates = epochs_of(loader)
@@ -173,10 +178,8 @@ def decode_rows(train_folder):
     rows of the "gpu-decode" graphs (no timing if one fails); torchvision's tensor backend beside."""
     import tempfile
 
-    from dali_loaders.loader import build
     from dali_loaders.testing import check_gpu
     from dali_loaders.transforms import GPU_DECODE
-    from torchvision.datasets import ImageFolder
 
     with tempfile.TemporaryDirectory() as folder:
         checks = [check for check in check_gpu.build_checks(folder) if check.variant == GPU_DECODE]
@@ -186,18 +189,8 @@ def decode_rows(train_folder):
         print("gpu-decode checks FAILED: nothing timed", flush=True)
         return False
     for recipe in ("timm-ra", "resnet50", "tv176"):
-        make = RECIPES["imagenet"][recipe].make
         for where in ("cpu", "gpu"):
-            name = f"ours {recipe} train, gpu, steps on the CPU, decoded on the {where.upper()}"
-
-            def run(make=make, where=where, name=name):
-                with steps_on("cpu"), build.steps_decoded_on(where), Builds() as built:
-                    loader = DaliLoader(ImageFolder(train_folder, transform=make(True)), batch_size=BATCH,
-                                        shuffle=True, num_workers=THREADS, device="gpu", seed=1)
-                    rates = epochs_of(loader)
-                    loader.close()
-                report(name, rates, builds=built.count)
-            guarded(name, run)
+            dali_rows(train_folder, variants=(("gpu", "cpu", None),), recipes_timed=(recipe,), decode=where)
     torchvision_rows(train_folder)
     return True
 

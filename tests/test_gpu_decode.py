@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 import torch
 from image_data import write_image_folder
+from test_gpu_graphs import gpu_to_cpu_edges, variant_of   # a CPU operator reading GPU data
 from torchvision.transforms import v2
 
 from dali_loaders import dali_compat, recipes, transforms
@@ -38,15 +39,6 @@ def crossings(graph: bytes):
     produced_on = {name: device for _, name, device, _ in operators}
     return [(kind, name) for kind, _, device, inputs in operators if device == "cpu"
             for name, input_device in inputs if input_device == "cpu" and produced_on.get(name) in ("gpu", "mixed")]
-
-
-def implicit_edges(graph: bytes):
-    return [(kind, name) for kind, _, device, inputs in dali_compat.graph_operators(graph) if device == "cpu"
-            for name, input_device in inputs if input_device == "gpu"]
-
-
-def variant_of(source, transform, variant="gpu"):
-    return graph_variant(variant, source, transforms.plan(transform, False))
 
 
 def test_the_cut_is_before_the_first_step_the_cpu_runs():
@@ -114,7 +106,7 @@ def test_every_such_recipe_crosses_once_a_view_after_its_crops(images, decode_on
         operators = dali_compat.graph_operators(graph)
         # the views with a step the CPU runs (timm-jsd's clean view has none: it stays on the GPU)
         views = sum(transforms.host_steps_from(view) < len(view.translated) for view in transforms.plans_of(plan))
-        assert implicit_edges(graph) == [], name
+        assert gpu_to_cpu_edges(graph) == [], name
         assert views >= 1 and len(crossings(graph)) == views, (name, crossings(graph))
         assert ("decoders__Image", "mixed") in {(kind, device) for kind, _, device, _ in operators}, name
         assert {device for kind, _, device, _ in operators if kind.startswith("DaliLoadersAugment")} == {"cpu"}, name
@@ -147,7 +139,7 @@ def test_views_that_share_a_cpu_step_cross_once_before_they_split(images, decode
     for name, transform in (("shared", shared_jitter), ("own", own_jitter)):
         assert variant_of(images, transform) == transforms.GPU_DECODE, name
         graph = serialized_gpu_graph(images, transform, variant=transforms.GPU_DECODE)
-        assert implicit_edges(graph) == [], name
+        assert gpu_to_cpu_edges(graph) == [], name
         found[name] = [consumer for consumer, _ in crossings(graph)]
     assert len(found["shared"]) == 1 and found["shared"][0].startswith("DaliLoadersAugment")
     assert len(found["own"]) == 1   # the view with ColorJitter; the other stays on the GPU

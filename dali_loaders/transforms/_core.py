@@ -441,10 +441,15 @@ def is_v1(step) -> bool:
     return not type(step).__module__.startswith("torchvision.transforms.v2")
 
 
+def dtype_past(step, dtype: torch.dtype) -> torch.dtype:
+    """The images' dtype after `step`, from `dtype` before it (its translator's dtype_after)."""
+    return getattr(TRANSLATORS[type(step)], "dtype_after", lambda s, d: d)(step, dtype)
+
+
 def final_dtype(steps) -> torch.dtype:
     dtype = torch.uint8
     for step in steps:
-        dtype = getattr(TRANSLATORS[type(step)], "dtype_after", lambda s, d: d)(step, dtype)
+        dtype = dtype_past(step, dtype)
     return dtype
 
 

@@ -14,6 +14,7 @@ from ._core import (
     TRANSLATORS,
     check,
     describe,
+    dtype_past,
     final_dtype,
     flatten,
     supported_names,
@@ -98,13 +99,10 @@ def _refusal(steps) -> Tuple[int, str]:
     arithmetic); (len(steps), "") when every step runs."""
     dtype = torch.uint8
     for k, step in enumerate(steps):
-        reason = check(step)
-        translator = TRANSLATORS.get(type(step))
-        if not reason:
-            reason = getattr(translator, "refuse_on", lambda s, d: "")(step, dtype)
+        reason = check(step) or getattr(TRANSLATORS[type(step)], "refuse_on", lambda s, d: "")(step, dtype)
         if reason:
             return k, reason
-        dtype = getattr(translator, "dtype_after", lambda s, d: d)(step, dtype)
+        dtype = dtype_past(step, dtype)
     return len(steps), ""
 
 

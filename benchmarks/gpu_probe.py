@@ -27,7 +27,7 @@ from typing import Optional
 
 import torch
 
-from dali_loaders import DaliLoader, get_cifar_iter_dali, recipes
+from dali_loaders import DaliLoader, get_cifar_iter_dali, recipes, switches
 from dali_loaders.bench.catalog import RECIPES
 from dali_loaders.bench.data import default_cache_dir, make_cifar, make_image_folder
 
@@ -96,11 +96,8 @@ def steps_on(where: str):
     "gpu") meanwhile, whatever the measured placement says."""
     from dali_loaders.loader import build
 
-    saved, build.FUSED_STEPS = build.FUSED_STEPS, where
-    try:
+    with switches.overridden(build.FUSED_STEPS_ENV, where):
         yield
-    finally:
-        build.FUSED_STEPS = saved
 
 
 @contextlib.contextmanager
@@ -135,7 +132,7 @@ def dali_rows(train_folder, variants=(("gpu", "cpu", None), ("gpu", "gpu", None)
         for device, steps, tailed in variants:
             name = f"ours {recipe} train, {device}" + (f", steps on the {steps.upper()}" if device == "gpu" else "") + \
                 (TAILED if tailed else "") + (f", decoded on the {decode.upper()}" if decode else "")
-            decoding = build.steps_decoded_on(decode) if decode else contextlib.nullcontext()
+            decoding = switches.overridden(build.STEPS_DECODE_ENV, decode) if decode else contextlib.nullcontext()
 
             def run(device=device, make=make, steps=steps, tailed=tailed, name=name, decoding=decoding):
                 with steps_on(steps), stages_in_tail(tailed), decoding, Builds() as built:
@@ -312,21 +309,17 @@ def cifar_rows():
                                                    ", steps on the " + ("CPU" if on_cpu else "GPU"))
 
         def run(device=device, on_cpu=on_cpu, name=name):
-            saved, build.DECODED_ON_CPU = build.DECODED_ON_CPU, on_cpu
-            try:
-                with Builds() as built:
-                    loader = get_cifar_iter_dali("train", root, 256, THREADS, device=device, seed=1)
-                    rates = []
-                    for _ in range(EPOCHS):
-                        start, count = time.perf_counter(), 0
-                        for images, _ in loader:
-                            images = images.cuda(non_blocking=True)   # where training wants them
-                            count += images.shape[0]
-                        torch.cuda.synchronize()
-                        rates.append(count / (time.perf_counter() - start))
-                    loader.close()
-            finally:
-                build.DECODED_ON_CPU = saved
+            with switches.overridden(build.DECODED_STEPS_ENV, "cpu" if on_cpu else "gpu"), Builds() as built:
+                loader = get_cifar_iter_dali("train", root, 256, THREADS, device=device, seed=1)
+                rates = []
+                for _ in range(EPOCHS):
+                    start, count = time.perf_counter(), 0
+                    for images, _ in loader:
+                        images = images.cuda(non_blocking=True)   # where training wants them
+                        count += images.shape[0]
+                    torch.cuda.synchronize()
+                    rates.append(count / (time.perf_counter() - start))
+                loader.close()
             report(name, rates, builds=built.count)
         guarded(name, run)
 

@@ -114,7 +114,7 @@ def shard_indices(n: int, *, shuffle: bool, seed: int, epoch: int, shard: Shard)
 
 
 def epoch_sampler(n: int, *, shuffle: bool, seed: Optional[int], rank: Optional[int],
-                  world_size: Optional[int], local_rank: Optional[int]) -> "EpochSampler":
+                  world_size: Optional[int], local_rank: Optional[int], generator=None) -> "EpochSampler":
     """The EpochSampler of this process, from a loader's arguments (see resolve_shard).
 
     With rank or world_size given, the shard is settled (and bad values refused) now.
@@ -123,7 +123,7 @@ def epoch_sampler(n: int, *, shuffle: bool, seed: Optional[int], rank: Optional[
     known yet, and a single process may turn out to be one of several.
     """
     shard = None if rank is None and world_size is None else resolve_shard(rank, world_size, local_rank)
-    return EpochSampler(n, shuffle=shuffle, seed=seed, shard=shard, local_rank=local_rank)
+    return EpochSampler(n, shuffle=shuffle, seed=seed, shard=shard, local_rank=local_rank, generator=generator)
 
 
 def _known_shard(local_rank: Optional[int]) -> Tuple[Shard, bool]:
@@ -144,16 +144,19 @@ class EpochSampler(DistributedSampler):
     It is a DistributedSampler (same set_epoch, num_replicas, rank, num_samples), so that
     frameworks which shard any other sampler (Lightning's use_distributed_sampler) see
     that this one is sharded already. `shard=None` defers the shard until first needed
-    (len, a pass, `.shard`). `seed=None` is a random seed in a single process, but 0 across
-    processes, which must agree (as DistributedSampler's default).
+    (len, a pass, `.shard`). `seed=None` is a random seed in a single process, drawn from
+    `generator` (torch's global one if None) when first needed, but 0 across processes, which
+    must agree (as DistributedSampler's default, which no generator changes: ranks seeding
+    their generators apart would otherwise shuffle apart, and lose and repeat samples).
     """
 
     def __init__(self, n: int, *, shuffle: bool, seed: Optional[int], shard: Optional[Shard],
-                 local_rank: Optional[int] = None):
+                 local_rank: Optional[int] = None, generator=None):
         # DistributedSampler.__init__ is not called: it would need the process group now.
         self.n, self.shuffle = n, shuffle
         self._seed = int(seed) if seed is not None else None
-        self._single_process_seed: Optional[int] = None   # drawn when first needed (torch's generator)
+        self._single_process_seed: Optional[int] = None   # drawn when first needed, from:
+        self._generator = generator
         self.drop_last = False  # DistributedSampler's meaning: never pads nor drops to even out ranks
         self._shard: Optional[Shard] = None
         self._local_rank = _checked_local_rank(local_rank) if local_rank is not None else None
@@ -194,7 +197,7 @@ class EpochSampler(DistributedSampler):
         if self.shard.world_size > 1:
             return 0
         if self._single_process_seed is None:
-            self._single_process_seed = random_seed()
+            self._single_process_seed = random_seed(self._generator)
         return self._single_process_seed
 
     @seed.setter

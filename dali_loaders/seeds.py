@@ -3,12 +3,13 @@
 import numpy as np
 
 
-def random_seed() -> int:
-    """A seed drawn from torch's global generator, as DataLoader's RandomSampler and worker seeds
-    are: torch.manual_seed(n) before the loader makes its order reproducible."""
+def random_seed(generator=None) -> int:
+    """A seed drawn from `generator` (torch's global one if None), as DataLoader's RandomSampler
+    and worker seeds are: torch.manual_seed(n) (or a generator seeded alike) before the loader's
+    first pass makes its order reproducible."""
     import torch
 
-    return int(torch.empty((), dtype=torch.int64).random_().item()) & 0x7FFFFFFF
+    return int(torch.empty((), dtype=torch.int64).random_(generator=generator).item()) & 0x7FFFFFFF
 
 
 def derived_seed(*parts: int) -> int:

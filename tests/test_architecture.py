@@ -12,11 +12,11 @@ import dali_loaders
 ROOT = os.path.dirname(dali_loaders.__file__)
 # package -> the packages it may import (docs/architecture.md)
 ALLOWED = {
-    "seeds": set(), "ops": set(), "version": set(), "dali_compat": {"version"}, "distributed": {"seeds"},
+    "seeds": set(), "switches": set(), "ops": set(), "version": set(), "dali_compat": {"version"}, "distributed": {"seeds"},
     "transforms": {"seeds", "ops", "dali_compat"},
     "recipes": {"transforms"},
     "sources": {"ops", "transforms", "recipes", "seeds", "distributed"},
-    "loader": {"seeds", "ops", "transforms", "sources", "distributed", "recipes", "version", "dali_compat"},
+    "loader": {"seeds", "switches", "ops", "transforms", "sources", "distributed", "recipes", "version", "dali_compat"},
     "datasets": {"sources", "loader", "transforms", "recipes", "seeds", "distributed"},
 }
 TOP = {"integrations", "bench", "cli", "demo", "testing", "lightning", "timm", "__init__", "__main__"}  # may import anything

@@ -120,7 +120,7 @@ def test_gpu_probe_tail_times_nothing_with_an_operator_that_failed_its_check(tmp
     made = []
 
     def loader(dataset, **kwargs):   # what each row asked for, instead of iterating it
-        made.append((kwargs["device"], build.FUSED_STEPS, chain_tail.asked()))
+        made.append((kwargs["device"], build.fused_steps(), chain_tail.asked()))
         return _Empty()
 
     monkeypatch.setattr(gpu_probe, "DaliLoader", loader)
@@ -138,7 +138,7 @@ def test_gpu_probe_tail_times_nothing_with_an_operator_that_failed_its_check(tmp
     heavy = [("gpu", "gpu", True), ("gpu", "gpu", False), ("gpu", "cpu", False)]
     assert made[:7] == heavy + heavy + ["torchvision"], made
     assert made[7:] == [("gpu", "gpu", True)] * 3, made   # the pieces with a chain, each in the operator
-    assert not chain_tail.asked() and build.FUSED_STEPS == "measured"   # both put back
+    assert not chain_tail.asked() and build.fused_steps() == "measured"   # both put back
 
 
 def test_gpu_probe_decode_times_both_decodes_only_after_the_checks_pass(tmp_path, monkeypatch, capsys):
@@ -155,7 +155,7 @@ def test_gpu_probe_decode_times_both_decodes_only_after_the_checks_pass(tmp_path
     made, ran = [], []
 
     def loader(dataset, **kwargs):   # what each row asked for, instead of iterating it
-        made.append((kwargs["device"], build.FUSED_STEPS, build.steps_decode()))
+        made.append((kwargs["device"], build.fused_steps(), build.steps_decode()))
         return _Empty()
 
     def run(against, checks):
@@ -177,7 +177,7 @@ def test_gpu_probe_decode_times_both_decodes_only_after_the_checks_pass(tmp_path
     verdict = [0]
     assert gpu_probe.decode_rows(str(tmp_path)) is True
     assert made == [("gpu", "cpu", "cpu"), ("gpu", "cpu", "gpu")] * 3 + ["torchvision"], made
-    assert build.FUSED_STEPS == "measured" and build.steps_decode() == "cpu"   # both put back
+    assert build.fused_steps() == "measured" and build.steps_decode() == "cpu"   # both put back
 
 
 def test_augment_order_times_both_orders_on_the_same_steps():

@@ -206,6 +206,19 @@ def test_a_generator_seeds_the_order_as_seed_does():
     assert np.array_equal(first, again) and not np.array_equal(first, np.arange(N))
 
 
+def test_a_generator_is_drawn_from_at_the_first_pass_as_random_sampler_draws():
+    """Two loaders sharing one generator get different orders, as two DataLoaders would; making
+    a loader leaves the generator as it was, the first pass draws from it."""
+    shared = torch.Generator().manual_seed(5)
+    first, second = (make(None, 8, shuffle=True, generator=shared) for _ in range(2))
+    untouched = torch.Generator().manual_seed(5).get_state()
+    assert torch.equal(shared.get_state(), untouched)
+    orders = [np.concatenate(epoch(loader)) for loader in (first, second)]
+    assert not torch.equal(shared.get_state(), untouched)
+    assert not np.array_equal(orders[0], orders[1])
+    assert all(sorted(order) == list(range(N)) for order in orders)
+
+
 def test_torchs_reproducibility_recipe_runs_unchanged_its_worker_init_fn_not_called():
     """worker_init_fn=seed_worker, generator=g (torch's docs): no worker process on the DALI path,
     as none with DataLoader's num_workers=0, so the function is not called; said once."""

@@ -16,7 +16,7 @@ from collections import Counter
 import pytest
 import torch
 from cifar_data import index_images, write_cifar
-from dist_worker import make_loader
+from dist_worker import decode_indices, make_loader
 from PIL import Image
 from subprocess_env import subprocess_env
 
@@ -412,3 +412,32 @@ def test_state_of_another_loader_is_refused(cifar_root, folder_roots, tmp_path, 
         loader().load_state_dict({k: v for k, v in state.items() if k != "dali"})
     with pytest.raises(TypeError, match="state_dict"):
         loader().load_state_dict(pickle.dumps(state))
+
+
+@pytest.mark.parametrize("loader_class", ["DaliLoader", "TorchLoader"])
+def test_ranks_with_generators_seeded_apart_still_share_one_order(loader_class, folder_roots, no_torchrun_env):
+    """torch's recipe seeds a generator per rank for the workers' randomness; DistributedSampler
+    ignores it for the order, so the ranks' shards still partition the samples. Every image
+    says its own index: over two ranks each sample comes exactly once an epoch, with its label."""
+    import torchvision.datasets as tvd
+    from torchvision import transforms as T
+
+    import dali_loaders
+
+    recipe = T.Compose([T.Resize((24, 24)), T.ToTensor()])
+    zero, unit = torch.zeros(3, dtype=torch.float64), torch.full((3,), 255.0, dtype=torch.float64)
+    per_epoch = [[] for _ in range(2)]
+    for rank in range(2):
+        loader = getattr(dali_loaders, loader_class)(
+            tvd.ImageFolder(folder_roots["train"], transform=recipe), batch_size=50, shuffle=True,
+            generator=torch.Generator().manual_seed(1000 + 17 * rank), rank=rank, world_size=2)
+        for epoch in range(2):
+            loader.set_epoch(epoch)
+            for images, labels in loader:
+                indices = decode_indices(images, zero, unit, FOLDER_CODE)
+                assert labels.tolist() == [i // (N_TRAIN // CLASSES) for i in indices], "a label left its image"
+                per_epoch[epoch] += indices
+    for seen in per_epoch:
+        assert sorted(seen) == list(range(N_TRAIN)), "ranks lost or repeated samples"
+        assert seen != sorted(seen), "training order not shuffled"
+    assert per_epoch[0] != per_epoch[1]

@@ -2,6 +2,8 @@
 runs on the CPU has its files decoded, cropped and resized on the GPU, then copied to the CPU
 once, before the first step that branches per sample, fuses into the augmentation operator or
 runs on the CPU alone. Read from the serialized graphs, without a GPU; the GPU test runs it."""
+import os
+
 import numpy as np
 import pytest
 import torch
@@ -168,3 +170,35 @@ def test_on_a_gpu_it_serves_every_image_once_with_its_label(tmp_path, decode_on_
             assert label.item() == dataset.targets[[i for i, (p, _) in enumerate(dataset.samples)
                                                     if p.endswith(f"{index:02d}.png")][0]]
     assert sorted(served) == list(range(20))
+
+
+def test_each_placement_switch_moves_its_steps_and_is_put_back(images, monkeypatch):
+    """The environment's switches (loader/build.py), as the GPU checks and probes set them: each
+    moves what it names and nothing else, `overridden` puts it back, a value it does not know
+    is refused by name."""
+    from dali_loaders import switches
+
+    for name in (build.FUSED_STEPS_ENV, build.STEPS_DECODE_ENV, build.DECODED_STEPS_ENV):
+        monkeypatch.delenv(name, raising=False)
+    two = v2.Compose([v2.RandomResizedCrop(32), v2.RandAugment(2, 9), *FLOAT])
+    one = recipes.resnet50_reference(True)   # TrivialAugmentWide: one slot, on the GPU as measured
+    flip = v2.Compose([v2.RandomHorizontalFlip(), *FLOAT])
+    pixels = ArraySource(np.zeros((4, 32, 32, 3), np.uint8), np.arange(4) % 2, "cifar10")
+    assert [variant_of(images, two), variant_of(images, one), variant_of(pixels, flip)] == \
+        ["cpu-steps", "gpu", "cpu-steps"]
+    with switches.overridden(build.FUSED_STEPS_ENV, "gpu"):
+        assert [variant_of(images, two), variant_of(images, one)] == ["gpu", "gpu"]
+    with switches.overridden(build.FUSED_STEPS_ENV, "cpu"):
+        assert [variant_of(images, two), variant_of(images, one)] == ["cpu-steps", "cpu-steps"]
+    with switches.overridden(build.DECODED_STEPS_ENV, "gpu"):
+        assert [variant_of(pixels, flip), variant_of(pixels, two), variant_of(images, two)] == \
+            ["gpu", "cpu-steps", "cpu-steps"]   # the fused steps stay where FUSED_STEPS puts them
+    monkeypatch.setenv(build.DECODED_STEPS_ENV, "cpu")
+    with switches.overridden(build.DECODED_STEPS_ENV, "gpu"):
+        assert variant_of(pixels, flip) == "gpu"
+    assert variant_of(pixels, flip) == "cpu-steps"
+    assert build.FUSED_STEPS_ENV not in os.environ
+    assert build.fused_steps() == "measured" and build.decoded_steps() == "cpu"
+    for name in (build.FUSED_STEPS_ENV, build.DECODED_STEPS_ENV):
+        with switches.overridden(name, "tpu"), pytest.raises(ValueError, match=name):
+            variant_of(images, two) if name == build.FUSED_STEPS_ENV else variant_of(pixels, flip)

@@ -1,16 +1,14 @@
 """What a DaliLoader is made of (`assemble`): the path its dataset takes, its order, and on
 the DALI path the graph, the pipeline and the steps around it; the output layout and dtype.
 """
-import contextlib
 import numbers
-import os
 from dataclasses import dataclass
 from typing import Any, Callable, List, Optional
 
 import numpy as np
 import torch
 
-from .. import transforms
+from .. import switches, transforms
 from ..dali_compat import autograph_files_removed
 from ..transforms.mixing import batch_mixer
 from ._dali import build_dali_pipeline, pick_device_id
@@ -165,8 +163,6 @@ def assemble(dataset, *, batch_size, shuffle, sampler, batch_sampler, num_worker
     device, device_id = torch_device(device, device_id)
     options = check_options(device, dali_cpu, output, target_transform)
     collate = user_collate(collate_fn, options.output)
-    if seed is None and generator is not None:
-        seed = generator.initial_seed() % (1 << 31)
     layout = output_layout(memory_format)
     way = route(dataset, transform, options.target_transform, python_fallback)
     source = way.source
@@ -174,7 +170,7 @@ def assemble(dataset, *, batch_size, shuffle, sampler, batch_sampler, num_worker
         source = source.screened(max_image_pixels, on_error)
     counted = source if source is not None else way.dataset
     order, public_sampler, public_batches = order_of(counted, batch_size, shuffle, sampler, batch_sampler, drop_last,
-                                                     seed, rank, world_size, local_rank, even_batches)
+                                                     seed, rank, world_size, local_rank, even_batches, generator)
     label_table = getattr(source, "label_table", None)
     check_batch_transform(batch_transform, label_table is not None or way.target_transform is not None,
                           isinstance(way.recipe, transforms.Views))
@@ -234,8 +230,13 @@ def dataset_indices(source) -> Callable[[np.ndarray], np.ndarray]:
 
 # Pixels already decoded (CIFAR, MNIST, SVHN, STL-10: ArraySource) get their steps on the CPU
 # under device="gpu" too (CIFAR-10 on an H200: 246k images/s so, 209k with GPU steps; its
-# CPU path 249k): see graph_variant.
-DECODED_ON_CPU = True
+# CPU path 249k): see graph_variant. DALI_LOADERS_DECODED_STEPS=gpu or cpu overrides it.
+DECODED_STEPS = "cpu"
+DECODED_STEPS_ENV = "DALI_LOADERS_DECODED_STEPS"
+
+
+def decoded_steps() -> str:
+    return switches.value(DECODED_STEPS_ENV, DECODED_STEPS, ("cpu", "gpu"))
 
 
 # Where a recipe whose steps run on the CPU under device="gpu" (graph_variant) decodes its files:
@@ -248,25 +249,7 @@ STEPS_DECODE_ENV = "DALI_LOADERS_STEPS_DECODE"
 
 
 def steps_decode() -> str:
-    where = os.environ.get(STEPS_DECODE_ENV, STEPS_DECODE)
-    if where not in ("cpu", "gpu"):
-        raise ValueError(f"{STEPS_DECODE_ENV} must be 'cpu' or 'gpu', got {where!r}")
-    return where
-
-
-@contextlib.contextmanager
-def steps_decoded_on(where: str):
-    """STEPS_DECODE is `where` ("cpu" or "gpu") for the loaders made meanwhile (the GPU checks
-    and probe time and compare both)."""
-    saved = os.environ.get(STEPS_DECODE_ENV)
-    os.environ[STEPS_DECODE_ENV] = where
-    try:
-        yield
-    finally:
-        if saved is None:
-            os.environ.pop(STEPS_DECODE_ENV, None)
-        else:
-            os.environ[STEPS_DECODE_ENV] = saved
+    return switches.value(STEPS_DECODE_ENV, STEPS_DECODE, ("cpu", "gpu"))
 
 
 # Whether device="gpu" runs the steps the fused CPU operator runs on the CPU (then decoding on the
@@ -274,7 +257,13 @@ def steps_decoded_on(where: str):
 # (transforms/augment_chain.py) wins for one slot (TrivialAugmentWide), the CPU for more slots,
 # timm's operations and ColorJitter (see transforms.fused_on_cpu). "cpu": every step the fused
 # operator runs on the CPU; "gpu": every step on the GPU (benchmarks/gpu_probe.py times them).
+# DALI_LOADERS_FUSED_STEPS overrides it.
 FUSED_STEPS = "measured"
+FUSED_STEPS_ENV = "DALI_LOADERS_FUSED_STEPS"
+
+
+def fused_steps() -> str:
+    return switches.value(FUSED_STEPS_ENV, FUSED_STEPS, ("measured", "cpu", "gpu"))
 
 
 def graph_variant(variant: str, source, recipe: transforms.Plan) -> str:
@@ -284,7 +273,7 @@ def graph_variant(variant: str, source, recipe: transforms.Plan) -> str:
       RandAugment of two or more operations, AutoAugment, timm's, ColorJitter, RandomApply
       (timm's RandAugment recipe 1,766 images/s with its GPU chain, 3,120 with CPU steps); not
       TrivialAugmentWide, one operation an image (8,681 on the GPU, 6,025 with CPU steps);
-    - a source of pixels (DECODED_ON_CPU): no decode to take over, and small images.
+    - a source of pixels (DECODED_STEPS): no decode to take over, and small images.
     Then "cpu-steps": decode and steps on the CPU, the batch handed over on the GPU; so too for
     a recipe with a step that runs on the CPU alone, under "gpu" or "cpu-decode". Under "gpu",
     files are decoded on the GPU instead ("gpu-decode") where STEPS_DECODE says so."""
@@ -296,9 +285,10 @@ def graph_variant(variant: str, source, recipe: transforms.Plan) -> str:
         return on_cpu
     if variant != "gpu":
         return variant
-    if DECODED_ON_CPU and decoded:
+    if decoded and decoded_steps() == "cpu":
         return "cpu-steps"
-    if FUSED_STEPS != "gpu" and transforms.fused_on_cpu(recipe, one_slot_on_gpu=FUSED_STEPS == "measured"):
+    fused = fused_steps()
+    if fused != "gpu" and transforms.fused_on_cpu(recipe, one_slot_on_gpu=fused == "measured"):
         return on_cpu
     return variant
 

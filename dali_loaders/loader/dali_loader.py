@@ -42,7 +42,9 @@ class DaliLoader:
     Python path; `sampler` / `batch_sampler` / `shuffle` / `drop_last` choose the samples;
     `collate_fn` makes each batch from its samples (on the DALI path, from views of the batch
     DALI made: see collate.py); `pin_memory` pins CPU batches; `generator` seeds the loader when
-    `seed` is not given; `prefetch_factor` is how many batches DALI prepares ahead.
+    `seed` is not given (a seed drawn from it at the first pass, as RandomSampler draws; across
+    processes the order's seed stays 0, as DistributedSampler's, which no generator changes);
+    `prefetch_factor` is how many batches DALI prepares ahead.
     `worker_init_fn`, `timeout` and `multiprocessing_context` apply to worker processes: the
     Python path's. This library's own, after them:
       seed: the seed of the order and every augmentation (default: random; 0 across processes).

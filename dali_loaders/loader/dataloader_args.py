@@ -50,12 +50,12 @@ def sampler_for(source) -> Callable:
 
 
 def order_of(dataset, batch_size, shuffle, sampler, batch_sampler, drop_last, seed, rank, world_size, local_rank,
-             even_batches):
+             even_batches, generator=None):
     """(the loader's order, its `sampler`, its `batch_sampler`): the library's own order (the
     dataset's samples, sharded across ranks), or the user's sampler / batch_sampler."""
     if sampler is None and batch_sampler is None:
         epochs = sampler_for(dataset)(len(dataset), shuffle=shuffle, seed=seed, rank=rank, world_size=world_size,
-                                      local_rank=local_rank)
+                                      local_rank=local_rank, generator=generator)
         epochs.even_batches = bool(even_batches)
         return LibraryOrder(epochs, batch_size, drop_last), epochs, BatchSampler(epochs, batch_size, drop_last)
     if even_batches:
@@ -66,7 +66,7 @@ def order_of(dataset, batch_size, shuffle, sampler, batch_sampler, drop_last, se
             raise ValueError(f"{what} must be iterable (a torch Sampler or any iterable of indices), got "
                              f"{type(given).__name__}")
     order = SamplerOrder(sampler=sampler, batch_sampler=batch_sampler, batch_size=batch_size, drop_last=drop_last,
-                         seed=seed, rank=rank, world_size=world_size, local_rank=local_rank)
+                         seed=seed, rank=rank, world_size=world_size, local_rank=local_rank, generator=generator)
     if batch_sampler is None:
         batch_sampler = BatchSampler(sampler, batch_size, drop_last)
     return order, sampler if sampler is not None else getattr(batch_sampler, "sampler", None), batch_sampler

@@ -148,18 +148,19 @@ class SamplerOrder:
     saves_plan = True
 
     def __init__(self, *, sampler=None, batch_sampler=None, batch_size: Optional[int], drop_last: bool,
-                 seed: Optional[int], rank=None, world_size=None, local_rank=None):
+                 seed: Optional[int], rank=None, world_size=None, local_rank=None, generator=None):
         self.sampler, self.batch_sampler = sampler, batch_sampler
         self.batch_size, self.drop_last = batch_size, drop_last
         self._seed = None if seed is None else int(seed)
         self._rank_args = (rank, world_size, local_rank)
+        self._generator = generator
         self.epoch = 0
         self.next_epoch = 0
 
     @property
     def seed(self) -> int:
         if self._seed is None:   # as DistributedSampler's: agreed across processes, random alone
-            self._seed = 0 if self.world_size > 1 else random_seed()
+            self._seed = 0 if self.world_size > 1 else random_seed(self._generator)
         return self._seed
 
     @seed.setter

@@ -45,12 +45,10 @@ class TorchLoader(DataLoader):
         if options.device is not None:
             resolve_device(options.device, None)   # the same error as the DALI loader's
         layout = output_layout(memory_format)
-        if seed is None and generator is not None:
-            seed = generator.initial_seed() % (1 << 31)
         twin, counted, target_transform, label_table, recipe = twin_dataset(
             dataset, transform, options.target_transform, max_image_pixels, on_error)
         order, sampler, batch_sampler = order_of(counted, batch_size, shuffle, sampler, batch_sampler, drop_last,
-                                                 seed, rank, world_size, local_rank, even_batches)
+                                                 seed, rank, world_size, local_rank, even_batches, generator)
         check_batch_transform(batch_transform, label_table is not None or target_transform is not None,
                               made_views(recipe) is not None)
         if collate is not None:   # the DALI loader's items; counted, whatever the batch it makes

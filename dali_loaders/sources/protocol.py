@@ -15,8 +15,9 @@ Must provide:
 May provide:
   read(..., labels=False)         (Images, None): the loader then reads host_labels itself
   host_labels(indices)            the labels of those samples, read on the host
-  epoch_sampler(n, *, shuffle, seed, rank, world_size, local_rank)
-                                  the orders it can be read in (WebDataset: shard by shard)
+  epoch_sampler(n, *, shuffle, seed, rank, world_size, local_rank, generator)
+                                  the orders it can be read in (WebDataset: shard by shard);
+                                  seed=None: drawn from generator alone, 0 across processes
   screened(max_image_pixels, on_error)
                                   a new source holding only the samples screening keeps, with
                                   `skipped` ({name: why}); the source itself if nothing to do

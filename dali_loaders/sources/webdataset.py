@@ -299,12 +299,13 @@ class WebDatasetSource:
             raise ImageDecodeError(f"cannot decode image {self.describe(i)!r} ({type(e).__name__}: {e}); "
                                    f"remove or replace the sample", path=self.describe(i)) from e
 
-    def epoch_sampler(self, n: int, *, shuffle: bool, seed, rank, world_size, local_rank) -> "ShardOrderSampler":
+    def epoch_sampler(self, n: int, *, shuffle: bool, seed, rank, world_size, local_rank,
+                      generator=None) -> "ShardOrderSampler":
         """loaders.sampler_for's hook: the order a webdataset reader can read (see above)."""
         # settled now only when given, as distributed.epoch_sampler does (launchers build loaders early)
         shard = None if rank is None and world_size is None else resolve_shard(rank, world_size, local_rank)
         return ShardOrderSampler(n, shuffle=shuffle, seed=seed, shard=shard, local_rank=local_rank,
-                                 shard_of=self.shard_of)
+                                 shard_of=self.shard_of, generator=generator)
 
     def read(self, order, batch_size: int, device: str):
         """Batch after batch of `order` (an EpochOrder the loader sets each epoch): the image
@@ -384,8 +385,9 @@ class ShardOrderSampler(EpochSampler):
     training groups them by shard (shards in a seeded order per epoch); validation's
     contiguous parts are in shard order already."""
 
-    def __init__(self, n: int, *, shuffle: bool, seed, shard, shard_of: np.ndarray, local_rank=None):
-        super().__init__(n, shuffle=shuffle, seed=seed, shard=shard, local_rank=local_rank)
+    def __init__(self, n: int, *, shuffle: bool, seed, shard, shard_of: np.ndarray, local_rank=None,
+                 generator=None):
+        super().__init__(n, shuffle=shuffle, seed=seed, shard=shard, local_rank=local_rank, generator=generator)
         self.shard_of = shard_of
 
     def indices(self, epoch: int) -> np.ndarray:

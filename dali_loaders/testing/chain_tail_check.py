@@ -5,11 +5,12 @@ difference. On a GPU it is the check the GPU operator must pass before GPU graph
 (ops/chain_tail.py); on the CPU, the same machinery (the tests run it)."""
 import argparse
 import contextlib
-import os
 import sys
 from typing import Dict, List, Tuple
 
 import numpy as np
+
+from .. import switches
 
 BATCH, HEIGHT, WIDTH = 64, 45, 52
 
@@ -39,15 +40,8 @@ def stages_in_operator(on: bool):
     """DALI_LOADERS_CHAIN_TAIL set to ask for the operator, or not, meanwhile."""
     from ..ops import chain_tail
 
-    before = os.environ.get(chain_tail.ENV)
-    os.environ[chain_tail.ENV] = "1" if on else "0"
-    try:
+    with switches.overridden(chain_tail.ENV, "1" if on else "0"):
         yield
-    finally:
-        if before is None:
-            del os.environ[chain_tail.ENV]
-        else:
-            os.environ[chain_tail.ENV] = before
 
 
 def _images(seed: int) -> List[np.ndarray]:

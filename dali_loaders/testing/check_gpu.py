@@ -28,7 +28,7 @@ from torchvision import transforms as v1
 from torchvision.transforms import InterpolationMode as IM
 from torchvision.transforms import v2
 
-from .. import get_cifar_iter_dali, get_imagefolder_iter_dali, recipes, transforms
+from .. import get_cifar_iter_dali, get_imagefolder_iter_dali, recipes, switches, transforms
 from ..loader import build, dali_loader
 from ..sources.image_files import ImageFiles
 from ..transforms.cutout import Cutout
@@ -234,7 +234,7 @@ def decoded_on_gpu(checks: List[tuple], source) -> list:
     device="gpu" runs on the CPU: the files decoded (and cropped) on the GPU, copied to the
     CPU for the steps (loader/build.py's STEPS_DECODE). A pixel check's bound grows by a level,
     the decoders' difference (the CPU graph decodes with libjpeg-turbo)."""
-    with build.steps_decoded_on("gpu"):
+    with switches.overridden(build.STEPS_DECODE_ENV, "gpu"):
         picked = [check for check, transform in checks if build.graph_variant(
             "gpu", source, transforms.plan(transform, False)) == transforms.GPU_DECODE]
     return [dataclasses.replace(check, name=f"{check.name}, decoded on the GPU", variant=transforms.GPU_DECODE,

@@ -23,7 +23,7 @@ import numpy as np
 import torch
 from torchvision.transforms import v2
 
-from .. import transforms
+from .. import switches, transforms
 from ..loader import build, dali_loader
 from ..sources.image_files import ImageFiles
 
@@ -180,7 +180,7 @@ def made_as(variant: str):
     if variant != transforms.GPU_DECODE:
         yield variant
         return
-    with build.steps_decoded_on("gpu"):
+    with switches.overridden(build.STEPS_DECODE_ENV, "gpu"):
         yield "gpu"
 
 

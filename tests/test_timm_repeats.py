@@ -71,3 +71,34 @@ def test_the_copies_of_a_sample_are_augmented_apart(folder, monkeypatch):
         assert not torch.equal(x[0], x[1]) and not torch.equal(x[1], x[2])
         copies += 1
     assert copies == len(indices) // REPEATS
+
+
+def test_ranks_seeded_apart_as_train_py_seeds_them_read_every_sample_once(tmp_path, monkeypatch):
+    """timm's train.py seeds torch with seed + rank before create_loader(distributed=True);
+    timm's loader orders with DistributedSampler's seed 0, so the ranks' shards still
+    partition the samples. Every image says its own index: over two ranks each sample comes
+    once an epoch, with its label."""
+    from dist_worker import decode_indices
+    from test_distributed import FOLDER_CODE, write_index_folder
+
+    count, classes = 60, 10
+    write_index_folder(str(tmp_path), count)
+    mean = 255 * torch.tensor(timm.data.IMAGENET_DEFAULT_MEAN, dtype=torch.float64)
+    std = 255 * torch.tensor(timm.data.IMAGENET_DEFAULT_STD, dtype=torch.float64)
+    served = [[], []]
+    for rank in range(2):
+        for name, value in (("RANK", rank), ("WORLD_SIZE", 2), ("LOCAL_RANK", 0)):
+            monkeypatch.setenv(name, str(value))
+        torch.manual_seed(42 + rank)   # timm.utils.random_seed(42, rank)
+        loader = create_loader(ImageDataset(str(tmp_path)), SIZE, 5, is_training=True, no_aug=True,
+                               distributed=True, device=CPU)
+        for epoch in range(2):
+            loader.sampler.set_epoch(epoch)
+            for images, labels in loader:
+                indices = decode_indices(images, mean, std, FOLDER_CODE)
+                assert labels.tolist() == [i // (count // classes) for i in indices], "a label left its image"
+                served[epoch] += indices
+    for seen in served:
+        assert sorted(seen) == list(range(count)), "ranks lost or repeated samples"
+        assert seen != sorted(seen)
+    assert served[0] != served[1]

@@ -54,6 +54,13 @@ def decode_indices(images: torch.Tensor, mean: torch.Tensor, std: torch.Tensor, 
     return (digits[:, 0] * base * base + digits[:, 1] * base + digits[:, 2]).tolist()
 
 
+def labelled_indices(images: torch.Tensor, labels: torch.Tensor, mean, std, code: dict, per_class: int) -> list:
+    """decode_indices, checking each label is its image's (class index // per_class)."""
+    indices = decode_indices(images, mean, std, code)
+    assert labels.tolist() == [i // per_class for i in indices], "a label left its image"
+    return indices
+
+
 def run_epochs(loader, epochs: int, decode) -> list:
     """[[ [indices, labels] per batch ] per epoch], set_epoch-style as with DistributedSampler."""
     seen = []

@@ -217,6 +217,9 @@ def test_a_generator_is_drawn_from_at_the_first_pass_as_random_sampler_draws():
     assert not torch.equal(shared.get_state(), untouched)
     assert not np.array_equal(orders[0], orders[1])
     assert all(sorted(order) == list(range(N)) for order in orders)
+    # the twin draws its seed from the generator first too (DataLoader draws its workers' seed after)
+    twin = TorchLoader(indexed(), 8, shuffle=True, generator=torch.Generator().manual_seed(5), transform=TO_TENSOR)
+    assert np.array_equal(np.concatenate(epoch(twin)), orders[0])
 
 
 def test_torchs_reproducibility_recipe_runs_unchanged_its_worker_init_fn_not_called():

@@ -78,7 +78,7 @@ def test_ranks_seeded_apart_as_train_py_seeds_them_read_every_sample_once(tmp_pa
     timm's loader orders with DistributedSampler's seed 0, so the ranks' shards still
     partition the samples. Every image says its own index: over two ranks each sample comes
     once an epoch, with its label."""
-    from dist_worker import decode_indices
+    from dist_worker import labelled_indices
     from test_distributed import FOLDER_CODE, write_index_folder
 
     count, classes = 60, 10
@@ -95,9 +95,7 @@ def test_ranks_seeded_apart_as_train_py_seeds_them_read_every_sample_once(tmp_pa
         for epoch in range(2):
             loader.sampler.set_epoch(epoch)
             for images, labels in loader:
-                indices = decode_indices(images, mean, std, FOLDER_CODE)
-                assert labels.tolist() == [i // (count // classes) for i in indices], "a label left its image"
-                served[epoch] += indices
+                served[epoch] += labelled_indices(images, labels, mean, std, FOLDER_CODE, count // classes)
     for seen in served:
         assert sorted(seen) == list(range(count)), "ranks lost or repeated samples"
         assert seen != sorted(seen)

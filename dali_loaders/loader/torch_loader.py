@@ -93,6 +93,9 @@ class TorchLoader(DataLoader):
         warn_skipped(self._counted, self._order.next_epoch)
         start, unpadded = 0, None
         epoch = None if isinstance(self._order, LibraryOrder) else self._order.start_epoch()
+        # the seed first drawn from `generator` here, before DataLoader draws its workers' base
+        # seed from it, so the twin's order is the DALI loader's
+        self._order.seed  # noqa: B018
         for k, batch in enumerate(super().__iter__()):
             if k == 0:   # the library's sampler starts its epoch when the first batch is drawn
                 unpadded = self._order.unpadded_len()

@@ -180,6 +180,33 @@ def test_gpu_probe_decode_times_both_decodes_only_after_the_checks_pass(tmp_path
     assert build.fused_steps() == "measured" and build.steps_decode() == "cpu"   # both put back
 
 
+def test_gpu_probe_cifar_rows_place_the_steps_of_pixels_as_named(tmp_path, monkeypatch):
+    """`gpu_probe`'s CIFAR rows: the CPU loader, then device="gpu" with the steps of the pixels
+    on the CPU (as placed) and on the GPU (forced), each made with that placement and no other;
+    the placement put back after."""
+    monkeypatch.syspath_prepend(REPO)
+    from benchmarks import gpu_probe
+
+    from dali_loaders.loader import build
+
+    made, reported = [], []
+
+    def loader(split, root, batch_size, threads, device, seed):
+        made.append((device, build.decoded_steps()))
+        return _Empty()
+
+    monkeypatch.setattr(gpu_probe, "get_cifar_iter_dali", loader)
+    monkeypatch.setattr(gpu_probe, "make_cifar", lambda *args: str(tmp_path))
+    monkeypatch.setattr(gpu_probe, "report", lambda name, rates, **extra: reported.append(name))
+    monkeypatch.setattr(gpu_probe.torch.cuda, "synchronize", lambda: None)
+    monkeypatch.delenv(build.DECODED_STEPS_ENV, raising=False)
+    gpu_probe.cifar_rows()
+    assert made == [("cpu", "cpu"), ("gpu", "cpu"), ("gpu", "gpu")], made
+    assert reported == ["ours CIFAR-10 train, cpu", "ours CIFAR-10 train, gpu, steps on the CPU",
+                        "ours CIFAR-10 train, gpu, steps on the GPU"]
+    assert build.DECODED_STEPS_ENV not in os.environ
+
+
 def test_augment_order_times_both_orders_on_the_same_steps():
     """benchmarks/augment_order.py: the operator's costliest-first order beside every sample
     alike; the steps drawn as timm's rand-m9 (about a quarter of the samples without one)."""

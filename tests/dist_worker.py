@@ -7,6 +7,12 @@
         RANK/WORLD_SIZE so only the group can tell the loaders who they are, and does it
         again, plus the documented val-metric all_reduce.
 
+    torchrun ... dist_worker.py accelerate JOB_JSON OUT_DIR
+        As a script using Accelerate runs: Accelerator() (its process group), set_seed with
+        device_specific=True (each rank's generators seeded apart), then every loader of the
+        job through accelerator.prepare, which must hand it back unchanged; the epochs as
+        "shards" reports them, under "accelerate".
+
     python dist_worker.py resume JOB_PICKLE OUT_FILE
         For each saved state: a fresh loader, load_state_dict, the rest of that epoch and
         the next whole epoch, all saved with torch.save for a bit-for-bit comparison.
@@ -70,14 +76,14 @@ def run_epochs(loader, epochs: int, decode) -> list:
     return seen
 
 
-def observe(job: dict) -> dict:
-    """What every loader of the job yields in this process."""
+def observe(job: dict, prepare=lambda loader: loader) -> dict:
+    """What every loader of the job yields in this process (each loader as `prepare` hands it back)."""
     report = {}
     for name, spec in job["loaders"].items():
         # env_kwargs: arguments read from the environment, as the original API's callers did.
         kwargs = dict(spec["kwargs"], **{k: int(os.environ[v]) for k, v in spec.get("env_kwargs", {}).items()})
         mean, std = recipe_mean_std(spec["kind"], kwargs)
-        loader = make_loader(spec["kind"], kwargs)
+        loader = prepare(make_loader(spec["kind"], kwargs))
         shard = loader.sampler.shard
         report[name] = {"shard_rank": shard.rank, "shard_world_size": shard.world_size,
                         "gpu_local_rank": shard.local_rank, "len": len(loader),
@@ -114,6 +120,26 @@ def shards(job_path: str, out_dir: str) -> None:
         json.dump(result, f)
 
 
+def accelerate_run(job_path: str, out_dir: str) -> None:
+    import accelerate
+    from accelerate.utils import set_seed
+
+    with open(job_path) as f:
+        job = json.load(f)
+    accelerator = accelerate.Accelerator(cpu=True)
+    set_seed(7, device_specific=True)   # 7 + process index: the ranks' generators apart
+
+    def prepare(loader):
+        prepared = accelerator.prepare(loader)
+        assert prepared is loader, "accelerate rebuilt the DALI loader"
+        return prepared
+
+    result = {"env": {k: os.environ.get(k) for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK")},
+              "process_index": accelerator.process_index, "accelerate": observe(job, prepare)}
+    with open(os.path.join(out_dir, f"rank{result['env']['RANK']}.json"), "w") as f:
+        json.dump(result, f)
+
+
 def resume(job_path: str, out_path: str) -> None:
     with open(job_path, "rb") as f:
         job = pickle.load(f)
@@ -127,4 +153,4 @@ def resume(job_path: str, out_path: str) -> None:
 
 
 if __name__ == "__main__":
-    {"shards": shards, "resume": resume}[sys.argv[1]](*sys.argv[2:])
+    {"shards": shards, "accelerate": accelerate_run, "resume": resume}[sys.argv[1]](*sys.argv[2:])

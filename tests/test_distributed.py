@@ -221,6 +221,23 @@ def test_torchrun_three_processes_shard_train_and_read_val_exactly_once(cifar_ro
             assert r["val_all_reduce"][name] == [len(indices), sum(indices)]
 
 
+@pytest.mark.slow
+@pytest.mark.subprocess
+def test_accelerate_on_two_processes_hands_the_loaders_back_each_reading_its_shard(cifar_root, folder_roots,
+                                                                                  tmp_path):
+    """A script using Accelerate (Accelerator, set_seed(device_specific=True), prepare) on two
+    processes: prepare hands each DALI loader back, which reads this rank's shard of the
+    group Accelerate made; train partitioned every epoch, val read exactly once."""
+    pytest.importorskip("accelerate")
+    specs = {"cifar_train": cifar_spec(cifar_root, "train", 16, 2),
+             "folder_val": folder_spec(folder_roots, "val", 16, 1)}
+    job_path, out = write_job(tmp_path, {"loaders": specs})
+    reports = launch([[*TORCHRUN, "--standalone", "--nproc_per_node=2", WORKER, "accelerate", job_path, str(out)]],
+                     out)
+    assert [r["process_index"] for r in reports] == [0, 1]
+    check_reports(reports, "accelerate", 2, specs)
+
+
 # -- 2. two "machines", two processes each ---------------------------------------------------
 
 

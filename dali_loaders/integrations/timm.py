@@ -12,10 +12,10 @@ FastCollateMixup mixes the uint8 batch (as its collate does), then the batch is 
 `img_dtype` and normalized on `device` with timm's arithmetic, then timm's RandomErasing runs on
 it with the prefetcher's settings; a `Mixup` given as collate_fn mixes the finished batch (as
 train.py's mixup_fn does). Random draws are the loader's own, from (seed, epoch, rank, batch),
-the seed drawn from torch's generator when the loader is made (as DataLoader draws its own), so
-`torch.manual_seed` before create_loader reproduces a run. With distributed=True the seed is 0 on
-every rank, as the DistributedSampler of timm's loader orders with: train.py seeds each rank's
-generator apart, and ranks shuffling apart would lose and repeat samples.
+the seed the DALI loader's default: drawn from torch's generator at the first pass (as the
+RandomSampler of timm's loader draws), so `torch.manual_seed` before create_loader reproduces a
+run; 0 on every rank of several processes, as the DistributedSampler of timm's loader orders
+with (train.py seeds each rank's generator apart).
 
 What has no meaning for DALI is accepted and does nothing (pin_memory, persistent_workers,
 use_multi_epochs_loader, worker_seeding: DALI's threads draw from the loader's seeds); what
@@ -124,7 +124,7 @@ def create_loader(
     inner = DaliLoader(
         source if source is not None else dataset, batch_size=batch_size,
         shuffle=is_training if sampler is None else None, sampler=sampler,
-        num_workers=num_workers, drop_last=is_training, seed=None if distributed else script_seed(),
+        num_workers=num_workers, drop_last=is_training,
         transform=transform if source is not None else None,   # else the dataset's own, set above
         rank=None if distributed else 0, world_size=None if distributed else 1,
         even_batches=distributed and not is_training,   # timm's OrderedDistributedSampler pads
@@ -223,12 +223,6 @@ def folder_samples(dataset):
         plain = dataset.loader is default_loader and dataset.target_transform is None
         return list(dataset.samples) if plain else None
     return None
-
-
-def script_seed() -> int:
-    """The loader's seed, drawn from torch's generator as a DataLoader draws its own: the
-    training script's torch.manual_seed decides it."""
-    return int(torch.randint(0, 2 ** 31 - 1, (), dtype=torch.int64))
 
 
 def dali_device(device: torch.device) -> str:

@@ -10,7 +10,8 @@
     torchrun ... dist_worker.py accelerate JOB_JSON OUT_DIR
         As a script using Accelerate runs: Accelerator() (its process group), set_seed with
         device_specific=True (each rank's generators seeded apart), then every loader of the
-        job through accelerator.prepare, which must hand it back unchanged; the epochs as
+        job (DALI loaders and twins) through accelerator.prepare, which must hand it back
+        unchanged; the epochs as
         "shards" reports them, under "accelerate".
 
     python dist_worker.py resume JOB_PICKLE OUT_FILE
@@ -27,15 +28,13 @@ import torch
 from dali_loaders import recipes
 
 
-def make_loader(kind: str, kwargs: dict):
-    """kind "cifar" or "imagefolder", with the get_*_iter_dali keyword arguments."""
-    if kind == "cifar":
-        from dali_loaders.datasets.cifar import get_cifar_iter_dali
-        return get_cifar_iter_dali(**kwargs)
-    from dali_loaders.datasets.imagenet import (
-        get_imagefolder_iter_dali,  # kind "imagefolder"
-    )
-    return get_imagefolder_iter_dali(**kwargs)
+def make_loader(kind: str, kwargs: dict, twin: bool = False):
+    """kind "cifar" or "imagefolder", with the get_*_iter_dali keyword arguments; `twin`: the
+    torchvision twin (get_*_iter_torch) with the same arguments."""
+    from dali_loaders.datasets import cifar, imagenet
+
+    module, name = (cifar, "cifar") if kind == "cifar" else (imagenet, "imagefolder")
+    return getattr(module, f"get_{name}_iter_{'torch' if twin else 'dali'}")(**kwargs)
 
 
 def recipe_mean_std(kind: str, kwargs: dict):
@@ -83,7 +82,7 @@ def observe(job: dict, prepare=lambda loader: loader) -> dict:
         # env_kwargs: arguments read from the environment, as the original API's callers did.
         kwargs = dict(spec["kwargs"], **{k: int(os.environ[v]) for k, v in spec.get("env_kwargs", {}).items()})
         mean, std = recipe_mean_std(spec["kind"], kwargs)
-        loader = prepare(make_loader(spec["kind"], kwargs))
+        loader = prepare(make_loader(spec["kind"], kwargs, spec.get("twin", False)))
         shard = loader.sampler.shard
         report[name] = {"shard_rank": shard.rank, "shard_world_size": shard.world_size,
                         "gpu_local_rank": shard.local_rank, "len": len(loader),
@@ -131,7 +130,7 @@ def accelerate_run(job_path: str, out_dir: str) -> None:
 
     def prepare(loader):
         prepared = accelerator.prepare(loader)
-        assert prepared is loader, "accelerate rebuilt the DALI loader"
+        assert prepared is loader, f"accelerate rebuilt the {type(loader).__name__}"
         return prepared
 
     result = {"env": {k: os.environ.get(k) for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK")},

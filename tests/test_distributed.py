@@ -82,6 +82,12 @@ def folder_spec(roots, type, batch_size, epochs, **extra):
             "expect": {"train": type == "train", "first": 0, "count": count, "label_div": count // CLASSES}}
 
 
+def twin_of(spec):
+    """The spec with the torchvision twin (get_*_iter_torch, its batches read in the process) in
+    place of the DALI loader."""
+    return dict(spec, twin=True, kwargs=dict(spec["kwargs"], num_threads=0))
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -226,11 +232,14 @@ def test_torchrun_three_processes_shard_train_and_read_val_exactly_once(cifar_ro
 def test_accelerate_on_two_processes_hands_the_loaders_back_each_reading_its_shard(cifar_root, folder_roots,
                                                                                   tmp_path):
     """A script using Accelerate (Accelerator, set_seed(device_specific=True), prepare) on two
-    processes: prepare hands each DALI loader back, which reads this rank's shard of the
-    group Accelerate made; train partitioned every epoch, val read exactly once."""
+    processes: prepare hands each loader back, DALI loader or torchvision twin, which reads
+    this rank's shard of the group Accelerate made; train partitioned every epoch, val read
+    exactly once. (Rebuilt by Accelerate, a twin would be sharded a second time.)"""
     pytest.importorskip("accelerate")
     specs = {"cifar_train": cifar_spec(cifar_root, "train", 16, 2),
-             "folder_val": folder_spec(folder_roots, "val", 16, 1)}
+             "folder_val": folder_spec(folder_roots, "val", 16, 1),
+             "cifar_train_twin": twin_of(cifar_spec(cifar_root, "train", 16, 2)),
+             "folder_val_twin": twin_of(folder_spec(folder_roots, "val", 16, 1))}
     job_path, out = write_job(tmp_path, {"loaders": specs})
     reports = launch([[*TORCHRUN, "--standalone", "--nproc_per_node=2", WORKER, "accelerate", job_path, str(out)]],
                      out)

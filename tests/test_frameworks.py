@@ -261,8 +261,7 @@ def test_accelerate_prepare_runs_the_loop_unchanged(cifar_root, no_torchrun_env)
         model = torch.nn.Linear(3 * 32 * 32, 10)
         optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
         model, optimizer, prepared = accelerator.prepare(model, optimizer, loader)
-        if make is get_cifar_iter_dali:
-            assert prepared is loader, "a DALI loader passes through: it shards itself"
+        assert prepared is loader, f"{make.__name__}: handed back, as it shards itself"
         epochs = []
         for epoch in range(2):
             prepared.set_epoch(epoch)
@@ -276,3 +275,43 @@ def test_accelerate_prepare_runs_the_loop_unchanged(cifar_root, no_torchrun_env)
             assert sorted(flat(seen)) == TRAIN, make.__name__
             epochs.append(seen)
         assert epochs[0] != epochs[1]
+
+
+def test_accelerate_keeps_the_twins_batch_transform_and_dict_batches(cifar_root, no_torchrun_env):
+    """What the twin does per batch (MixUp / CutMix, output="dict") is in its batches after
+    prepare(), and on the Accelerator's device: a DataLoader rebuilt from it had lost both."""
+    accelerate = pytest.importorskip("accelerate")
+    from torchvision.transforms import v2
+
+    accelerator = accelerate.Accelerator(cpu=True)
+    mixing = get_cifar_iter_torch("train", cifar_root, BATCH, num_threads=0, seed=2,
+                                  batch_transform=v2.MixUp(num_classes=10))
+    images, labels = next(iter(accelerator.prepare(mixing)))
+    assert labels.shape == (BATCH, 10) and labels.dtype == torch.float32, "MixUp's soft labels"
+    assert images.device == accelerator.device
+    assert torch.allclose(labels.sum(1), torch.ones(BATCH)) and (labels.max(1).values < 1).any()
+    dicts = get_cifar_iter_torch("val", cifar_root, BATCH, num_threads=0, output="dict")
+    batch = next(iter(accelerator.prepare(dicts)))
+    assert isinstance(batch, list) and set(batch[0]) == {"data", "label"} and batch[0]["label"].shape == (BATCH, 1)
+    assert indices(batch[0]["data"]) == VAL[:BATCH]
+
+
+def test_twin_batches_go_to_the_accelerators_device_and_stay_put_without_one():
+    pytest.importorskip("accelerate")
+    from collections import namedtuple
+
+    from dali_loaders.loader.torch_loader import accelerate_device, moved
+
+    pair = namedtuple("Pair", "images labels")
+    batch = [{"data": torch.zeros(2, 3), "label": torch.ones(2, dtype=torch.long)},
+             pair(torch.zeros(1), [torch.zeros(1), 7])]
+    meta = moved(batch, torch.device("meta"), False)
+    assert meta[0]["data"].is_meta and meta[0]["label"].is_meta and meta[0]["label"].dtype == torch.long
+    assert isinstance(meta[1], pair) and meta[1].images.is_meta and meta[1].labels[0].is_meta
+    assert meta[1].labels[1] == 7 and not batch[0]["data"].is_meta
+    # In a fresh process: none before an Accelerator is made, its device after.
+    code = ("import accelerate; from dali_loaders.loader.torch_loader import accelerate_device as d; "
+            "before = d(); a = accelerate.Accelerator(cpu=True); print(before, d() == a.device)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=subprocess_env(),
+                          timeout=120)
+    assert done.stdout.split() == ["None", "True"], done.stderr[-2000:]

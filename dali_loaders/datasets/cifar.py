@@ -128,7 +128,8 @@ def get_cifar_iter_dali(type, image_dir, batch_size, num_threads=4, local_rank=N
 def get_cifar_iter_torch(type, image_dir, batch_size, num_threads=4, local_rank=None, world_size=None,
                          val_size=32, cutout=0, *, dataset="cifar10", label_type="fine", **options):
     """The torchvision twin of get_cifar_iter_dali: same arguments, same recipe, same sample
-    order; `num_threads` is the number of DataLoader workers. Outputs stay on the CPU.
+    order; `num_threads` is the number of DataLoader workers. Outputs stay on the CPU (where an
+    Accelerator is made, on its device: see TorchLoader).
     It reads the pickles itself (no md5 check) and hands the transform PIL images, as
     torchvision's CIFAR10 does."""
     train = _check_args(type, batch_size, val_size, cutout)

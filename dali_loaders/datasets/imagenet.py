@@ -114,7 +114,8 @@ def get_imagefolder_iter_torch(root, batch_size, train, num_threads=4, device_id
                                crop=recipes.IMAGENET_CROP, val_size=recipes.IMAGENET_VAL_SIZE, world_size=None,
                                local_rank=None, *, label_file=None, classes=None, **options):
     """The torchvision twin of get_imagefolder_iter_dali: same arguments, same recipe, same
-    sample order; `num_threads` is the number of DataLoader workers. Outputs stay on the CPU."""
+    sample order; `num_threads` is the number of DataLoader workers. Outputs stay on the CPU
+    (where an Accelerator is made, on its device: see TorchLoader)."""
     return _folder_loader(TorchLoader, root, batch_size, train, num_threads, crop, val_size, world_size, local_rank,
                           label_file, classes, options)
 

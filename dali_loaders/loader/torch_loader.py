@@ -1,6 +1,8 @@
 """TorchLoader: the torchvision twin. A real DataLoader over the same dataset, taking DaliLoader's
 arguments, with the DALI loader's sample order, output layout, batch_transform and batch shape,
 so that the two can be compared batch for batch."""
+import sys
+
 import torch
 from torch.utils.data import DataLoader
 
@@ -25,9 +27,15 @@ from .skips import skipped_files, warn_skipped
 class TorchLoader(DataLoader):
     """DataLoader with DaliLoader's arguments and manners (`set_epoch`, `padded`, `skipped`):
     `dataset` as DaliLoader takes it, read by torchvision and PIL in DataLoader's workers.
-    Outputs stay on the CPU whatever the device."""
+    Outputs stay on the CPU whatever the device, as a DataLoader's; where the process has made an
+    Accelerator, on its device, as the DataLoaders it prepares (prepare() hands the twin back)."""
 
     padded = torch.zeros(0, dtype=torch.bool)  # which samples of the last batch are even_batches' padding
+    # Accelerate's mark of a DataLoader it has prepared, which its prepare() hands back as it is.
+    # Rebuilt as Accelerate rebuilds DataLoaders, the twin would be sharded over the processes a
+    # second time and lose what its __iter__ does (batch_transform, output="dict"); it shards
+    # itself as the DALI loader does, and puts its batches where Accelerate would (accelerate_device).
+    _is_accelerate_prepared = True
 
     def __init__(self, dataset, batch_size=1, shuffle=None, sampler=None, batch_sampler=None, num_workers: int = 0,
                  collate_fn=None, pin_memory: bool = False, drop_last: bool = False, timeout: float = 0,
@@ -96,6 +104,7 @@ class TorchLoader(DataLoader):
         # the seed first drawn from `generator` here, before DataLoader draws its workers' base
         # seed from it, so the twin's order is the DALI loader's
         self._order.seed  # noqa: B018
+        device = accelerate_device()
         for k, batch in enumerate(super().__iter__()):
             if k == 0:   # the library's sampler starts its epoch when the first batch is drawn
                 unpadded = self._order.unpadded_len()
@@ -103,7 +112,7 @@ class TorchLoader(DataLoader):
             if self._counts:
                 count, batch = batch
             elif not isinstance(batch, (tuple, list)) or len(batch) < 2:   # a dataset's own batch shape
-                yield batch
+                yield batch if device is None else moved(batch, device, self.pin_memory)
                 continue
             else:
                 count = len(batch[1])
@@ -111,7 +120,8 @@ class TorchLoader(DataLoader):
             start += count
             if self._mixer is not None:
                 batch = mixed(self._mixer, batch, epoch, k)
-            yield batch if self._shape is None else self._shape(*batch)
+            batch = batch if self._shape is None else self._shape(*batch)
+            yield batch if device is None else moved(batch, device, self.pin_memory)
 
     # DALIGenericIterator's manners, as DaliLoader's
     def reset(self) -> None:
@@ -150,6 +160,27 @@ def twin_dataset(dataset, transform, target_transform, max_image_pixels, on_erro
     if any(t is not None for t in given):
         dataset = TransformedDataset(dataset, *given)
     return dataset, dataset, None, None, recipe
+
+
+def accelerate_device():
+    """The device of the process's Accelerator, where a DataLoader it prepares puts its batches;
+    None without one (Accelerate not imported, or no Accelerator made)."""
+    state = sys.modules.get("accelerate.state")
+    if state is None or not state.is_initialized():
+        return None
+    return state.AcceleratorState().device
+
+
+def moved(batch, device: torch.device, non_blocking: bool):
+    """The batch's tensors (in tuples, lists and dicts, as Accelerate moves them) on `device`."""
+    if isinstance(batch, torch.Tensor):
+        return batch.to(device, non_blocking=non_blocking)
+    if isinstance(batch, dict):
+        return type(batch)((key, moved(value, device, non_blocking)) for key, value in batch.items())
+    if isinstance(batch, (tuple, list)):
+        items = [moved(item, device, non_blocking) for item in batch]
+        return type(batch)(*items) if hasattr(batch, "_fields") else type(batch)(items)
+    return batch
 
 
 def _collate_channels_last(samples):

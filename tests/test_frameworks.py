@@ -315,3 +315,26 @@ def test_twin_batches_go_to_the_accelerators_device_and_stay_put_without_one():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=subprocess_env(),
                           timeout=120)
     assert done.stdout.split() == ["None", "True"], done.stderr[-2000:]
+
+
+def test_accelerate_save_state_resumes_a_registered_dali_loader_mid_epoch(cifar_root, no_torchrun_env, tmp_path):
+    """accelerator.register_for_checkpointing(loader): save_state in the middle of an epoch,
+    load_state into a fresh loader, and the rest of the epoch is the batches still to come."""
+    accelerate = pytest.importorskip("accelerate")
+
+    def make():
+        return get_cifar_iter_dali("train", cifar_root, BATCH, num_threads=1, seed=3)
+
+    whole = [indices(images) for images, _ in make()]
+    accelerator = accelerate.Accelerator(cpu=True)
+    loader = accelerator.prepare(make())
+    accelerator.register_for_checkpointing(loader)
+    batches = iter(loader)
+    done = [indices(next(batches)[0]) for _ in range(CHECKPOINT_STEP)]
+    accelerator.save_state(str(tmp_path / "state"))
+    again = accelerate.Accelerator(cpu=True)   # as a restarted script makes it
+    fresh = again.prepare(make())
+    again.register_for_checkpointing(fresh)
+    again.load_state(str(tmp_path / "state"))
+    rest = [indices(images) for images, _ in fresh]
+    assert done + rest == whole and len(rest) == len(whole) - CHECKPOINT_STEP

@@ -11,8 +11,13 @@
         As a script using Accelerate runs: Accelerator() (its process group), set_seed with
         device_specific=True (each rank's generators seeded apart), then every loader of the
         job (DALI loaders and twins) through accelerator.prepare, which must hand it back
-        unchanged; the epochs as
-        "shards" reports them, under "accelerate".
+        unchanged; the epochs as "shards" reports them, under "accelerate".
+
+    torchrun ... dist_worker.py fabric JOB_JSON OUT_DIR
+        As a script using Lightning Fabric runs: Fabric(strategy="ddp") on the CPU, launch(),
+        seed_everything(7 + rank); each twin through fabric.setup_dataloaders (which takes
+        DataLoaders only), each DALI loader as it is; iterated as Fabric's loop does, without
+        set_epoch (Fabric's wrapper sets the sampler's epoch); under "fabric".
 
     python dist_worker.py resume JOB_PICKLE OUT_FILE
         For each saved state: a fresh loader, load_state_dict, the rest of that epoch and
@@ -70,7 +75,8 @@ def run_epochs(loader, epochs: int, decode) -> list:
     """[[ [indices, labels] per batch ] per epoch], set_epoch-style as with DistributedSampler."""
     seen = []
     for epoch in range(epochs):
-        loader.set_epoch(epoch)
+        if hasattr(loader, "set_epoch"):   # Fabric's wrapper has none: it sets the sampler's epoch itself
+            loader.set_epoch(epoch)
         seen.append([[decode(images), labels.tolist()] for images, labels in loader])
     return seen
 
@@ -139,6 +145,25 @@ def accelerate_run(job_path: str, out_dir: str) -> None:
         json.dump(result, f)
 
 
+def fabric_run(job_path: str, out_dir: str) -> None:
+    import lightning_fabric
+    from torch.utils.data import DataLoader
+
+    with open(job_path) as f:
+        job = json.load(f)
+    fabric = lightning_fabric.Fabric(accelerator="cpu", devices=int(os.environ["WORLD_SIZE"]), strategy="ddp")
+    fabric.launch()
+    fabric.seed_everything(7 + fabric.global_rank)   # the ranks' generators apart
+
+    def prepare(loader):
+        return fabric.setup_dataloaders(loader) if isinstance(loader, DataLoader) else loader
+
+    result = {"env": {k: os.environ.get(k) for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK")},
+              "global_rank": fabric.global_rank, "fabric": observe(job, prepare)}
+    with open(os.path.join(out_dir, f"rank{result['env']['RANK']}.json"), "w") as f:
+        json.dump(result, f)
+
+
 def resume(job_path: str, out_path: str) -> None:
     with open(job_path, "rb") as f:
         job = pickle.load(f)
@@ -152,4 +177,4 @@ def resume(job_path: str, out_path: str) -> None:
 
 
 if __name__ == "__main__":
-    {"shards": shards, "accelerate": accelerate_run, "resume": resume}[sys.argv[1]](*sys.argv[2:])
+    {"shards": shards, "accelerate": accelerate_run, "fabric": fabric_run, "resume": resume}[sys.argv[1]](*sys.argv[2:])

@@ -247,6 +247,24 @@ def test_accelerate_on_two_processes_hands_the_loaders_back_each_reading_its_sha
     check_reports(reports, "accelerate", 2, specs)
 
 
+@pytest.mark.slow
+@pytest.mark.subprocess
+def test_lightning_fabric_on_two_processes_each_loader_reading_its_shard(cifar_root, folder_roots, tmp_path):
+    """A script using Lightning Fabric (ddp on two processes): the twins through
+    setup_dataloaders (Fabric leaves their sampler, a DistributedSampler, in place and sets its
+    epoch), the DALI loaders as they are (setup_dataloaders takes DataLoaders only); train
+    partitioned every epoch, val read exactly once."""
+    pytest.importorskip("lightning_fabric")
+    specs = {"cifar_train": cifar_spec(cifar_root, "train", 16, 2),
+             "folder_val": folder_spec(folder_roots, "val", 16, 1),
+             "cifar_train_twin": twin_of(cifar_spec(cifar_root, "train", 16, 2)),
+             "folder_val_twin": twin_of(folder_spec(folder_roots, "val", 16, 1))}
+    job_path, out = write_job(tmp_path, {"loaders": specs})
+    reports = launch([[*TORCHRUN, "--standalone", "--nproc_per_node=2", WORKER, "fabric", job_path, str(out)]], out)
+    assert [r["global_rank"] for r in reports] == [0, 1]
+    check_reports(reports, "fabric", 2, specs)
+
+
 # -- 2. two "machines", two processes each ---------------------------------------------------
 
 

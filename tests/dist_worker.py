@@ -17,7 +17,8 @@
         As a script using Lightning Fabric runs: Fabric(strategy="ddp") on the CPU, launch(),
         seed_everything(7 + rank); each twin through fabric.setup_dataloaders (which takes
         DataLoaders only), each DALI loader as it is; iterated as Fabric's loop does, without
-        set_epoch (Fabric's wrapper sets the sampler's epoch); under "fabric".
+        set_epoch (Fabric's wrapper sets the sampler's epoch); under "fabric". Both write the
+        framework's index of this process as "process_index".
 
     python dist_worker.py resume JOB_PICKLE OUT_FILE
         For each saved state: a fresh loader, load_state_dict, the rest of that epoch and
@@ -121,16 +122,14 @@ def shards(job_path: str, out_dir: str) -> None:
         val = {name: seen for name, seen in result["from_group"].items() if name.endswith("val")}
         result["val_all_reduce"] = combined_val_counts(val)
         torch.distributed.destroy_process_group()
-    with open(os.path.join(out_dir, f"rank{result['env']['RANK']}.json"), "w") as f:
-        json.dump(result, f)
+    write_report(out_dir, result)
 
 
-def accelerate_run(job_path: str, out_dir: str) -> None:
+def accelerate_setup():
+    """As a script using Accelerate starts: (this process's index, what prepare() does)."""
     import accelerate
     from accelerate.utils import set_seed
 
-    with open(job_path) as f:
-        job = json.load(f)
     accelerator = accelerate.Accelerator(cpu=True)
     set_seed(7, device_specific=True)   # 7 + process index: the ranks' generators apart
 
@@ -139,18 +138,14 @@ def accelerate_run(job_path: str, out_dir: str) -> None:
         assert prepared is loader, f"accelerate rebuilt the {type(loader).__name__}"
         return prepared
 
-    result = {"env": {k: os.environ.get(k) for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK")},
-              "process_index": accelerator.process_index, "accelerate": observe(job, prepare)}
-    with open(os.path.join(out_dir, f"rank{result['env']['RANK']}.json"), "w") as f:
-        json.dump(result, f)
+    return accelerator.process_index, prepare
 
 
-def fabric_run(job_path: str, out_dir: str) -> None:
+def fabric_setup():
+    """As a script using Lightning Fabric starts: (this process's index, what it does to a loader)."""
     import lightning_fabric
     from torch.utils.data import DataLoader
 
-    with open(job_path) as f:
-        job = json.load(f)
     fabric = lightning_fabric.Fabric(accelerator="cpu", devices=int(os.environ["WORLD_SIZE"]), strategy="ddp")
     fabric.launch()
     fabric.seed_everything(7 + fabric.global_rank)   # the ranks' generators apart
@@ -158,8 +153,21 @@ def fabric_run(job_path: str, out_dir: str) -> None:
     def prepare(loader):
         return fabric.setup_dataloaders(loader) if isinstance(loader, DataLoader) else loader
 
-    result = {"env": {k: os.environ.get(k) for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK")},
-              "global_rank": fabric.global_rank, "fabric": observe(job, prepare)}
+    return fabric.global_rank, prepare
+
+
+FRAMEWORKS = {"accelerate": accelerate_setup, "fabric": fabric_setup}
+
+
+def framework_run(framework: str, job_path: str, out_dir: str) -> None:
+    with open(job_path) as f:
+        job = json.load(f)
+    process_index, prepare = FRAMEWORKS[framework]()
+    write_report(out_dir, {"env": {k: os.environ.get(k) for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK")},
+                           "process_index": process_index, framework: observe(job, prepare)})
+
+
+def write_report(out_dir: str, result: dict) -> None:
     with open(os.path.join(out_dir, f"rank{result['env']['RANK']}.json"), "w") as f:
         json.dump(result, f)
 
@@ -177,4 +185,7 @@ def resume(job_path: str, out_path: str) -> None:
 
 
 if __name__ == "__main__":
-    {"shards": shards, "accelerate": accelerate_run, "fabric": fabric_run, "resume": resume}[sys.argv[1]](*sys.argv[2:])
+    if sys.argv[1] in FRAMEWORKS:
+        framework_run(*sys.argv[1:])
+    else:
+        {"shards": shards, "resume": resume}[sys.argv[1]](*sys.argv[2:])

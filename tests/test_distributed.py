@@ -229,40 +229,24 @@ def test_torchrun_three_processes_shard_train_and_read_val_exactly_once(cifar_ro
 
 @pytest.mark.slow
 @pytest.mark.subprocess
-def test_accelerate_on_two_processes_hands_the_loaders_back_each_reading_its_shard(cifar_root, folder_roots,
-                                                                                  tmp_path):
-    """A script using Accelerate (Accelerator, set_seed(device_specific=True), prepare) on two
-    processes: prepare hands each loader back, DALI loader or torchvision twin, which reads
-    this rank's shard of the group Accelerate made; train partitioned every epoch, val read
-    exactly once. (Rebuilt by Accelerate, a twin would be sharded a second time.)"""
-    pytest.importorskip("accelerate")
+@pytest.mark.parametrize("framework,package", [("accelerate", "accelerate"), ("fabric", "lightning_fabric")])
+def test_a_framework_on_two_processes_leaves_each_loader_reading_its_shard(framework, package, cifar_root,
+                                                                          folder_roots, tmp_path):
+    """A script using Accelerate (Accelerator, set_seed(device_specific=True), prepare) or
+    Lightning Fabric (ddp, seed_everything per rank) on two processes. Accelerate's prepare
+    hands each loader back, DALI loader or torchvision twin (rebuilt, a twin would be sharded a
+    second time); Fabric's setup_dataloaders takes the twins (it leaves their sampler, a
+    DistributedSampler, in place and sets its epoch), the DALI loaders are used as they are (it
+    takes DataLoaders only). Each loader reads this rank's shard of the framework's group:
+    train partitioned every epoch, val read exactly once."""
+    pytest.importorskip(package)
     specs = {"cifar_train": cifar_spec(cifar_root, "train", 16, 2),
-             "folder_val": folder_spec(folder_roots, "val", 16, 1),
-             "cifar_train_twin": twin_of(cifar_spec(cifar_root, "train", 16, 2)),
-             "folder_val_twin": twin_of(folder_spec(folder_roots, "val", 16, 1))}
+             "folder_val": folder_spec(folder_roots, "val", 16, 1)}
+    specs.update({f"{name}_twin": twin_of(spec) for name, spec in specs.items()})
     job_path, out = write_job(tmp_path, {"loaders": specs})
-    reports = launch([[*TORCHRUN, "--standalone", "--nproc_per_node=2", WORKER, "accelerate", job_path, str(out)]],
-                     out)
+    reports = launch([[*TORCHRUN, "--standalone", "--nproc_per_node=2", WORKER, framework, job_path, str(out)]], out)
     assert [r["process_index"] for r in reports] == [0, 1]
-    check_reports(reports, "accelerate", 2, specs)
-
-
-@pytest.mark.slow
-@pytest.mark.subprocess
-def test_lightning_fabric_on_two_processes_each_loader_reading_its_shard(cifar_root, folder_roots, tmp_path):
-    """A script using Lightning Fabric (ddp on two processes): the twins through
-    setup_dataloaders (Fabric leaves their sampler, a DistributedSampler, in place and sets its
-    epoch), the DALI loaders as they are (setup_dataloaders takes DataLoaders only); train
-    partitioned every epoch, val read exactly once."""
-    pytest.importorskip("lightning_fabric")
-    specs = {"cifar_train": cifar_spec(cifar_root, "train", 16, 2),
-             "folder_val": folder_spec(folder_roots, "val", 16, 1),
-             "cifar_train_twin": twin_of(cifar_spec(cifar_root, "train", 16, 2)),
-             "folder_val_twin": twin_of(folder_spec(folder_roots, "val", 16, 1))}
-    job_path, out = write_job(tmp_path, {"loaders": specs})
-    reports = launch([[*TORCHRUN, "--standalone", "--nproc_per_node=2", WORKER, "fabric", job_path, str(out)]], out)
-    assert [r["global_rank"] for r in reports] == [0, 1]
-    check_reports(reports, "fabric", 2, specs)
+    check_reports(reports, framework, 2, specs)
 
 
 # -- 2. two "machines", two processes each ---------------------------------------------------

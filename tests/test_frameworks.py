@@ -5,6 +5,7 @@ Lightning runs tests/lightning_worker.py: in this process for one device, launch
 script for strategy="ddp" on 2 CPU processes (gloo), where the loaders passed to fit()
 are built before the process group exists.
 """
+import importlib
 import inspect
 import json
 import os
@@ -296,19 +297,30 @@ def test_accelerate_keeps_the_twins_batch_transform_and_dict_batches(cifar_root,
     assert indices(batch[0]["data"]) == VAL[:BATCH]
 
 
-def test_twin_batches_go_to_the_accelerators_device_and_stay_put_without_one():
+def test_twin_batches_go_to_the_accelerators_device_and_stay_put_without_one(cifar_root, monkeypatch,
+                                                                            no_torchrun_env):
     pytest.importorskip("accelerate")
     from collections import namedtuple
 
-    from dali_loaders.loader.torch_loader import accelerate_device, moved
+    from dali_loaders.loader.python_path import placed
+    from dali_loaders.loader.torch_loader import accelerate_device
 
     pair = namedtuple("Pair", "images labels")
     batch = [{"data": torch.zeros(2, 3), "label": torch.ones(2, dtype=torch.long)},
              pair(torch.zeros(1), [torch.zeros(1), 7])]
-    meta = moved(batch, torch.device("meta"), False)
+    meta = placed(batch, torch.device("meta"), False)   # what the twin moves its batches with
     assert meta[0]["data"].is_meta and meta[0]["label"].is_meta and meta[0]["label"].dtype == torch.long
     assert isinstance(meta[1], pair) and meta[1].images.is_meta and meta[1].labels[0].is_meta
     assert meta[1].labels[1] == 7 and not batch[0]["data"].is_meta
+    # The twin itself, its Accelerator's device stood in by "meta": tuple and dict batches moved.
+    torch_loader = importlib.import_module("dali_loaders.loader.torch_loader")   # the module, not the shortcut
+    monkeypatch.setattr(torch_loader, "accelerate_device", lambda: torch.device("meta"))
+    for output in ("tuple", "dict"):
+        twin = get_cifar_iter_torch("val", cifar_root, BATCH, num_threads=0, output=output)
+        first = next(iter(twin))
+        tensors = [*first[0].values()] if output == "dict" else first
+        assert all(t.is_meta for t in tensors), output
+    monkeypatch.undo()
     # In a fresh process: none before an Accelerator is made, its device after.
     code = ("import accelerate; from dali_loaders.loader.torch_loader import accelerate_device as d; "
             "before = d(); a = accelerate.Accelerator(cpu=True); print(before, d() == a.device)")

@@ -19,7 +19,7 @@ from .dataloader_args import check_dataloader_args, order_of
 from .options import check_options, resolve_device, torch_device
 from .orders import LibraryOrder, OrderView
 from .outputs import BatchShape, mixed
-from .python_path import TransformedDataset
+from .python_path import TransformedDataset, placed
 from .resolve import default_transform, own_transform, refuse_iterable
 from .skips import skipped_files, warn_skipped
 
@@ -112,7 +112,7 @@ class TorchLoader(DataLoader):
             if self._counts:
                 count, batch = batch
             elif not isinstance(batch, (tuple, list)) or len(batch) < 2:   # a dataset's own batch shape
-                yield batch if device is None else moved(batch, device, self.pin_memory)
+                yield batch if device is None else placed(batch, device, False)
                 continue
             else:
                 count = len(batch[1])
@@ -121,7 +121,7 @@ class TorchLoader(DataLoader):
             if self._mixer is not None:
                 batch = mixed(self._mixer, batch, epoch, k)
             batch = batch if self._shape is None else self._shape(*batch)
-            yield batch if device is None else moved(batch, device, self.pin_memory)
+            yield batch if device is None else placed(batch, device, False)
 
     # DALIGenericIterator's manners, as DaliLoader's
     def reset(self) -> None:
@@ -169,18 +169,6 @@ def accelerate_device():
     if state is None or not state.is_initialized():
         return None
     return state.AcceleratorState().device
-
-
-def moved(batch, device: torch.device, non_blocking: bool):
-    """The batch's tensors (in tuples, lists and dicts, as Accelerate moves them) on `device`."""
-    if isinstance(batch, torch.Tensor):
-        return batch.to(device, non_blocking=non_blocking)
-    if isinstance(batch, dict):
-        return type(batch)((key, moved(value, device, non_blocking)) for key, value in batch.items())
-    if isinstance(batch, (tuple, list)):
-        items = [moved(item, device, non_blocking) for item in batch]
-        return type(batch)(*items) if hasattr(batch, "_fields") else type(batch)(items)
-    return batch
 
 
 def _collate_channels_last(samples):

@@ -243,6 +243,38 @@ def test_every_standard_dataset_has_a_datamodule_that_reads_each_split_once(tmp_
     assert len(val.dataset) != len(test.dataset) or val.dataset.fingerprint != test.dataset.fingerprint
 
 
+def test_datamodule_runs_the_dali_loader_where_the_trainer_keeps_the_model(cifar_root):
+    """Trainer(accelerator="cpu") keeps the DALI loader on the CPU (DALI would take a GPU where
+    there is one), a GPU Trainer puts it on the Trainer's GPU; a device named by the keywords,
+    and the twin, are left as they are."""
+    pl = pytest.importorskip("pytorch_lightning")
+    from types import SimpleNamespace
+
+    from dali_loaders.lightning import CIFAR10DataModule
+
+    calls = []
+
+    def recorded(factory):
+        return lambda *args, **kwargs: calls.append(kwargs) or factory(*args, **kwargs)
+
+    class Recorded(CIFAR10DataModule):
+        factories = (recorded(get_cifar_iter_dali), recorded(get_cifar_iter_torch))
+
+    trainer = pl.Trainer(accelerator="cpu", devices=1, logger=False, enable_checkpointing=False,
+                         enable_progress_bar=False, enable_model_summary=False)
+    on_gpu_one = SimpleNamespace(strategy=SimpleNamespace(root_device=torch.device("cuda", 1)))
+    cases = [(dict(), trainer, {"device": "cpu"}), (dict(), on_gpu_one, {"device_id": 1}),
+             (dict(), None, {}), (dict(device="cpu-decode"), trainer, {"device": "cpu-decode"}),
+             (dict(dali_cpu=True), on_gpu_one, {"dali_cpu": True}), (dict(use_dali=False), trainer, {})]
+    for keywords, attached, placed in cases:
+        module = Recorded(cifar_root, BATCH, num_threads=1, **keywords)
+        module.trainer = attached
+        assert module.placement() == {k: v for k, v in placed.items() if k not in keywords}, (keywords, attached)
+    module = Recorded(cifar_root, BATCH, num_threads=1)
+    module.trainer = trainer
+    images, _ = next(iter(module.val_dataloader()))
+    assert calls[-1]["device"] == "cpu" and images.device.type == "cpu"
+
 @pytest.mark.subprocess
 def test_import_needs_no_lightning():
     code = ("import sys; sys.modules['pytorch_lightning'] = sys.modules['lightning'] = None; "
@@ -303,7 +335,6 @@ def test_twin_batches_go_to_the_accelerators_device_and_stay_put_without_one(cif
     from collections import namedtuple
 
     from dali_loaders.loader.python_path import placed
-    from dali_loaders.loader.torch_loader import accelerate_device
 
     pair = namedtuple("Pair", "images labels")
     batch = [{"data": torch.zeros(2, 3), "label": torch.ones(2, dtype=torch.long)},
@@ -322,12 +353,33 @@ def test_twin_batches_go_to_the_accelerators_device_and_stay_put_without_one(cif
         assert all(t.is_meta for t in tensors), output
     monkeypatch.undo()
     # In a fresh process: none before an Accelerator is made, its device after.
-    code = ("import accelerate; from dali_loaders.loader.torch_loader import accelerate_device as d; "
+    code = ("import accelerate; from dali_loaders.loader.options import accelerate_device as d; "
             "before = d(); a = accelerate.Accelerator(cpu=True); print(before, d() == a.device)")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=subprocess_env(),
                           timeout=120)
     assert done.stdout.split() == ["None", "True"], done.stderr[-2000:]
 
+
+def test_an_accelerator_on_the_cpu_keeps_the_dali_loader_there(monkeypatch):
+    """Accelerator(cpu=True) on a machine with a GPU: the DALI loader's default device is the
+    CPU, where the model is (its batches would be on the GPU otherwise, as Accelerate does not
+    move them); a GPU Accelerator, none, or a device the user names leave it as it was."""
+    pytest.importorskip("accelerate")
+    options = importlib.import_module("dali_loaders.loader.options")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    for framework, device, expected in [(torch.device("cpu"), None, "cpu"), (torch.device("cuda", 0), None, "gpu"),
+                                        (None, None, "gpu"), (torch.device("cpu"), "gpu", "gpu"),
+                                        (torch.device("cpu"), "cpu-decode", "cpu-decode")]:
+        monkeypatch.setattr(options, "accelerate_device", lambda: framework)
+        assert options.resolve_device(device, None) == expected, (framework, device)
+    monkeypatch.undo()
+    # With a real Accelerator, in a fresh process that pretends to have CUDA.
+    code = ("import torch; torch.cuda.is_available = lambda: True; import accelerate; "
+            "from dali_loaders.loader.options import resolve_device as r; "
+            "before = r(None, None); accelerate.Accelerator(cpu=True); print(before, r(None, None))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=subprocess_env(),
+                          timeout=120)
+    assert done.stdout.split() == ["gpu", "cpu"], done.stderr[-2000:]
 
 def test_accelerate_save_state_resumes_a_registered_dali_loader_mid_epoch(cifar_root, no_torchrun_env, tmp_path):
     """accelerator.register_for_checkpointing(loader): save_state in the middle of an epoch,

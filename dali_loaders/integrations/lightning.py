@@ -12,9 +12,10 @@ seed, cutout, drop_last, crop, ... and whatever a factory accepts later), so eac
 loader is exactly what the factory gives: train shuffled and sharded into equal parts per
 epoch, val/test/predict every sample exactly once over all ranks. The loaders are built in
 the `*_dataloader` hooks, that is in each process once Lightning has made the process
-group, and kept for the next call. No sampler needs replacing: Lightning leaves the DALI
-loaders alone (they are not DataLoaders) and sees that the twins' sampler is a
-DistributedSampler already.
+group, and kept for the next call; the DALI loaders run where the Trainer keeps the model (the
+CPU under `accelerator="cpu"`, else its GPU) unless `device=` or `device_id=` says. No
+sampler needs replacing: Lightning leaves the DALI loaders alone (they are not DataLoaders)
+and sees that the twins' sampler is a DistributedSampler already.
 
 A dataset with factories `get_<name>_iter_dali(type, root, batch_size, ...)` and
 `get_<name>_iter_torch` is one small class:
@@ -94,9 +95,22 @@ class DaliDataModule(LightningDataModule):
     def factory(self) -> Callable:
         return self.factories[0] if self.use_dali else self.factories[1]
 
+    def placement(self) -> dict:
+        """Where the DALI loader runs, from the Trainer this module is attached to: on the CPU for
+        `accelerator="cpu"` (DALI would otherwise take a GPU the model is not on), on the Trainer's
+        GPU for a GPU. Nothing for the twin, without a Trainer, or when the keywords name a device."""
+        trainer = getattr(self, "trainer", None)
+        if not self.use_dali or trainer is None or {"device", "device_id", "dali_cpu"} & set(self.kwargs):
+            return {}
+        root = trainer.strategy.root_device
+        if root.type == "cpu":
+            return {"device": "cpu"}
+        return {"device_id": root.index} if root.type == "cuda" and root.index is not None else {}
+
     def make_loader(self, split: str):
         """A new loader for `split` ("train", "val", "test" or "predict")."""
-        return self.factory(self.split_type[split], self.root, self.batch_size, **self.split_kwargs(split))
+        return self.factory(self.split_type[split], self.root, self.batch_size, **self.split_kwargs(split),
+                            **self.placement())
 
     def loader(self, split: str):
         """The split's loader, built on first use (in the process that will read it)."""
@@ -149,7 +163,8 @@ class ImageFolderDataModule(DaliDataModule):
         if self.roots[split] is None:
             raise ValueError(f"ImageFolderDataModule has no {split} folder: pass val_root= (and test_root= "
                              f"if it differs)")
-        return self.factory(self.roots[split], self.batch_size, split == "train", **self.split_kwargs(split))
+        return self.factory(self.roots[split], self.batch_size, split == "train", **self.split_kwargs(split),
+                            **self.placement())
 
 
 class FilesDataModule(ImageFolderDataModule):

@@ -3,6 +3,7 @@ DataLoaders_DALI's `dali_cpu=`), what a batch looks like (`output=`) and `target
 Each factory names them in its signature and hands them to dali_loader() / torch_loader(),
 which check them here (a GPU variant without a GPU fails when the loader is built)."""
 import numbers
+import sys
 from dataclasses import dataclass
 from typing import Callable, Optional
 
@@ -15,7 +16,7 @@ OUTPUTS = ("tuple", "dict")
 
 @dataclass(frozen=True)
 class LoaderOptions:
-    device: Optional[str] = None     # None: "gpu" if CUDA is available, else "cpu"
+    device: Optional[str] = None     # None: "gpu" if CUDA is available (and no Accelerator(cpu=True)), else "cpu"
     output: str = "tuple"
     target_transform: Optional[Callable] = None
 
@@ -65,11 +66,23 @@ def check_options(device=None, dali_cpu=None, output="tuple", target_transform=N
     return LoaderOptions(device, output, target_transform)
 
 
+def accelerate_device() -> Optional[torch.device]:
+    """The device of the process's Accelerator, where a DataLoader it prepares puts its batches;
+    None without one (Accelerate not imported, or no Accelerator made)."""
+    state = sys.modules.get("accelerate.state")
+    if state is None or not state.is_initialized():
+        return None
+    return state.AcceleratorState().device
+
+
 def resolve_device(device: Optional[str], device_id: Optional[int]) -> str:
-    """The variant to build, or a RuntimeError if it needs a GPU this machine lacks."""
+    """The variant to build, or a RuntimeError if it needs a GPU this machine lacks. By default
+    the GPU where CUDA is, unless the process's Accelerator keeps the model on the CPU
+    (`Accelerator(cpu=True)`), whose batches then stay there too."""
     cuda = torch.cuda.is_available()
     if device is None and device_id is None:
-        return "gpu" if cuda else "cpu"
+        framework = accelerate_device()
+        return "gpu" if cuda and (framework is None or framework.type != "cpu") else "cpu"
     if device == "cpu":
         return "cpu"   # device_id names no GPU then: nothing of the pipeline is on one
     wanted = f"device={device!r}" if device else f"device_id={device_id!r}"

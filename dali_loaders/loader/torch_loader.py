@@ -1,7 +1,6 @@
 """TorchLoader: the torchvision twin. A real DataLoader over the same dataset, taking DaliLoader's
 arguments, with the DALI loader's sample order, output layout, batch_transform and batch shape,
 so that the two can be compared batch for batch."""
-import sys
 
 import torch
 from torch.utils.data import DataLoader
@@ -16,7 +15,7 @@ from ..transforms.mixing import batch_mixer
 from .build import check_batch_transform, output_layout
 from .collate import SampleLabels, TwinCollate, user_collate
 from .dataloader_args import check_dataloader_args, order_of
-from .options import check_options, resolve_device, torch_device
+from .options import accelerate_device, check_options, resolve_device, torch_device
 from .orders import LibraryOrder, OrderView
 from .outputs import BatchShape, mixed
 from .python_path import TransformedDataset, placed
@@ -160,15 +159,6 @@ def twin_dataset(dataset, transform, target_transform, max_image_pixels, on_erro
     if any(t is not None for t in given):
         dataset = TransformedDataset(dataset, *given)
     return dataset, dataset, None, None, recipe
-
-
-def accelerate_device():
-    """The device of the process's Accelerator, where a DataLoader it prepares puts its batches;
-    None without one (Accelerate not imported, or no Accelerator made)."""
-    state = sys.modules.get("accelerate.state")
-    if state is None or not state.is_initialized():
-        return None
-    return state.AcceleratorState().device
 
 
 def _collate_channels_last(samples):

@@ -381,6 +381,36 @@ def test_an_accelerator_on_the_cpu_keeps_the_dali_loader_there(monkeypatch):
                           timeout=120)
     assert done.stdout.split() == ["gpu", "cpu"], done.stderr[-2000:]
 
+
+def test_skip_first_batches_reads_the_epochs_rest_or_names_the_way_to_resume(cifar_root, no_torchrun_env,
+                                                                            monkeypatch):
+    """accelerator.skip_first_batches rebuilds a DataLoader over loader.dataset. Over a torchvision
+    dataset it reads, for the epoch set_epoch names, exactly the DALI loader's samples after the
+    skipped batches; over a factory's source, which DALI reads only in batches, it fails naming
+    what resumes instead (it failed on "not subscriptable")."""
+    accelerate = pytest.importorskip("accelerate")
+    import torchvision.datasets as tvd
+    from torchvision.transforms import v2
+
+    from dali_loaders import DaliLoader
+
+    monkeypatch.setattr(tvd.cifar, "check_integrity", lambda *args, **kwargs: True)   # files this test wrote
+    accelerator = accelerate.Accelerator(cpu=True)
+    recipe = v2.Compose([v2.PILToTensor(), v2.ToDtype(torch.float32), v2.Normalize(MEAN.tolist(), STD.tolist())])
+    loader = accelerator.prepare(DaliLoader(tvd.CIFAR10(cifar_root, train=True, transform=recipe), BATCH,
+                                            shuffle=True, num_workers=1, seed=5))
+    assert loader.route == "dali"
+    for epoch in (0, 3):
+        loader.set_epoch(epoch)
+        whole = [indices(images) for images, _ in loader]
+        loader.set_epoch(epoch)
+        rest = [indices(images) for images, _ in accelerator.skip_first_batches(loader, CHECKPOINT_STEP)]
+        assert rest == whole[CHECKPOINT_STEP:], epoch
+    factory_made = accelerator.prepare(get_cifar_iter_dali("train", cifar_root, BATCH, num_threads=1))
+    with pytest.raises(TypeError, match="ArraySource is read by the DALI loader.*register_for_checkpointing"):
+        next(iter(accelerator.skip_first_batches(factory_made, CHECKPOINT_STEP)))
+
+
 def test_accelerate_save_state_resumes_a_registered_dali_loader_mid_epoch(cifar_root, no_torchrun_env, tmp_path):
     """accelerator.register_for_checkpointing(loader): save_state in the middle of an epoch,
     load_state into a fresh loader, and the rest of the epoch is the batches still to come."""

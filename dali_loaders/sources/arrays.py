@@ -7,9 +7,10 @@ import numpy as np
 
 from .. import transforms
 from .array_batches import BatchSteps
+from .protocol import ReadInBatches
 
 
-class ArraySource:
+class ArraySource(ReadInBatches):
     """Images in memory, (N, H, W, C) uint8 (C is 1 or 3), and labels (N,) int64."""
 
     decoded = True   # pixels already: nothing for a GPU decoder to do

@@ -8,11 +8,12 @@ import numpy as np
 
 from .. import transforms
 from .pil_images import PIL_RULE, load_rgb
+from .protocol import ReadInBatches
 from .storage import BATCH_DEADLINE_S, is_url, isdir, isfile
 from .url_reads import UrlBytesFeeder, reads_ahead
 
 
-class FileSource:
+class FileSource(ReadInBatches):
     """Encoded image files and their labels; decoded to RGB as PIL's convert("RGB") does."""
 
     def __init__(self, files: List[str], labels: Sequence[int], name: str, classes: Optional[List[str]] = None,

@@ -24,6 +24,7 @@ import numpy as np
 
 from .files import encoded_images, read_files
 from .pil_images import PIL_RULE, ImageDecodeError, open_unchecked
+from .protocol import ReadInBatches
 from .screen_cache import STAMP_WIDTH, cache_dir
 from .screening import HEADER_BYTES, screen_items
 from .webdataset import name_the_sample
@@ -218,7 +219,7 @@ def _words(data: np.ndarray, at: np.ndarray, end: np.ndarray) -> np.ndarray:
 # -- the source --------------------------------------------------------------------------
 
 
-class HuggingFaceSource:
+class HuggingFaceSource(ReadInBatches):
     """A datasets.Dataset's images (an Image() column) and labels (a ClassLabel or integer
     column; -1 where it has none), in its rows' order, read by DALI (see the module)."""
 

@@ -31,6 +31,7 @@ May provide:
                                   steps on the CPU: loader/build.py's graph_variant)
   subset(indices)                 the samples at those indices, a source of their own
                                   (how torch's Subset of the dataset is read)
+The library's own sources derive from ReadInBatches, whose indexing names the way to resume.
 """
 from typing import Protocol, runtime_checkable
 
@@ -47,6 +48,18 @@ class Source(Protocol):
     def pil_image(self, i: int): ...
 
     def read(self, order, batch_size: int, device: str): ...
+
+
+class ReadInBatches:
+    """The library's sources' base: DALI reads them a batch at a time, by `read`, never by index.
+    A DataLoader rebuilt over a DALI loader's `dataset` (accelerate's `skip_first_batches`
+    builds one) would index it: the error names what works instead."""
+
+    def __getitem__(self, i):
+        raise TypeError(f"{type(self).__name__} is read by the DALI loader in batches, not by index: a DataLoader "
+                        f"rebuilt over loader.dataset (accelerator.skip_first_batches builds one) cannot read it. "
+                        f"To resume mid-epoch: accelerator.register_for_checkpointing(loader) before save_state / "
+                        f"load_state, or loader.load_state_dict(state)")
 
 
 def is_source(obj) -> bool:

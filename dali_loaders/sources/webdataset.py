@@ -43,6 +43,7 @@ from ..distributed import EpochSampler, resolve_shard
 from . import storage
 from .files import encoded_images, require_file
 from .image_files import SUSPECT_BATCHES, ImageDecodeError, dali_reason
+from .protocol import ReadInBatches
 from .screening import PIL_RULE
 
 IMAGE_KEYS = ("jpg", "jpeg", "png")
@@ -206,7 +207,7 @@ def _fresh(path: str, shard: str) -> bool:
 # -- the source -----------------------------------------------------------------------------
 
 
-class WebDatasetSource:
+class WebDatasetSource(ReadInBatches):
     """The samples of tar shards: where each image is (shard, offset, size, member name), and
     the labels. Each batch's images are read from the tars and fed to DALI (see above)."""
 

@@ -251,6 +251,7 @@ def test_datamodule_runs_the_dali_loader_where_the_trainer_keeps_the_model(cifar
     from types import SimpleNamespace
 
     from dali_loaders.lightning import CIFAR10DataModule
+    from dali_loaders.loader.options import torch_device
 
     calls = []
 
@@ -263,17 +264,21 @@ def test_datamodule_runs_the_dali_loader_where_the_trainer_keeps_the_model(cifar
     trainer = pl.Trainer(accelerator="cpu", devices=1, logger=False, enable_checkpointing=False,
                          enable_progress_bar=False, enable_model_summary=False)
     on_gpu_one = SimpleNamespace(strategy=SimpleNamespace(root_device=torch.device("cuda", 1)))
-    cases = [(dict(), trainer, {"device": "cpu"}), (dict(), on_gpu_one, {"device_id": 1}),
-             (dict(), None, {}), (dict(device="cpu-decode"), trainer, {"device": "cpu-decode"}),
-             (dict(dali_cpu=True), on_gpu_one, {"dali_cpu": True}), (dict(use_dali=False), trainer, {})]
-    for keywords, attached, placed in cases:
+    on_mps = SimpleNamespace(strategy=SimpleNamespace(root_device=torch.device("mps")))
+    # (keywords, trainer, (variant, GPU) the factory is asked for: None, None is its own default)
+    cases = [(dict(), trainer, ("cpu", None)), (dict(), on_gpu_one, ("gpu", 1)), (dict(), None, (None, None)),
+             (dict(), on_mps, (None, None)), (dict(device="cpu-decode"), trainer, (None, None)),
+             (dict(dali_cpu=True), on_gpu_one, (None, None)), (dict(use_dali=False), trainer, (None, None))]
+    for keywords, attached, expected in cases:
         module = Recorded(cifar_root, BATCH, num_threads=1, **keywords)
         module.trainer = attached
-        assert module.placement() == {k: v for k, v in placed.items() if k not in keywords}, (keywords, attached)
+        placed = module.placement()
+        assert torch_device(placed.get("device"), placed.get("device_id")) == expected, (keywords, attached)
     module = Recorded(cifar_root, BATCH, num_threads=1)
     module.trainer = trainer
     images, _ = next(iter(module.val_dataloader()))
-    assert calls[-1]["device"] == "cpu" and images.device.type == "cpu"
+    assert torch_device(calls[-1]["device"], None) == ("cpu", None) and images.device.type == "cpu"
+
 
 @pytest.mark.subprocess
 def test_import_needs_no_lightning():

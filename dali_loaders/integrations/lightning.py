@@ -102,10 +102,8 @@ class DaliDataModule(LightningDataModule):
         trainer = getattr(self, "trainer", None)
         if not self.use_dali or trainer is None or {"device", "device_id", "dali_cpu"} & set(self.kwargs):
             return {}
-        root = trainer.strategy.root_device
-        if root.type == "cpu":
-            return {"device": "cpu"}
-        return {"device_id": root.index} if root.type == "cuda" and root.index is not None else {}
+        root = trainer.strategy.root_device   # the loaders read torch's devices as `.to(device)` does
+        return {"device": root} if root.type in ("cpu", "cuda") else {}
 
     def make_loader(self, split: str):
         """A new loader for `split` ("train", "val", "test" or "predict")."""

@@ -40,6 +40,18 @@ def cifar_root(written_once):
     return written_once(write_cifar, n_train=N_TRAIN, n_test=N_VAL, images=index_images)
 
 
+@pytest.fixture(autouse=True)
+def no_accelerator_left():
+    """An Accelerator is process-wide state, and the loaders' default device follows it
+    (Accelerator(cpu=True): the CPU): one made here must not choose the device of later tests.
+    Reset as Accelerate's own test case resets it (its only way)."""
+    yield
+    state = sys.modules.get("accelerate.state")
+    if state is not None and state.is_initialized():
+        state.AcceleratorState._reset_state(reset_partial_state=True)
+        assert not state.is_initialized()
+
+
 def flat(batches):
     return [i for batch in batches for i in batch]
 

@@ -6,7 +6,6 @@ are (DALI's own operators) and fail when their parameter is left at its default.
 import os
 import subprocess
 import sys
-import tempfile
 
 import numpy as np
 import pytest
@@ -112,7 +111,7 @@ class Batches:
         return iter(self.batches)
 
 
-def test_bounds_are_in_levels_whatever_the_output_scale():
+def test_bounds_are_in_levels_whatever_the_output_scale(tmp_path):
     """A difference of 7 levels reads 7 on uint8, 0..1 and normalized outputs alike; rows and
     columns left out (Resize nearest's ties) are not compared, and only those."""
     labels = torch.zeros(2, dtype=torch.int64)
@@ -131,7 +130,7 @@ def test_bounds_are_in_levels_whatever_the_output_scale():
         assert found["worst"] == pytest.approx(7, abs=1e-3), name
         assert check_gpu.compare(check_gpu.Check(name, make, 7, std=scale, left_out=([2], [])), "gpu")["worst"] == 0
         assert check_gpu.compare(check_gpu.Check(name, make, 7, std=scale, left_out=([1], [2])), "gpu")["worst"] > 6
-    checks = {c.name: c for c in check_gpu.build_checks(tempfile.mkdtemp()) if isinstance(c, check_gpu.Check)}
+    checks = {c.name: c for c in check_gpu.build_checks(str(tmp_path)) if isinstance(c, check_gpu.Check)}
     normalized = [name for name in checks if name.startswith(("loader:", "decode:")) or "Normalize" in name]
     assert len(normalized) == 7 and all(checks[name].std is not None for name in normalized)
     assert checks["transform: Resize nearest (h, w)"].left_out == ([], [27, 38])   # PIL: 72 -> 44 px rounds 2 down

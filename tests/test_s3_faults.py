@@ -193,3 +193,21 @@ def test_a_wrong_read_timeout_setting_is_named(value, monkeypatch):
     with pytest.raises(ValueError, match=ENV):
         batch_deadline(FileSource([URL + "/a/0.png"], [0], "x"))
     assert batch_deadline(FileSource(["/local/a/0.png"], [0], "x")) is None   # local files: no bound
+
+
+def test_a_stopped_server_leaves_nothing_in_the_machines_tmp(server):
+    """weed's logs go to the server's folder and its unix sockets, named by its ports, go with it."""
+    import glob
+    import os
+
+    def sockets():
+        return [path for path in glob.glob("/tmp/seaweedfs-*.sock")
+                if any(path.endswith(f"-{port}.sock") for port in (server.master + 10000, server.s3))]
+
+    assert sockets(), "weed made no sockets where this test looks: the test no longer sees them"
+    server.stop()
+    try:
+        assert sockets() == []
+        assert glob.glob(os.path.join(server.folder, "weed.*INFO*"))
+    finally:
+        server.start()

@@ -4,6 +4,7 @@ it, and a loopback proxy that counts requests and bytes and can slow them down.
 
 Only 127.0.0.1 is bound or spoken to; every wait is bounded; SeaweedFS's telemetry is off.
 """
+import glob
 import json
 import os
 import random
@@ -72,8 +73,8 @@ class WeedServer:
 
     def start(self) -> None:
         os.makedirs(os.path.join(self.folder, "data"), exist_ok=True)
-        command = [weed_binary(), "server", f"-dir={os.path.join(self.folder, 'data')}", "-ip=127.0.0.1",
-                   "-ip.bind=127.0.0.1", f"-master.port={self.master}", f"-volume.port={self.volume}",
+        command = [weed_binary(), f"-logdir={self.folder}", "server", f"-dir={os.path.join(self.folder, 'data')}",
+                   "-ip=127.0.0.1", "-ip.bind=127.0.0.1", f"-master.port={self.master}", f"-volume.port={self.volume}",
                    f"-filer.port={self.filer}", "-s3", f"-s3.port={self.s3}", "-s3.port.iceberg=0",
                    "-s3.port.lance=0", "-master.telemetry=false", "-master.volumeSizeLimitMB=64",
                    "-volume.max=0", f"-metricsPort={self.metrics}", *self.extra_args]
@@ -132,6 +133,17 @@ class WeedServer:
             self.process.kill()
             self.process.wait(10)
         self.process = None
+        self.remove_sockets()
+
+    def remove_sockets(self) -> None:
+        """weed leaves a unix socket in /tmp for each of its ports (a path no flag moves for the
+        gRPC ones), named by the port: those of this stopped server's ports go."""
+        ports = {self.master, self.volume, self.filer, self.s3}
+        ports |= {port + GRPC_OFFSET for port in ports}
+        for path in glob.glob("/tmp/seaweedfs-*-*.sock"):
+            port = path.rsplit("-", 1)[1][:-len(".sock")]
+            if port.isdigit() and int(port) in ports:
+                os.unlink(path)
 
     def requests(self, bucket: str) -> dict:
         """What the server has counted for `bucket` since it started: S3 requests by method

@@ -94,14 +94,15 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def worker_env() -> dict:
-    return subprocess_env()
+def worker_env(tmp=None) -> dict:
+    """`tmp`: the temp folder of torchrun's agents (they leave a log folder in it)."""
+    return subprocess_env() if tmp is None else subprocess_env(TMPDIR=str(tmp))
 
 
 def launch(node_commands, out_dir) -> list:
     """Runs the torchrun commands together (one per "node"); returns every rank's report."""
     # Each torchrun in its own process group, so a hung one is killed with its workers.
-    procs = [subprocess.Popen(cmd, env=worker_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+    procs = [subprocess.Popen(cmd, env=worker_env(out_dir), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                               text=True, start_new_session=True) for cmd in node_commands]
     try:
         logs = [p.communicate(timeout=LAUNCH_TIMEOUT)[0] for p in procs]

@@ -21,14 +21,17 @@ def plugin_cache_root() -> str:
 PLUGIN_CACHE = plugin_cache_root()
 
 
-def subprocess_env(home=None, **changes) -> dict:
+def subprocess_env(home=None, tmp=None, **changes) -> dict:
     """os.environ for a child Python: PYTHONPATH with the checkout and tests/ first, the
     launcher's variables dropped; `home` (a new HOME: a cold ~/.cache) keeps the plugin cache
-    unless DALI_LOADERS_CACHE is already set (a test that wants a cold build sets it)."""
+    unless DALI_LOADERS_CACHE is already set (a test that wants a cold build sets it); `tmp`,
+    the child's temp folder (torchrun's agents leave a log folder in theirs)."""
     env = {k: v for k, v in os.environ.items() if k not in LAUNCHER_VARS}
     env["PYTHONPATH"] = os.pathsep.join(p for p in (REPO, TESTS, os.environ.get("PYTHONPATH")) if p)
     if home is not None:
         env["HOME"] = str(home)
         env.setdefault(CACHE_ENV, PLUGIN_CACHE)
+    if tmp is not None:
+        env["TMPDIR"] = str(tmp)
     env.update(changes)
     return env

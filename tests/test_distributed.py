@@ -95,8 +95,7 @@ def free_port() -> int:
 
 
 def worker_env(tmp=None) -> dict:
-    """`tmp`: the temp folder of torchrun's agents (they leave a log folder in it)."""
-    return subprocess_env() if tmp is None else subprocess_env(TMPDIR=str(tmp))
+    return subprocess_env(tmp=tmp)
 
 
 def launch(node_commands, out_dir) -> list:

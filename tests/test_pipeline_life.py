@@ -124,8 +124,7 @@ def test_even_batches_let_a_per_batch_all_reduce_finish_on_three_ranks(root, tmp
         port = s.getsockname()[1]
     command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=3", "--master_addr=127.0.0.1",
                f"--master_port={port}", WORKER, "allreduce", root, str(tmp_path)]
-    # TMPDIR: torchrun's agent leaves a log folder in its temp folder
-    subprocess.run(command, env={**env(), "TMPDIR": str(tmp_path)}, check=True, timeout=TIMEOUT, capture_output=True)
+    subprocess.run(command, env=subprocess_env(tmp=tmp_path), check=True, timeout=TIMEOUT, capture_output=True)
     ranks = [json.load(open(tmp_path / f"rank{r}.json")) for r in range(3)]
     assert [r["steps"] for r in ranks] == [2, 2, 2]   # 100 samples, 3 ranks, batch 33: 34 each
     kept = Counter(i for r in ranks for i in r["kept"])

@@ -1,6 +1,8 @@
 """Faults of a real object store (SeaweedFS, its own server here, killed and started again):
 a dead server is named, a resumed epoch serves every sample exactly once, a slow server
 (a delaying loopback proxy) still serves every sample once, and no secret is said."""
+import glob
+import os
 import threading
 import warnings
 
@@ -13,6 +15,7 @@ from torchvision.transforms import v2
 from dali_loaders import get_imagefolder_iter_dali, get_webdataset_iter_dali
 from dali_loaders.sources import s3_client, storage
 from dali_loaders.sources.storage import StorageError
+from dali_loaders.testing.object_store import GRPC_OFFSET
 
 COUNTS = {"a": 14, "b": 13}
 N = sum(COUNTS.values())
@@ -197,12 +200,9 @@ def test_a_wrong_read_timeout_setting_is_named(value, monkeypatch):
 
 def test_a_stopped_server_leaves_nothing_in_the_machines_tmp(server):
     """weed's logs go to the server's folder and its unix sockets, named by its ports, go with it."""
-    import glob
-    import os
-
     def sockets():
         return [path for path in glob.glob("/tmp/seaweedfs-*.sock")
-                if any(path.endswith(f"-{port}.sock") for port in (server.master + 10000, server.s3))]
+                if any(path.endswith(f"-{port}.sock") for port in (server.master + GRPC_OFFSET, server.s3))]
 
     assert sockets(), "weed made no sockets where this test looks: the test no longer sees them"
     server.stop()

@@ -178,7 +178,7 @@ def test_resume_mid_epoch_gives_the_rest_of_that_epoch(folder, train):
 def torchrun(folder, processes, tmp_path):
     out = tmp_path / f"out{processes}"
     out.mkdir()
-    env = subprocess_env(TMPDIR=str(out))   # torchrun's agent leaves a log folder in its temp folder
+    env = subprocess_env(tmp=out)
     cmd = [*TORCHRUN, "--standalone", f"--nproc_per_node={processes}", os.path.join(HERE, "wds_worker.py"),
            folder, str(out)]
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,

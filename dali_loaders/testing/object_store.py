@@ -4,6 +4,7 @@ it, and a loopback proxy that counts requests and bytes and can slow them down.
 
 Only 127.0.0.1 is bound or spoken to; every wait is bounded; SeaweedFS's telemetry is off.
 """
+import contextlib
 import glob
 import json
 import os
@@ -143,7 +144,8 @@ class WeedServer:
         for path in glob.glob("/tmp/seaweedfs-*-*.sock"):
             port = path.rsplit("-", 1)[1][:-len(".sock")]
             if port.isdigit() and int(port) in ports:
-                os.unlink(path)
+                with contextlib.suppress(FileNotFoundError):   # gone meanwhile: nothing to do
+                    os.unlink(path)
 
     def requests(self, bucket: str) -> dict:
         """What the server has counted for `bucket` since it started: S3 requests by method

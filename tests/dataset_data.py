@@ -394,3 +394,32 @@ def write_inaturalist(root, per_category=4):
               for kind, number in (("Birds", 0), ("Plants", 2), ("Birds", 1)) for k in range(per_category)]
     write_solid_files(paths)
     return root
+
+
+CALTECH101 = ("BACKGROUND_Google", "Faces", "airplanes", "ant")   # the first is no class of torchvision's
+CALTECH256 = ("001.ak47", "002.american-flag", "003.backpack")
+
+
+def write_caltech101(root, per_category=(2, 5, 3, 4), grey=None):
+    """<root>/caltech101/101_ObjectCategories/<category>/image_<n>.jpg, images numbered in
+    path order; `grey`, a (category, n) pair, is written as a grey ("L") JPEG, as a few of the
+    download's are."""
+    base = os.path.join(root, "caltech101", "101_ObjectCategories")
+    paths = [os.path.join(base, name, f"image_{k + 1:04d}.jpg")
+             for name, count in zip(CALTECH101, per_category) for k in range(count)]
+    write_solid_files(paths)
+    if grey is not None:
+        path = os.path.join(base, grey[0], f"image_{grey[1]:04d}.jpg")
+        Image.open(path).convert("L").save(path, "JPEG", quality=90)
+    return root
+
+
+def write_caltech256(root, per_category=(4, 3, 6)):
+    """<root>/caltech256/256_ObjectCategories/<nnn.category>/<nnn>_<n>.jpg, and a file that is
+    no JPEG, which torchvision does not count (the download has such strays)."""
+    base = os.path.join(root, "caltech256", "256_ObjectCategories")
+    write_solid_files([os.path.join(base, name, f"{name[:3]}_{k + 1:04d}.jpg")
+                       for name, count in zip(CALTECH256, per_category) for k in range(count)])
+    with open(os.path.join(base, CALTECH256[0], "RENAME"), "w") as f:
+        f.write("a stray file\n")
+    return root

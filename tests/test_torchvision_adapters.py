@@ -11,7 +11,16 @@ import torch
 import torchvision
 import torchvision.datasets as tvd
 from cifar_data import index_images, write_cifar
-from dataset_data import write_flowers, write_food, write_mnist, write_pets, write_stl10, write_svhn
+from dataset_data import (
+    write_caltech101,
+    write_caltech256,
+    write_flowers,
+    write_food,
+    write_mnist,
+    write_pets,
+    write_stl10,
+    write_svhn,
+)
 from image_data import write_image_folder, write_odd_formats
 from PIL import Image
 from torchvision import transforms as T
@@ -62,6 +71,8 @@ def roots(tmp_path_factory):
         "flowers": made("flowers", lambda r: write_flowers(r, n=15)),
         "food": made("food", write_food),
         "pets": made("pets", write_pets),
+        "caltech101": made("caltech101", write_caltech101),
+        "caltech256": made("caltech256", write_caltech256),
     }
 
 
@@ -87,6 +98,8 @@ DATASETS = {
     "Flowers102-test": (lambda r: tvd.Flowers102(r["flowers"], "test"), FileSource),
     "Food101": (lambda r: tvd.Food101(r["food"], "train"), FileSource),
     "OxfordIIITPet": (lambda r: tvd.OxfordIIITPet(r["pets"], "test"), FileSource),
+    "Caltech101": (lambda r: tvd.Caltech101(r["caltech101"]), FileSource),
+    "Caltech256": (lambda r: tvd.Caltech256(r["caltech256"]), FileSource),
 }
 
 

@@ -9,6 +9,8 @@ import torchvision.datasets as tvd
 from cifar_data import index_images, write_cifar
 from dataset_data import (
     write_aircraft,
+    write_caltech101,
+    write_caltech256,
     write_celeba,
     write_country211,
     write_dtd,
@@ -75,6 +77,8 @@ def roots(tmp_path_factory):
         "places": made("places", write_places365),
         "celeba": made("celeba", write_celeba),
         "inat": made("inat", write_inaturalist),
+        "caltech101": made("caltech101", write_caltech101),
+        "caltech256": made("caltech256", write_caltech256),
     }
 
 
@@ -114,6 +118,8 @@ DATASETS = {
     "INaturalist-2021": (lambda r, t: tvd.INaturalist(r["inat"], "2021_valid", "genus", transform=t), RGB_MEAN, RGB_STD),
     "INaturalist-2019": (lambda r, t: tvd.INaturalist(r["inat"], "2019", "full", transform=t, loader=tvd.folder.pil_loader),
                          RGB_MEAN, RGB_STD),
+    "Caltech101": (lambda r, t: tvd.Caltech101(r["caltech101"], transform=t), RGB_MEAN, RGB_STD),
+    "Caltech256": (lambda r, t: tvd.Caltech256(r["caltech256"], transform=t), RGB_MEAN, RGB_STD),
 }
 
 
@@ -187,6 +193,37 @@ def test_several_target_types_take_the_python_path_with_dataloaders_tuples(roots
         batches = list(dali_loader(dataset))
     (full, kingdom), theirs = batches[0][1], next(iter(torch.utils.data.DataLoader(dataset, BATCH)))[1]
     assert torch.equal(full, theirs[0]) and torch.equal(kingdom, theirs[1])
+
+
+def test_a_grey_caltech_file_is_read_as_the_rgb_recipes_convert_it(tmp_path):
+    """Caltech101 hands a grey JPEG over as an "L" image, which DataLoader's RGB recipe cannot
+    normalize; Caltech recipes convert it first. The DALI loader reads it as RGB: its batches
+    with the plain recipe are DataLoader's with the convert, and the convert in the recipe
+    changes nothing."""
+    from PIL import Image
+
+    write_caltech101(str(tmp_path), grey=("airplanes", 2))
+    plain = tvd.Caltech101(str(tmp_path), transform=v1(RGB_MEAN, RGB_STD))
+    assert Image.open(plain.root + "/101_ObjectCategories/airplanes/image_0002.jpg").mode == "L"
+    with pytest.raises(RuntimeError):   # torchvision's own batches: the grey image is refused
+        list(torch.utils.data.DataLoader(plain, batch_size=BATCH))
+    converted = tvd.Caltech101(str(tmp_path), transform=T.Compose([T.Lambda(lambda image: image.convert("RGB")),
+                                                                   v1(RGB_MEAN, RGB_STD)]))
+    expected = list(torch.utils.data.DataLoader(converted, batch_size=BATCH))
+    for dataset in (plain, converted):
+        loader = dali_loader(dataset)
+        assert loader.route.startswith("dali"), loader.route
+        ours = list(loader)
+        assert len(ours) == len(expected) > 1
+        for (images, labels), (their_images, their_labels) in zip(ours, expected):
+            assert torch.equal(labels, their_labels)
+            assert (images - their_images).abs().max().item() <= 1e-5
+
+
+def test_caltech101_annotations_take_the_python_path(tmp_path):
+    write_caltech101(str(tmp_path))
+    dataset = tvd.Caltech101(str(tmp_path), ["category", "annotation"], transform=v1(RGB_MEAN, RGB_STD))
+    assert "annotations are read per sample" in adapt(dataset).why
 
 
 def test_timm_image_dataset(roots):

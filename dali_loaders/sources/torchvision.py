@@ -89,7 +89,8 @@ def _registry(package: str) -> Dict[type, Callable]:
              datasets.MNIST: _mnist, datasets.FashionMNIST: _mnist, datasets.KMNIST: _mnist,
              datasets.EMNIST: _mnist, datasets.SVHN: _channels_first, datasets.STL10: _stl10,
              datasets.OxfordIIITPet: _pet, datasets.Places365: _places365, datasets.CelebA: _celeba,
-             datasets.INaturalist: _inaturalist}
+             datasets.INaturalist: _inaturalist, datasets.Caltech101: _caltech101,
+             datasets.Caltech256: _caltech256}
     # the file lists of the fine-grained and linear-probe sets; the later ones where this torchvision has them
     for name, reader in (("Flowers102", _listed_files), ("Food101", _listed_files), ("DTD", _listed_files),
                          ("FGVCAircraft", _listed_files), ("SUN397", _listed_files),
@@ -353,6 +354,33 @@ def _inaturalist(dataset):
         targets.append(category if kind == "full" else ranks[category][kind])
     split = f"{_attribute(dataset, 'version')}-{kind}"
     return _file_source(dataset, paths, targets, split), *_plain_transforms(dataset)
+
+
+def _caltech101(dataset):
+    """Caltech101 with target_type "category": category `y[i]`'s file image_<index[i]>.jpg,
+    named by its numbering as its __getitem__ names it. Opened by PIL without a convert: a
+    grey JPEG (a few in the download) is handed over as "L", which RGB recipes cannot
+    normalize; the source decodes it as RGB, as the convert("RGB") such recipes add does."""
+    target_types = list(_attribute(dataset, "target_type"))
+    if target_types != ["category"]:
+        raise CannotRead(f"its target_type {target_types} is not ['category'] (annotations are read per sample)")
+    return _caltech(dataset, "101_ObjectCategories", lambda label, number: f"image_{number:04d}.jpg")
+
+
+def _caltech256(dataset):
+    """Caltech256: category `y[i]`'s file <y[i] + 1>_<index[i]>.jpg, opened as Caltech101's."""
+    return _caltech(dataset, "256_ObjectCategories", lambda label, number: f"{label + 1:03d}_{number:04d}.jpg")
+
+
+def _caltech(dataset, folder: str, file_name: Callable[[int, int], str]):
+    root = os.path.join(os.fspath(_attribute(dataset, "root")), folder)
+    categories, labels, numbers = (_attribute(dataset, name) for name in ("categories", "y", "index"))
+    if len(labels) != len(numbers):
+        raise CannotRead(f"its {len(labels)} classes and {len(numbers)} file numbers do not pair up")
+    paths = [os.path.join(root, categories[label], file_name(label, number)) for label, number in zip(labels, numbers)]
+    source = _file_source(dataset, paths, labels, "category")
+    source.classes = list(categories)
+    return source, *_plain_transforms(dataset)
 
 
 def _joint_transforms(dataset) -> Tuple[Optional[Callable], Optional[Callable]]:

@@ -73,9 +73,9 @@ def test_the_real_checks_run_cpu_against_cpu(tmp_path, capsys):
                                                       "transform: Lambdas", "transform: ElasticTransform",
                                                       "decode: ImageFolder val, gpu", "loader: CIFAR-10 train",
                                                       "views:"))]
-    assert len(picked) == 12
+    assert len(picked) == 13
     assert check_gpu.run("cpu", picked) == 0
-    assert "12 of 12 checks passed" in capsys.readouterr().out
+    assert "13 of 13 checks passed" in capsys.readouterr().out
 
 
 def test_the_steps_the_cpu_runs_are_checked_again_decoded_on_the_gpu(tmp_path, monkeypatch):

@@ -74,17 +74,85 @@ def test_every_crop_differs_where_the_image_does(tmp_path):
 @pytest.mark.parametrize("transform", [
     v2.Compose([v2.FiveCrop(40), v2.RandomHorizontalFlip(), *FLOAT]),   # one draw for the whole tuple
     v2.Compose([v2.FiveCrop(40), v2.Lambda(lambda crops: torch.stack([v2.PILToTensor()(c) for c in crops]))]),
-    v1.Compose([v1.TenCrop(40), v1.Lambda(lambda crops: torch.stack([v1.PILToTensor()(c) for c in crops]))]),
+    v1.Compose([v1.TenCrop(40), v1.Lambda(lambda crops: torch.stack([v1.CenterCrop(20)(c) for c in crops]))]),
+    v1.Compose([v1.TenCrop(40), v1.Lambda(lambda crops: torch.stack([v1.Resize(SIZE)(c) for c in crops]))]),
+    v1.Compose([v1.TenCrop(40), v1.Lambda(lambda crops: torch.cat([v1.PILToTensor()(c) for c in crops]))]),
+    v1.Compose([v1.TenCrop(40), v1.Lambda(lambda crops: torch.stack([v1.PILToTensor()(c) for c in crops])),
+                v1.Resize(20)]),
     v2.Compose([v2.FiveCrop(20), v2.FiveCrop(10), *FLOAT]),
-], ids=["random step after", "v2 Lambda after", "v1 Lambda after", "two makers"])
+], ids=["random step after", "v2 Lambda after (called on each crop)", "v1 Lambda stacking PIL crops",
+        "v1 Lambda with a variable's argument", "v1 Lambda not stacking", "a v1 step after the stack", "two makers"])
 def test_other_steps_after_the_crops_take_the_python_path(transform):
     recipe = transforms.plan(transform, python_fallback=True)
     assert isinstance(recipe, transforms.Plan)
     assert type(recipe.python[0]).__name__ in ("FiveCrop", "TenCrop") and "read as views" in recipe.why
 
 
+def ten_crop_eval():
+    """The ten-crop evaluation of older ImageNet scripts: normalize, a variable of the function
+    that builds the recipe, applied in the Lambda."""
+    normalize = v1.Normalize(mean=[0.485, 0.456, 0.406], std=[0.229, 0.224, 0.225])
+    return v1.Compose([v1.Resize(72), v1.TenCrop(56),
+                       v1.Lambda(lambda crops: torch.stack([normalize(v1.ToTensor()(crop))
+                                                            for crop in crops]))])
+
+
+NORMALIZE = v1.Normalize([0.5, 0.4, 0.3], [0.2, 0.25, 0.3])
+SIZE = 20
+
+STACKED = [
+    ("torchvision's docs", v1.Compose([v1.TenCrop(40), v1.Lambda(lambda crops: torch.stack([v1.PILToTensor()(crop)
+                                                                                           for crop in crops]))]),
+     10, 0.0),
+    ("ten-crop evaluation", ten_crop_eval(), 10, 1e-5),
+    ("two stacking Lambdas", v1.Compose([v1.FiveCrop(40), v1.Lambda(lambda crops: torch.stack([v1.ToTensor()(c) for c in crops])),
+                                         v1.Lambda(lambda crops: torch.stack([NORMALIZE(c) for c in crops]))]), 5, 1e-5),
+    ("Normalize on the stack, v2 steps before", v2.Compose([
+        v2.Resize(60), v2.FiveCrop(44), v2.ToImage(), v2.CenterCrop(40),
+        v1.Lambda(lambda crops: torch.stack([v2.ToDtype(torch.float32, scale=True)(c) for c in crops], dim=0)),
+        v1.Normalize([0.5, 0.4, 0.3], [0.2, 0.25, 0.3])]), 5, 1.01 / 255 / 0.2),
+]
+
+
+@pytest.mark.parametrize("name,transform,count,tolerance", STACKED, ids=[case[0] for case in STACKED])
+def test_stacked_crops_are_torchvisions(root, name, transform, count, tolerance):
+    """v1's Lambda(lambda crops: torch.stack([... for crop in crops])), as torchvision's docs
+    batch the crops: read as views, each sample's stacked, (B, crops, C, H, W), equal to
+    DataLoader's batches."""
+    recipe = transforms.plan(transform, python_fallback=False)
+    assert isinstance(recipe, transforms.Views) and recipe.stacked and len(recipe.plans) == count
+    loader = DaliLoader(datasets.ImageFolder(root, transform=transform), batch_size=2, num_workers=2)
+    assert loader.route == "dali"
+    theirs = list(torch.utils.data.DataLoader(datasets.ImageFolder(root, transform=transform), batch_size=2))
+    ours = list(loader)
+    assert len(ours) == len(theirs) == 3
+    for (images, labels), (their_images, their_labels) in zip(ours, theirs):
+        assert torch.equal(labels, their_labels)
+        assert images.shape == their_images.shape and images.shape[1] == count and images.dtype == their_images.dtype
+        assert float((images.float() - their_images.float()).abs().max()) <= tolerance, name
+
+
+def test_stacked_crops_reach_a_collate_fn_as_each_samples_stack(root):
+    """collate_fn on the DALI path gets the items the dataset returns: each image (crops, C, H, W)."""
+    transform = ten_crop_eval()
+    seen = []
+
+    def collate(items):
+        seen.append([tuple(image.shape) for image, _ in items])
+        return torch.utils.data.default_collate(items)
+
+    loader = DaliLoader(datasets.ImageFolder(root, transform=transform), batch_size=2, collate_fn=collate)
+    assert loader.route == "dali"
+    ours = list(loader)
+    theirs = list(torch.utils.data.DataLoader(datasets.ImageFolder(root, transform=transform), batch_size=2))
+    assert seen[0] == [(10, 3, 56, 56)] * 2
+    for (images, labels), (their_images, their_labels) in zip(ours, theirs, strict=True):
+        assert torch.equal(labels, their_labels) and float((images - their_images).abs().max()) <= 1e-5
+
+
 def test_the_python_path_gives_torchvisions_stacked_crops(root):
-    transform = v1.Compose([v1.TenCrop(40), v1.Lambda(lambda crops: torch.stack([v1.PILToTensor()(c) for c in crops]))])
+    transform = v1.Compose([v1.TenCrop(40), v1.Lambda(lambda crops: torch.stack([v1.PILToTensor()(c) for c in crops])),
+                            v1.Resize(40)])
     ours = batches(DaliLoader(datasets.ImageFolder(root, transform=transform), batch_size=2, python_fallback=True))
     theirs = batches(torch.utils.data.DataLoader(datasets.ImageFolder(root, transform=transform), batch_size=2))
     assert len(ours) == len(theirs) == 3
@@ -105,6 +173,26 @@ def test_the_gpu_graph_of_the_crops_has_no_gpu_to_cpu_edge(root, variant):
     from dali_loaders.loader.build import serialized_gpu_graph
     from dali_loaders.sources.image_files import ImageFiles
 
-    transform = v2.Compose([v2.Resize(70), v2.TenCrop(56), *FLOAT, v2.Normalize([0.5] * 3, [0.2] * 3)])
-    graph = serialized_gpu_graph(ImageFiles(root), transform, variant=variant)
-    assert gpu_to_cpu_edges(graph) == []
+    for transform in (v2.Compose([v2.Resize(70), v2.TenCrop(56), *FLOAT, v2.Normalize([0.5] * 3, [0.2] * 3)]),
+                      ten_crop_eval()):
+        graph = serialized_gpu_graph(ImageFiles(root), transform, variant=variant)
+        assert gpu_to_cpu_edges(graph) == []
+
+
+class Recording:
+    """A user's class: reading a lambda must neither build nor call it."""
+    built = 0
+
+    def __init__(self):
+        Recording.built += 1
+
+    def __call__(self, crop):
+        return crop
+
+
+def test_reading_a_stacking_lambda_builds_only_torchvisions_classes():
+    transform = v1.Compose([v1.TenCrop(40), v1.Lambda(lambda crops: torch.stack([Recording()(v1.PILToTensor()(c))
+                                                                                for c in crops]))])
+    recipe = transforms.plan(transform, python_fallback=True)
+    assert isinstance(recipe, transforms.Plan) and "read as views" in recipe.why
+    assert Recording.built == 0

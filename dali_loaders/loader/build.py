@@ -112,15 +112,18 @@ class BatchImages:
     def __init__(self, recipe, names: List[str], layout: str, pin: bool):
         plans = transforms.plans_of(recipe)
         self.views = isinstance(recipe, transforms.Views)
+        self.stacked = self.views and recipe.stacked
         self.names = names[:len(plans)]
         self.finishers = [batch_finisher(layout, plan.output_dtype) for plan in plans]
         self.pin = pin
 
     def __call__(self, out: dict, count: int):
         images = [finish(out[name][:count]) for name, finish in zip(self.names, self.finishers)]
+        if self.stacked:   # as the recipe's torch.stack: each sample's views, (B, views, C, H, W)
+            images = [torch.stack(images, dim=1)]
         if self.pin:
             images = [view.pin_memory() for view in images]
-        return images if self.views else images[0]
+        return images if self.views and not self.stacked else images[0]
 
 
 @dataclass

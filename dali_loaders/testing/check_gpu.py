@@ -144,6 +144,9 @@ def view_cases() -> List[tuple]:
         ("TenCrop, flipped vertically", v2.Compose([v2.Resize(40), v2.TenCrop(32, vertical_flip=True), v2.ToImage()]),
          2),
         ("FiveCrop (v1), v2's steps after", v2.Compose([v1.FiveCrop((30, 36)), *FLOAT]), 1),
+        ("TenCrop stacked by v1's Lambda, as torchvision's docs write it",
+         v1.Compose([v1.Resize(40), v1.TenCrop(32),
+                     v1.Lambda(lambda crops: torch.stack([v1.PILToTensor()(crop) for crop in crops]))]), 2),
     ]
 
 
@@ -259,6 +262,7 @@ class TwoViews:
 def side_by_side(loader):
     """A loader's batches of views as one batch, the views joined along the width."""
     for views, labels in loader:
+        views = views.unbind(1) if isinstance(views, torch.Tensor) else views   # stacked: (B, views, C, H, W)
         yield torch.cat(views, dim=-1), labels
 
 

@@ -41,9 +41,11 @@ class Plan:
 class Views:
     """The recipe of a view maker (view_makers.py): one Plan per view, in the order of the list
     it returns; each view is an output of the graph, and the batch holds a list of them.
-    `shared`: the steps every view starts from, run once before the views branch (SplitViews)."""
+    `shared`: the steps every view starts from, run once before the views branch (SplitViews).
+    `stacked`: the batch holds them stacked instead, (B, views, C, H, W)."""
     plans: List[Plan]
     shared: Optional[Plan] = None
+    stacked: bool = False
 
 
 def plans_of(recipe) -> List[Plan]:
@@ -117,7 +119,7 @@ def plan(transform, python_fallback: bool):
             raise ValueError(f"SplitViews: {shared.why}; the steps the views share must all run in DALI "
                              f"(a view's own steps may run in Python), or the loader takes the Python path "
                              f"with python_fallback=False")
-        return Views([_split(view, python_fallback) for view in views], shared=shared)
+        return Views([_split(view, python_fallback) for view in views], shared=shared, stacked=transform.stacked)
     if views is not None:
         return Views([_split(view, python_fallback) for view in views])
     return _split(transform, python_fallback)

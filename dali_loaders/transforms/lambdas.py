@@ -14,10 +14,6 @@ torch's first operation makes floats (x / 255, x * 0.5): DALI folds it into the 
 normalization. Anything else takes the Python path, saying why.
 """
 import ast
-import inspect
-import numbers
-import re
-import textwrap
 import types
 import weakref
 from typing import Optional, Tuple
@@ -25,81 +21,9 @@ from typing import Optional, Tuple
 import torch
 
 from ._core import Images, Untranslatable, describe, dtype_after, refuses, refuses_on, register, translates
+from ._source_read import function_node, is_name, number_of
 
 _read = weakref.WeakKeyDictionary()   # function -> (what it equals, why not)
-
-
-def lambda_node(function) -> Tuple[Optional[ast.Lambda], str]:
-    """(the ast of `function`'s lambda, "") where its source holds a lambda that compiles to
-    its code, else (None, why not)."""
-    if not isinstance(function, types.FunctionType) or function.__name__ != "<lambda>":
-        return None, "its function is not a lambda"
-    try:
-        text = "".join(inspect.getsourcelines(function)[0])
-    except (OSError, TypeError):
-        return None, "the lambda's source is not available"
-    code = function.__code__
-    for start in (match.start() for match in re.finditer(r"\blambda\b", text)):
-        tail = text[start:]
-        # the longest stretch that parses as a lambda: its body reaches that far
-        for end in sorted({m.start() for m in re.finditer(r"[,)\]}\n]", tail)} | {len(tail)}, reverse=True):
-            try:
-                node = ast.parse(tail[:end].strip(), mode="eval").body
-            except SyntaxError:
-                continue
-            if isinstance(node, ast.Lambda):
-                if _compiles_to(node, code):
-                    return node, ""
-                break
-    return None, "no lambda in its source compiles to the code Python runs"
-
-
-def function_node(function) -> Tuple[Optional[ast.Lambda], str]:
-    """A plain function whose body is one `return <expression>` (a docstring before it allowed),
-    as the lambda it equals, where its source compiles to the code Python runs; else (None,
-    why not)."""
-    if not isinstance(function, types.FunctionType):
-        return None, "it is not a function"
-    if function.__name__ == "<lambda>":
-        return lambda_node(function)
-    try:
-        text = textwrap.dedent(inspect.getsource(function))
-        tree = ast.parse(text)
-    except (OSError, TypeError, SyntaxError):
-        return None, "the function's source is not available"
-    definition = tree.body[0] if len(tree.body) == 1 else None
-    if not isinstance(definition, ast.FunctionDef) or definition.decorator_list:
-        return None, "its source is not one plain def"
-    body = definition.body[1:] if definition.body and _is_docstring(definition.body[0]) else definition.body
-    if len(body) != 1 or not isinstance(body[0], ast.Return) or body[0].value is None:
-        return None, "its body is more than one return statement"
-    compiled = compile(ast.fix_missing_locations(ast.Module([definition], type_ignores=[])), "<function>", "exec")
-    inner = next((c for c in compiled.co_consts if isinstance(c, types.CodeType)), None)
-    if inner is None or not _same_code(inner, function.__code__):
-        return None, "its source does not compile to the code Python runs"
-    return ast.Lambda(args=definition.args, body=body[0].value), ""
-
-
-def _is_docstring(statement) -> bool:
-    return isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Constant) \
-        and isinstance(statement.value.value, str)
-
-
-def _same_code(inner, code) -> bool:
-    """The same code but for line numbers (nested code objects alike)."""
-    if not all(getattr(inner, name) == getattr(code, name) for name in ("co_code", "co_names", "co_varnames",
-                                                                         "co_freevars")):
-        return False
-    return len(inner.co_consts) == len(code.co_consts) and all(
-        _same_code(a, b) if isinstance(a, types.CodeType) and isinstance(b, types.CodeType) else a == b
-        for a, b in zip(inner.co_consts, code.co_consts))
-
-
-def _compiles_to(node: ast.Lambda, code) -> bool:
-    compiled = compile(ast.fix_missing_locations(ast.Expression(node)), "<lambda>", "eval")
-    inner = next((c for c in compiled.co_consts if isinstance(c, types.CodeType)), None)
-    return inner is not None and all(getattr(inner, name) == getattr(code, name)
-                                     for name in ("co_code", "co_consts", "co_names", "co_varnames", "co_freevars"))
 
 
 def read(function) -> Tuple[Optional[tuple], str]:
@@ -120,16 +44,16 @@ def _read_lambda(function):
             or arguments.kwarg or arguments.defaults:
         return None, "the function takes more than the image"
     name, body = arguments.args[0].arg, node.body
-    if isinstance(body, ast.Call) and isinstance(body.func, ast.Attribute) and _is(body.func.value, name) \
+    if isinstance(body, ast.Call) and isinstance(body.func, ast.Attribute) and is_name(body.func.value, name) \
             and not body.keywords:
-        values = [_number(a) for a in body.args]
+        values = [number_of(a) for a in body.args]
         if body.func.attr == "convert" and len(body.args) == 1 and isinstance(body.args[0], ast.Constant) \
                 and body.args[0].value in ("RGB", "L"):
             return ("convert", body.args[0].value), ""
         if body.func.attr in ("repeat", "expand") and values in ([3, 1, 1], [3, -1, -1]):
             return ("repeat", None), ""
         return None, f"it calls .{body.func.attr}(...), which is not read (convert('RGB' or 'L'), repeat(3, 1, 1))"
-    if _is(body, name):
+    if is_name(body, name):
         return ("identity", None), ""
     affine = _affine(body, name)
     if affine is None:
@@ -139,24 +63,11 @@ def _read_lambda(function):
     return ("affine", (*affine, _promotes(body, name))), ""
 
 
-def _is(node, name: str) -> bool:
-    return isinstance(node, ast.Name) and node.id == name
-
-
-def _number(node) -> Optional[float]:
-    if isinstance(node, ast.Constant) and isinstance(node.value, numbers.Real) and not isinstance(node.value, bool):
-        return node.value
-    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
-        inner = _number(node.operand)
-        return None if inner is None else (-inner if isinstance(node.op, ast.USub) else inner)
-    return None
-
-
 def _first_operation(node, name: str):
     """The operation torch applies to the image first: the innermost one it is an operand of."""
     operands = [node.operand] if isinstance(node, ast.UnaryOp) else \
         [node.left, node.right] if isinstance(node, ast.BinOp) else []
-    if any(_is(operand, name) for operand in operands):
+    if any(is_name(operand, name) for operand in operands):
         return node
     return next((found for found in (_first_operation(operand, name) for operand in operands) if found), None)
 
@@ -167,15 +78,15 @@ def _promotes(body, name: str) -> bool:
     first = _first_operation(body, name)
     if not isinstance(first, ast.BinOp):
         return False
-    other = first.right if _is(first.left, name) else first.left
-    return isinstance(first.op, ast.Div) or isinstance(_number(other), float)
+    other = first.right if is_name(first.left, name) else first.left
+    return isinstance(first.op, ast.Div) or isinstance(number_of(other), float)
 
 
 def _affine(node, name: str) -> Optional[Tuple[float, float]]:
     """(a, b) where `node` computes a * image + b from the image, once, and numbers."""
-    if _is(node, name):
+    if is_name(node, name):
         return 1.0, 0.0
-    number = _number(node)
+    number = number_of(node)
     if number is not None:
         return None   # no image in it: not a step
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
@@ -184,7 +95,7 @@ def _affine(node, name: str) -> Optional[Tuple[float, float]]:
     if not isinstance(node, ast.BinOp):
         return None
     left, right = _affine(node.left, name), _affine(node.right, name)
-    left_number, right_number = _number(node.left), _number(node.right)
+    left_number, right_number = number_of(node.left), number_of(node.right)
     if isinstance(node.op, (ast.Add, ast.Sub)):
         sign = 1.0 if isinstance(node.op, ast.Add) else -1.0
         if left is not None and right_number is not None:
@@ -301,4 +212,3 @@ def _affine_step(step, images: Images, scale: float, offset: float, promotes: bo
         images.decode()
         _to_float(images, torch.float32, 1.0)
     normalize(v2.Normalize([-offset / scale], [1.0 / scale]), images)
-

@@ -6,18 +6,24 @@ torchvision returns the crops as a tuple, which DataLoader's default_collate mak
 batches, one per crop: the loader makes the same list. Only steps that do the same to every
 crop may follow (v2's conversions, Normalize, Resize, CenterCrop, Pad, Grayscale...): a random
 v2 step draws once for the whole tuple, a v1 step takes no tuple, and a Lambda sees the tuple
-whole; with any of these the crops take the Python path as before.
+whole; with any of these the crops take the Python path as before. The one Lambda read is
+torchvision's documented `Lambda(lambda crops: torch.stack([step(crop) for crop in crops]))`
+(v1's: v2's calls it on each crop): its steps run on each crop, and the crops of a sample are
+stacked, (crops, C, H, W), a batch (B, crops, C, H, W); after it, more such Lambdas and
+Normalize (per crop on the stack).
 """
 from typing import Optional
 
 from ._args import centre_offset, crop_window, pair
 from ._core import Images, Untranslatable, check, describe, flatten, refuses, register, translates
+from ._stack_lambda import stacked_steps
 from .split_views import SplitViews
 
 MAKERS = {"FiveCrop": 5, "TenCrop": 10}
 # v2 steps that do the same to each image of a tuple, whatever the image
 PER_CROP = {"ToImage", "ToDtype", "ConvertImageDtype", "PILToTensor", "ToTensor", "Normalize", "Resize",
             "CenterCrop", "Pad", "Grayscale", "RGB", "Identity", "ToPureTensor"}
+TO_TENSOR = {"ToTensor", "PILToTensor", "ToImage"}   # the images are tensors after one of these
 
 
 class MultiCropView:
@@ -55,20 +61,47 @@ def crop_views(transform) -> Optional[SplitViews]:
         return None
     k = makers[0]
     maker, before, after = steps[k], steps[:k], steps[k + 1:]
-    if not all(type(step).__module__.startswith("torchvision.transforms.v2") and type(step).__name__ in PER_CROP
-               for step in after):
+    per_crop = _per_crop_steps(after)
+    if per_crop is None or any(check(step) for step in before):
         return None
-    if any(check(step) for step in before):
-        return None
+    stacked = any(_is_stack(step) for step in after)
+    if stacked and not any(_is_torchvision(step, TO_TENSOR) for step in before + per_crop):
+        return None   # PIL crops, which torch.stack refuses: the Python path raises as torchvision does
     count = MAKERS[type(maker).__name__]
     flip = None if count == 5 else ("vertical" if maker.vertical_flip else "horizontal")
-    return SplitViews(before or None, [[MultiCropView(maker.size, index, flip), *after] for index in range(count)])
+    return SplitViews(before or None, [[MultiCropView(maker.size, index, flip), *per_crop] for index in range(count)],
+                      stacked=stacked)
+
+
+def _per_crop_steps(after) -> Optional[list]:
+    """The steps each crop goes through, the stacking Lambdas' steps in their place; None where
+    a step does not do the same to every crop (or not each crop alone)."""
+    steps, stacked = [], False
+    for step in after:
+        if _is_stack(step):
+            inner, _ = stacked_steps(step.lambd)
+            steps += inner
+            stacked = True
+        elif stacked and _is_torchvision(step, {"Normalize"}) or not stacked and \
+                type(step).__module__.startswith("torchvision.transforms.v2") and type(step).__name__ in PER_CROP:
+            steps.append(step)
+        else:
+            return None
+    return steps
+
+
+def _is_stack(step) -> bool:
+    """v1's Lambda of the stacking lambda (v2's Lambda is called on each crop, not the tuple)."""
+    return type(step).__module__ == "torchvision.transforms.transforms" and type(step).__name__ == "Lambda" \
+        and stacked_steps(step.lambd)[0] is not None
 
 
 def maker_refusal(step) -> str:
     """Where planning did not read the recipe as views (crop_views), the maker is refused: why."""
     return (f"read as views (one a crop) only as the recipe's one FiveCrop or TenCrop, after steps that translate "
-            f"and before v2 steps alone that do the same to every crop ({', '.join(sorted(PER_CROP))})")
+            f"and before v2 steps alone that do the same to every crop ({', '.join(sorted(PER_CROP))}), or "
+            f"v1's Lambda(lambda crops: torch.stack([step(crop) for crop in crops])) of steps that translate, "
+            f"named or built with literal arguments, then Normalize")
 
 
 @translates(*MAKERS)

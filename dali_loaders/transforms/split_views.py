@@ -7,7 +7,7 @@ view maker whose views each crop on their own (view_makers.py) draws a window pe
 here the window is drawn once. In the DALI graph the shared steps run once and the views
 branch from their output (loader/build.py).
 """
-from typing import Any, List, Optional, Sequence
+from typing import Any, Optional, Sequence
 
 
 class SplitViews:
@@ -16,18 +16,24 @@ class SplitViews:
     `first` and each view are a transform, a list of transforms applied in order, or None
     (nothing). The Python call is the recipe's meaning; DALI runs the same steps."""
 
-    def __init__(self, first: Optional[Any], views: Sequence[Any]):
+    def __init__(self, first: Optional[Any], views: Sequence[Any], stacked: bool = False):
         if not len(views):
             raise ValueError("SplitViews: give at least one view")
         self.first = first
         self.views = list(views)
+        self.stacked = stacked   # the views as one tensor (views, C, H, W), where True
 
-    def __call__(self, image) -> List[Any]:
+    def __call__(self, image):
         shared = run(self.first, image)
-        return [run(view, shared) for view in self.views]
+        views = [run(view, shared) for view in self.views]
+        if self.stacked:
+            import torch
+
+            return torch.stack(views)
+        return views
 
     def __repr__(self) -> str:
-        return f"SplitViews(first={self.first!r}, views={self.views!r})"
+        return f"SplitViews(first={self.first!r}, views={self.views!r}, stacked={self.stacked})"
 
 
 def run(transform, image):

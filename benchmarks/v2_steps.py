@@ -1,6 +1,6 @@
 """`python -m benchmarks.v2_steps`: images/s of recipes holding torchvision v2's detection-style
 steps (RandomPhotometricDistort, GaussianNoise, ElasticTransform, RandomShortestSize, RandomZoomOut),
-TenCrop, LinearTransformation (a whitening matrix of CIFAR's size, 3072 x 3072), ResNet-50's
+TenCrop (its crops as a tuple, or stacked by v1's Lambda), LinearTransformation (a whitening matrix of CIFAR's size, 3072 x 3072), ResNet-50's
 weights.transforms() and timm's keep-ratio training crop (create_transform(train_crop_mode="rkrr"),
 where timm is installed), DaliLoader against torch's DataLoader over the same ImageFolder and transform object.
 
@@ -17,11 +17,13 @@ import time
 def recipes() -> dict:
     """{name: the v2 steps} of each workload: a plain crop for reference, then each new step."""
     import torch
+    from torchvision import transforms as v1
     from torchvision.models import ResNet50_Weights
     from torchvision.transforms import v2
 
     to_float = [v2.ToImage(), v2.ToDtype(torch.float32, scale=True)]
     normalize = v2.Normalize([0.485, 0.456, 0.406], [0.229, 0.224, 0.225])
+    normalize_v1 = v1.Normalize([0.485, 0.456, 0.406], [0.229, 0.224, 0.225])
     crop = [v2.RandomResizedCrop(224), v2.RandomHorizontalFlip()]
     side = 3 * 32 * 32   # a ZCA matrix's: any fixed matrix costs the same
     matrix = torch.randn(side, side, generator=torch.Generator().manual_seed(0)) / side ** 0.5
@@ -32,6 +34,8 @@ def recipes() -> dict:
         "+ GaussianNoise() on floats": crop + to_float + [v2.GaussianNoise(), normalize],
         "+ ElasticTransform()": crop + [v2.ElasticTransform()] + to_float + [normalize],
         "Resize(256), TenCrop(224) (test-time crops)": [v2.Resize(256), v2.TenCrop(224)] + to_float + [normalize],
+        "v1 Resize(256), TenCrop(224), stacked by a Lambda": [v1.Resize(256), v1.TenCrop(224), v1.Lambda(
+            lambda crops: torch.stack([normalize_v1(v1.ToTensor()(crop)) for crop in crops]))],
         "RandomShortestSize, RandomZoomOut, RandomCrop, flip": [
             v2.RandomShortestSize([256, 288, 320], max_size=400), v2.RandomZoomOut(p=0.5, side_range=(1.0, 1.5)),
             v2.RandomCrop(224), v2.RandomHorizontalFlip()] + to_float + [normalize],

@@ -114,14 +114,16 @@ STACKED = [
 ]
 
 
+@pytest.mark.parametrize("memory_format", [torch.contiguous_format, torch.channels_last], ids=["NCHW", "NHWC"])
 @pytest.mark.parametrize("name,transform,count,tolerance", STACKED, ids=[case[0] for case in STACKED])
-def test_stacked_crops_are_torchvisions(root, name, transform, count, tolerance):
+def test_stacked_crops_are_torchvisions(root, name, transform, count, tolerance, memory_format):
     """v1's Lambda(lambda crops: torch.stack([... for crop in crops])), as torchvision's docs
     batch the crops: read as views, each sample's stacked, (B, crops, C, H, W), equal to
-    DataLoader's batches."""
+    DataLoader's batches, in either layout the graph makes them."""
     recipe = transforms.plan(transform, python_fallback=False)
     assert isinstance(recipe, transforms.Views) and recipe.stacked and len(recipe.plans) == count
-    loader = DaliLoader(datasets.ImageFolder(root, transform=transform), batch_size=2, num_workers=2)
+    loader = DaliLoader(datasets.ImageFolder(root, transform=transform), batch_size=2, num_workers=2,
+                        memory_format=memory_format)
     assert loader.route == "dali"
     theirs = list(torch.utils.data.DataLoader(datasets.ImageFolder(root, transform=transform), batch_size=2))
     ours = list(loader)
@@ -130,6 +132,22 @@ def test_stacked_crops_are_torchvisions(root, name, transform, count, tolerance)
         assert torch.equal(labels, their_labels)
         assert images.shape == their_images.shape and images.shape[1] == count and images.dtype == their_images.dtype
         assert float((images.float() - their_images.float()).abs().max()) <= tolerance, name
+
+
+@pytest.mark.parametrize("variant", ["cpu", "gpu"])
+def test_the_crops_are_stacked_in_the_graph(root, variant):
+    """The pipeline hands over one tensor of stacked views, not a tensor per crop for the loader's
+    thread to copy together."""
+    from dali_loaders import dali_compat
+    from dali_loaders.loader.build import output_names, serialized_gpu_graph
+    from dali_loaders.sources.image_files import ImageFiles
+
+    assert output_names(transforms.plan(ten_crop_eval(), python_fallback=False), host_labels=False) == \
+        ["images", "labels"]
+    graph = serialized_gpu_graph(ImageFiles(root), ten_crop_eval(), variant=variant)
+    (images, device), _ = dali_compat.graph_outputs(graph)
+    made_by = {name: (kind, len(inputs)) for kind, name, _, inputs in dali_compat.graph_operators(graph)}
+    assert made_by[images] == ("Stack", 10) and device == ("cpu" if variant == "cpu" else "gpu")
 
 
 def test_stacked_crops_reach_a_collate_fn_as_each_samples_stack(root):

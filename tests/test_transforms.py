@@ -95,6 +95,9 @@ DETERMINISTIC = [
     ("Resize int bilinear", pil_then(v2.Resize(100)), (0.3, 5.0)),       # worst at the image border
     ("Resize (h, w) bilinear", pil_then(v2.Resize((90, 120))), (0.3, 5.0)),
     ("Resize max_size bilinear", pil_then(v2.Resize(100, max_size=120)), (0.3, 5.0)),
+    ("Resize max_size alone", pil_then(v2.Resize(None, max_size=110)), (0.3, 5.0)),
+    ("Resize max_size alone tensor, then CenterCrop", tensor_then(v2.Resize(None, max_size=150), v2.CenterCrop(90)),
+     (0.3, 5.0)),
     ("Resize upscale bilinear", pil_then(v2.Resize(300)), EXACT),
     ("Resize bilinear tensor antialias", tensor_then(v2.Resize(100, antialias=True)), (0.3, 5.0)),
     ("Resize bilinear tensor no antialias", tensor_then(v2.Resize(100, antialias=False)), EXACT),
@@ -674,6 +677,7 @@ def dali_fn():
 GPU_TRANSFORMS = [
     C(v2.RandomResizedCrop(64, scale=(0.3, 1.0), interpolation=IM.BICUBIC), v2.RandomHorizontalFlip(0.3)),
     C(v2.Resize(72, max_size=100), v2.CenterCrop(64)),
+    C(v2.Resize(None, max_size=90), v2.CenterCrop(64)),
     C(v2.ToImage(), v2.Resize((40, 50), interpolation=IM.NEAREST)),
     C(v2.CenterCrop(300)),
     C(v2.RandomCrop(48, padding=(1, 2, 3, 4), pad_if_needed=True, fill=9)),

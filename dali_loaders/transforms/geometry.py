@@ -34,16 +34,20 @@ from ._core import (
 
 def resized_shape(size, max_size, height, width):
     """torchvision's Resize output (height, width): an int (or 1-sequence) sets the short side,
-    the long side scaled and truncated, then both capped by max_size; (h, w) is taken as is.
-    Integer arithmetic gives the same truncation as torchvision's float division."""
-    if not (isinstance(size, numbers.Number) or len(size) == 1):
+    the long side scaled and truncated, then both capped by max_size; None (v2) sets the long
+    side to max_size; (h, w) is taken as is. Integer arithmetic gives the same truncation as
+    torchvision's float division."""
+    if size is not None and not (isinstance(size, numbers.Number) or len(size) == 1):
         return pair(size)
-    short = int(size) if isinstance(size, numbers.Number) else int(size[0])
     width_is_short = as_int(width <= height)
     long = width_is_short * height + (1 - width_is_short) * width
     short_in = width_is_short * width + (1 - width_is_short) * height
-    new_short, new_long = short, short * long // short_in
-    if max_size is not None:
+    if size is None:
+        new_short, new_long = max_size * short_in // long, max_size
+    else:
+        short = int(size) if isinstance(size, numbers.Number) else int(size[0])
+        new_short, new_long = short, short * long // short_in
+    if size is not None and max_size is not None:
         over = as_int(new_long > max_size)
         new_short = over * (max_size * new_short // new_long) + (1 - over) * new_short
         new_long = over * max_size + (1 - over) * new_long
@@ -53,8 +57,8 @@ def resized_shape(size, max_size, height, width):
 
 def resize_refusal(step) -> str:
     size = step.size
-    if size is None:
-        return "size=None (only max_size) is not supported; give size"
+    if size is None and not isinstance(step.max_size, numbers.Integral):
+        return "size=None needs max_size, the long side's length"
     if isinstance(size, (list, tuple)) and len(size) == 2 and step.max_size is not None:
         return "max_size with a (height, width) size: torchvision refuses it too"
     return interpolation_refusal(step)
@@ -170,9 +174,9 @@ def resize_center_crop(resize_step, crop_step, images: Images) -> None:
 
     crop_h, crop_w = pair(crop_step.size)
     size = resize_step.size
-    short = size if isinstance(size, numbers.Number) else (size[0] if len(size) == 1 else None)
+    short = _short_side(size)
     fits = (short is not None and resize_step.max_size is None and max(crop_h, crop_w) <= short) or \
-           (short is None and crop_h <= size[0] and crop_w <= size[1])
+           (size is not None and short is None and crop_h <= size[0] and crop_w <= size[1])
     if not fits or images.is_float or images.materialized:
         resize(resize_step, images)
         center_crop(crop_step, images)
@@ -226,7 +230,10 @@ def _resize_centre_crop_window(resize_step, images: Images, short: int, crop_h: 
 
 
 def _short_side(size):
-    """Resize's size as the short side's length, or None for an (h, w) size."""
+    """Resize's size as the short side's length, or None for an (h, w) size or None (v2's
+    max_size alone)."""
+    if size is None:
+        return None
     if isinstance(size, numbers.Number):
         return int(size)
     return int(size[0]) if len(size) == 1 else None

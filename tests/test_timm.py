@@ -408,13 +408,23 @@ def test_train_transforms_are_translated_whole_and_run(kwargs):
 
 
 class MyRandAugment(timm_aa.RandAugment):
-    """A subclass may change anything: it is not translated as its parent."""
+    """A subclass with a method of its own may change anything: not translated as its parent."""
+
+    def __call__(self, img):
+        return super().__call__(img)
 
 
-def test_a_subclass_of_a_timm_class_is_not_translated():
+class RandAugmentM9(timm_aa.RandAugment):
+    def __init__(self, ops):
+        super().__init__(ops, num_layers=3)
+
+
+def test_a_subclass_of_a_timm_class_is_translated_only_if_it_only_sets_arguments():
     step = MyRandAugment(rand_augment().ops)
-    with pytest.raises(ValueError, match="MyRandAugment has no DALI translation"):
+    with pytest.raises(ValueError, match="MyRandAugment has no DALI translation .*defines __call__"):
         transforms.plan(step, python_fallback=False)
+    translated = transforms.plan(RandAugmentM9(rand_augment().ops), python_fallback=False).translated
+    assert [type(s) for s in translated] == [timm_aa.RandAugment] and translated[0].num_layers == 3
 
 
 # -- timm's Mixup as batch_transform ------------------------------------------------------------------------

@@ -19,12 +19,9 @@ import textwrap
 import types
 from typing import Optional
 
+from ..transforms.subclasses import INERT
 from ..transforms.wrappers import runs_this_source
 
-
-# class attributes every class has, or that do not change what a sample is
-INERT = {"__module__", "__qualname__", "__doc__", "__dict__", "__weakref__", "__annotations__",
-         "__firstlineno__", "__static_attributes__", "__orig_bases__", "__parameters__"}
 # what only builds the object: the readers read what it built (its samples, data, targets, loader)
 INIT_ONLY = {"__init__", "find_classes", "make_dataset"}
 

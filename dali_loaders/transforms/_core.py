@@ -15,6 +15,7 @@ import torch
 
 from ._draws import PendingAugment
 from .pil_steps import pil_steps
+from .subclasses import as_base, library_base
 from .view_makers import views_of
 from .wrappers import delegate
 
@@ -347,7 +348,10 @@ def flatten(transform, _depth: int = 0) -> List[Any]:
                          f"holds itself?)")
     if transform is None:
         return []
-    if isinstance(transform, (v1.Compose, v2.Compose)):
+    base, _ = library_base(transform, _library_class)
+    if base is not None:   # a subclass that only sets its library class's arguments
+        return flatten(as_base(transform, base), _depth + 1)
+    if type(transform) in (v1.Compose, v2.Compose):
         return [step for inner in transform.transforms for step in flatten(inner, _depth + 1)]
     if isinstance(transform, (list, tuple)):
         return [step for inner in transform for step in flatten(inner, _depth + 1)]
@@ -393,7 +397,10 @@ LAZY_TRANSLATORS = {"timm": ("timm", "timm_aug_mix", "timm_crops")}
 
 
 def translator_of(step) -> Optional[Callable]:
-    cls = type(step)
+    return _translator_of_class(type(step))
+
+
+def _translator_of_class(cls: type) -> Optional[Callable]:
     package = cls.__module__.split(".")[0]
     if cls not in TRANSLATORS and package in LAZY_TRANSLATORS:
         import importlib
@@ -403,10 +410,21 @@ def translator_of(step) -> Optional[Callable]:
     return TRANSLATORS.get(cls)
 
 
+def _library_class(cls: type) -> bool:
+    """A class whose objects flatten reads as they are: translated, expanded, or a Compose."""
+    from torchvision import transforms as v1
+    from torchvision.transforms import v2
+
+    return cls in (v1.Compose, v2.Compose) or cls in EXPANSIONS or _translator_of_class(cls) is not None
+
+
 def check(step) -> str:
     """Why `step` cannot be translated, or "" if it can (its parameters are checked too)."""
     translator = translator_of(step)
     if translator is None:
+        _, why = library_base(step, _library_class)
+        if why:
+            return f"{describe(step)} has no DALI translation ({why})"
         _, why = wrapped(step)
         if why:   # a class of the user's: no kind of class the translator reads
             views, views_why = views_of(step)

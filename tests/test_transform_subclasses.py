@@ -1,6 +1,7 @@
 """Subclasses of torchvision's transforms as repos write them to fix their own defaults
 (DINOv2's `class GaussianBlur(v2.RandomApply)`, with an `__init__` and nothing else) run in
-DALI as the class they subclass; a subclass that changes what runs takes the Python path."""
+DALI as the class they subclass; a subclass that changes what runs takes the Python path.
+torch's nn.Sequential (torchvision's scriptable Compose) and nn.Identity are read as they run."""
 import numpy as np
 import pytest
 import torch
@@ -112,3 +113,32 @@ def test_a_subclass_that_changes_what_runs_takes_the_python_path_and_runs(make, 
     ours = torch.cat([x for x, _ in loader])
     expected = torch.stack([twin(source.pil_image(i)) for i in range(len(source))])
     assert ours.shape == expected.shape and torch.equal(ours, expected)
+
+
+def test_nn_sequential_and_identity_run_as_the_compose_of_their_steps(photo_files):  # noqa: F811
+    """torchvision documents nn.Sequential of its transforms as the scriptable Compose."""
+    resize, crop = v2.Resize(36, antialias=False), v2.CenterCrop(32)
+    recipe = v1.Compose([v1.PILToTensor(), torch.nn.Sequential(resize, crop, torch.nn.Identity()),
+                         v1.ConvertImageDtype(torch.float32), torch.nn.Sequential()])
+    assert [type(step) for step in transforms.flatten(recipe)] == [v1.PILToTensor, v2.Resize, v2.CenterCrop,
+                                                                   torch.nn.Identity, v1.ConvertImageDtype]
+    ours = dali_outputs(photo_files, recipe)
+    composed = dali_outputs(photo_files, v1.Compose([v1.PILToTensor(), resize, crop, v1.ConvertImageDtype(torch.float32)]))
+    theirs = [recipe(photo_files.pil_image(i)).numpy() for i in range(len(photo_files))]
+    for k, (a, b, c) in enumerate(zip(ours, composed, theirs)):
+        assert a.shape == c.shape == (3, 32, 32) and np.array_equal(a, b), f"image {k}"
+        assert np.abs(a - c).max() <= 1 / 255 + 1e-6, f"image {k}"   # the tensor resize's rounding
+
+
+def test_a_hooked_nn_sequential_runs_its_hook_on_the_python_path():
+    calls = []
+    steps = torch.nn.Sequential(v2.PILToTensor(), v2.CenterCrop(32))
+    steps.register_forward_hook(lambda module, args, out: calls.append(tuple(out.shape)) or out.flip(-1))
+    assert transforms.untranslatable_reason(steps) is not None
+    source = arrays()
+    with pytest.warns(PythonPathNote):
+        loader = DaliLoader(source, batch_size=8, transform=steps, device="cpu", seed=0)
+    ours = torch.cat([x for x, _ in loader])
+    expected = torch.stack([v1.CenterCrop(32)(v1.PILToTensor()(source.pil_image(i))).flip(-1)
+                            for i in range(len(source))])
+    assert calls and torch.equal(ours, expected)

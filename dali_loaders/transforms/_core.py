@@ -336,7 +336,7 @@ def expands(cls: type):
 
 
 def flatten(transform, _depth: int = 0) -> List[Any]:
-    """The steps of a transform: Compose (v1 or v2) unrolled, recursively, composites
+    """The steps of a transform: Compose (v1 or v2) and nn.Sequential unrolled, recursively, composites
     registered with `expands` replaced by their steps, and wrappers (an object of a user's
     class that only hands the image to a transform it holds, as torchvision's reference
     presets do) replaced by the transform they hold."""
@@ -353,6 +353,8 @@ def flatten(transform, _depth: int = 0) -> List[Any]:
         return flatten(as_base(transform, base), _depth + 1)
     if type(transform) in (v1.Compose, v2.Compose):
         return [step for inner in transform.transforms for step in flatten(inner, _depth + 1)]
+    if type(transform) is torch.nn.Sequential and not _hooked(transform):   # torchvision's scriptable Compose
+        return [step for inner in transform for step in flatten(inner, _depth + 1)]
     if isinstance(transform, (list, tuple)):
         return [step for inner in transform for step in flatten(inner, _depth + 1)]
     if type(transform) in EXPANSIONS:
@@ -415,7 +417,13 @@ def _library_class(cls: type) -> bool:
     from torchvision import transforms as v1
     from torchvision.transforms import v2
 
-    return cls in (v1.Compose, v2.Compose) or cls in EXPANSIONS or _translator_of_class(cls) is not None
+    return cls in (v1.Compose, v2.Compose, torch.nn.Sequential) or cls in EXPANSIONS \
+        or _translator_of_class(cls) is not None
+
+
+def _hooked(module: torch.nn.Module) -> bool:
+    """Hooks run besides the module's steps: it is then not read as its steps alone."""
+    return bool(module._forward_hooks or module._forward_pre_hooks)
 
 
 def check(step) -> str:

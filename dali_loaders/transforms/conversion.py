@@ -11,6 +11,7 @@ from ._core import (
     describe,
     dtype_after,
     refuses,
+    register,
     translates,
     uint8_only,
 )
@@ -120,9 +121,10 @@ def to_pure_tensor(step, images: Images) -> None:
     """v2's unwrapping of tv_tensors into plain tensors: the loader's output is one already."""
 
 
+@register(torch.nn.Identity)
 @translates("Identity")
 def identity(step, images: Images) -> None:
-    """v2's Identity: nothing to do."""
+    """v2's Identity, and torch's: nothing to do."""
 
 
 PIL_MODES = {1: "L", 2: "LA", 3: "RGB", 4: "RGBA"}   # to_pil_image's mode for uint8 images of so many channels

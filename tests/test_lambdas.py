@@ -66,6 +66,12 @@ READ = [
     (helper, ("identity", None)),
     (_convert_image_to_rgb, ("convert", "RGB")),
     (documented, ("affine", (2.0, -1.0, False))),
+    # torch's operator methods, and float() as `* 1.0`
+    (lambda x: x.float() / 255, ("affine", (1 / 255, 0.0, True))),
+    (lambda x: x.float().div(255).mul(2).sub(1), ("affine", (2 / 255, -1.0, True))),
+    (lambda x: x.div(255), ("affine", (1 / 255, 0.0, True))),
+    (lambda x: x.mul(2).add(-1), ("affine", (2.0, -1.0, False))),   # x.mul(2) first: uint8 stays uint8
+    (lambda x: x.float(), ("affine", (1.0, 0.0, True))),
 ]
 
 NOT_READ = [
@@ -74,6 +80,9 @@ NOT_READ = [
     (lambda x: x * x, "not arithmetic of the image and numbers"),
     (lambda x: 0 * x + 1, "drops the image"),
     (lambda x: x.flip(0), "calls .flip"),
+    (lambda x: x.mul(x), "not arithmetic of the image and numbers"),
+    (lambda x: x.add(1, alpha=2), "not arithmetic of the image and numbers"),
+    (lambda x: x.double(), "calls .double"),
     (lambda x: x.convert("CMYK"), "calls .convert"),
     (lambda x, y=1: x + y, "takes more than the image"),
     (two_statements, "more than one return statement"),
@@ -134,6 +143,8 @@ CASES = [
     # torch's true division makes float32 of a uint8 tensor: the values as floats, then the arithmetic
     ("uint8 / 255, then to [-1, 1]", C(v2.PILToTensor(), v1.Lambda(lambda x: x / 255 * 2 - 1)), 1.0, (0.001, 0.001)),
     ("uint8 * 0.5, a plain function", C(v2.PILToTensor(), halved), 127.5, (0.001, 0.001)),
+    ("uint8 float(), then methods", C(v2.PILToTensor(), v1.Lambda(lambda x: x.float().div(255).mul(2).sub(1))), 1.0,
+     (0.001, 0.001)),
     ("grey repeated, float, normalized", C(v2.Grayscale(1), *FLOAT, v1.Lambda(lambda x: x.repeat(3, 1, 1)),
                                             v2.Normalize([0.2, 0.3, 0.4], [0.5, 0.6, 0.7])), 1.0, (0.001, 0.001)),
 ]
@@ -153,6 +164,18 @@ def test_a_division_of_uint8_gives_float32_batches_as_torch_does():
     wraps = v1.Lambda(lambda x: x + 1)   # uint8 + 1 stays uint8 in torch, and wraps at 255: the Python path
     plan = transforms.plan(C(v2.PILToTensor(), wraps), python_fallback=True)
     assert plan.python == [wraps] and "integer arithmetic" in transforms.untranslatable_reason(C(v2.PILToTensor(), wraps))
+
+
+@pytest.mark.parametrize("before", [torch.float16, torch.bfloat16, torch.float32])
+def test_float_of_any_float_image_gives_float32_batches_as_torch_does(before):
+    image = coordinate_image(16, 12)
+    transform = C(v2.PILToTensor(), v2.ToDtype(before, scale=True), v1.Lambda(lambda x: x.float() * 2))
+    assert transforms.plan(transform, python_fallback=False).output_dtype == torch.float32
+    loader = dali_loader(many(image, 4), transform, train=False, batch_size=2, num_threads=1)
+    expected = transform(v2.ToImage()(image))
+    for images, _ in loader:
+        assert images.dtype == expected.dtype == torch.float32
+        assert all((got - expected).abs().max() <= 2 * 2 ** -8 for got in images)   # float16's and bfloat16's rounding
 
 
 def test_integer_arithmetic_takes_the_python_path_and_wraps_as_torch():

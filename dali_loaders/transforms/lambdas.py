@@ -3,6 +3,7 @@
     Lambda(lambda t: (t * 2) - 1)            # diffusion and GAN recipes: [0, 1] -> [-1, 1]
     Lambda(lambda x: x.repeat(3, 1, 1))      # grey (MNIST) -> 3 channels
     Lambda(lambda img: img.convert("RGB"))   # PIL's convert, "RGB" or "L"
+    Lambda(lambda x: x.float().div(255))     # torch's methods for its operators, and float()
 
 A plain function in a Compose is read the same way where its body is one `return` of such an
 expression (CLIP's and open_clip's `def _convert_image_to_rgb(image): return image.convert("RGB")`).
@@ -11,9 +12,11 @@ As wrappers.py reads a class, the lambda's source is read, never run, and must c
 code Python runs: one argument, nothing from outside it but number literals. Arithmetic is
 +, -, * and / of the image (once) and numbers, on a float image, or on a uint8 tensor where
 torch's first operation makes floats (x / 255, x * 0.5): DALI folds it into the pending
-normalization. Anything else takes the Python path, saying why.
+normalization. torch's methods mul, div, add and sub of a number are its operators, and
+float() is `* 1.0` (float32, the values kept). Anything else takes the Python path, saying why.
 """
 import ast
+import copy
 import types
 import weakref
 from typing import Optional, Tuple
@@ -23,20 +26,53 @@ import torch
 from ._core import Images, Untranslatable, describe, dtype_after, refuses, refuses_on, register, translates
 from ._source_read import function_node, is_name, number_of
 
-_read = weakref.WeakKeyDictionary()   # function -> (what it equals, why not)
+_read = weakref.WeakKeyDictionary()   # function -> (what it equals, why not, whether it calls float())
+# torch's methods that are its operators: x.mul(2) is x * 2
+OPERATOR_METHODS = {"mul": ast.Mult, "div": ast.Div, "add": ast.Add, "sub": ast.Sub}
 
 
 def read(function) -> Tuple[Optional[tuple], str]:
-    """((kind, value), "") for a lambda this module reads: ("affine", (scale, offset)),
+    """((kind, value), "") for a lambda this module reads: ("affine", (scale, offset, promotes)),
     ("convert", mode), ("repeat", None) or ("identity", None); else (None, why not)."""
+    return _known(function)[:2]
+
+
+def calls_float(function) -> bool:
+    """Whether the lambda read calls float(): its result is float32 whatever the image's dtype."""
+    return _known(function)[2]
+
+
+def _known(function) -> tuple:
     known = _read.get(function)
     if known is None:
-        known = _read[function] = _read_lambda(function)
+        node, why = function_node(function)
+        operators = _Operators()
+        if node is not None:
+            node = operators.visit(copy.deepcopy(node))
+        known = _read[function] = (*_read_lambda(node, why), operators.calls_float)
     return known
 
 
-def _read_lambda(function):
-    node, why = function_node(function)
+class _Operators(ast.NodeTransformer):
+    """Rewrites torch's operator methods as the operators (x.div(255) as x / 255) and float()
+    as `* 1.0`, which makes float32 of a uint8 tensor and keeps its values, as float() does."""
+
+    calls_float = False
+
+    def visit_Call(self, node):
+        self.generic_visit(node)
+        method = node.func
+        if not isinstance(method, ast.Attribute) or node.keywords:
+            return node
+        if method.attr in OPERATOR_METHODS and len(node.args) == 1:
+            return ast.BinOp(left=method.value, op=OPERATOR_METHODS[method.attr](), right=node.args[0])
+        if method.attr == "float" and not node.args:
+            self.calls_float = True
+            return ast.BinOp(left=method.value, op=ast.Mult(), right=ast.Constant(1.0))
+        return node
+
+
+def _read_lambda(node, why):
     if node is None:
         return None, why
     arguments = node.args
@@ -52,7 +88,8 @@ def _read_lambda(function):
             return ("convert", body.args[0].value), ""
         if body.func.attr in ("repeat", "expand") and values in ([3, 1, 1], [3, -1, -1]):
             return ("repeat", None), ""
-        return None, f"it calls .{body.func.attr}(...), which is not read (convert('RGB' or 'L'), repeat(3, 1, 1))"
+        return None, (f"it calls .{body.func.attr}(...), which is not read (convert('RGB' or 'L'), repeat(3, 1, 1), "
+                      f"float(), and mul, div, add or sub of a number)")
     if is_name(body, name):
         return ("identity", None), ""
     affine = _affine(body, name)
@@ -120,9 +157,12 @@ def lambda_refusal(step) -> str:
 
 
 def _dtype_after(function, dtype):
-    """float32 after arithmetic that torch promotes on a uint8 image (see _promotes)."""
+    """float32 after arithmetic that torch promotes on a uint8 image (see _promotes), and after
+    float() on any image."""
     known, _ = read(function)
-    return torch.float32 if known and known[0] == "affine" and known[1][2] and dtype == torch.uint8 else dtype
+    if not known or known[0] != "affine":
+        return dtype
+    return torch.float32 if calls_float(function) or (known[1][2] and dtype == torch.uint8) else dtype
 
 
 def _integer_arithmetic(function, step, dtype) -> str:
@@ -168,7 +208,7 @@ def _apply_read(step, images: Images, function) -> None:
     elif kind == "repeat":
         _repeat(step, images)
     else:
-        _affine_step(step, images, *value)
+        _affine_step(step, images, *value, to_float32=calls_float(function))
 
 
 def _convert(step, images: Images, mode: str) -> None:
@@ -195,7 +235,7 @@ def _repeat(step, images: Images) -> None:
     repeat_channel(images)
 
 
-def _affine_step(step, images: Images, scale: float, offset: float, promotes: bool) -> None:
+def _affine_step(step, images: Images, scale: float, offset: float, promotes: bool, to_float32: bool) -> None:
     """Folded into the pending normalization, as Normalize is: out = x * scale + offset. On a
     uint8 tensor, where torch's first operation gives float32 (x / 255), the values as floats
     first, unscaled."""
@@ -211,4 +251,6 @@ def _affine_step(step, images: Images, scale: float, offset: float, promotes: bo
             raise Untranslatable(_integer_message(step))
         images.decode()
         _to_float(images, torch.float32, 1.0)
+    if to_float32:   # float() of a float16 or bfloat16 image
+        images.dtype = torch.float32
     normalize(v2.Normalize([-offset / scale], [1.0 / scale]), images)

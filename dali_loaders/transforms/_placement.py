@@ -39,7 +39,7 @@ def host_steps_from(recipe: Plan) -> int:
     for k, step in enumerate(recipe.translated):
         translator = TRANSLATORS[type(step)]
         if getattr(translator, "branches", lambda s: False)(step) or _fuses(step, translator) or \
-                getattr(translator, "chains", False) or getattr(translator, "on_cpu", False):
+                getattr(translator, "chains", False) or _runs_on_cpu(step, translator):
             return k
     return len(recipe.translated)
 
@@ -107,14 +107,26 @@ def chains(translator=None, *, slots: Optional[Callable[[Any], int]] = None):
 def on_cpu(translator):
     """Marks a translator whose operator runs on the CPU alone: a recipe holding it runs its
     steps on the CPU in GPU graphs too (see steps_on_cpu)."""
-    translator.on_cpu = True
+    translator.on_cpu = lambda step: True
     return translator
+
+
+def on_cpu_when(condition: Callable[[Any], bool]):
+    """on_cpu for the steps `condition` holds for."""
+    def mark(translator):
+        translator.on_cpu = condition
+        return translator
+    return mark
+
+
+def _runs_on_cpu(step, translator) -> bool:
+    return getattr(translator, "on_cpu", lambda s: False)(step)
 
 
 def steps_on_cpu(recipe: Union[Plan, Views]) -> bool:
     """Whether a step of the recipe runs on the CPU alone (its GPU graphs then decode and run
     the steps on the CPU, and hand the batch over on the GPU)."""
-    return any(getattr(TRANSLATORS[type(step)], "on_cpu", False)
+    return any(_runs_on_cpu(step, TRANSLATORS[type(step)])
                for view in every_plan(recipe) for step in view.translated)
 
 

@@ -264,17 +264,22 @@ def pil_blur(step, images: Images, applied=None) -> None:
     2 ** 23) // 2 ** 24 in int64. The weights are computed per image from its radius in
     float32, as PIL does; `applied`, an int32 0/1 per sample (RandomApply's coin), and the
     step's own coin make them the identity where 0, so no conditional is needed."""
-    from nvidia.dali import fn, types
-
     if images.kind != "pil":
         raise Untranslatable(f"{describe(step)} filters PIL images, and here the image is a tensor; move it before "
                              f"the conversion to a tensor (ToImage, PILToTensor)")
     if step.p < 1.0:
         applied = coin(step.p) if applied is None else applied * coin(step.p)
     low, high = step.radius
-    width = kernel_width(high)
+    images.data = pil_blurred(images.data, uniform(low, high), high, images.device, applied)
+
+
+def pil_blurred(data, radius, largest: float, device: str, applied=None):
+    """`data` (HWC uint8) through PIL's blur at `radius` (a float, or a float32 DataNode of
+    radii up to `largest`), as pil_blur describes; the identity where `applied` is 0."""
+    from nvidia.dali import fn, types
+
+    width = kernel_width(largest)
     distance = types.Constant(np.abs(np.arange(width) - width // 2).astype(np.float32))
-    radius = uniform(low, high)
     if isinstance(radius, float):
         whole, whole_weight, end_weight = fixed_point(radius)
         whole_weight, end_weight = (types.Constant(w, dtype=types.INT64) for w in (whole_weight, end_weight))
@@ -283,21 +288,21 @@ def pil_blur(step, images: Images, applied=None) -> None:
     if applied is not None:
         whole, end_weight = whole * applied, end_weight * applied
         whole_weight = whole_weight * applied + ONE * (1 - applied)
-    if images.device == "gpu" and (applied is not None or not isinstance(radius, float)):   # DataNodes
+    if device == "gpu" and (applied is not None or not isinstance(radius, float)):   # DataNodes
         whole_weight, end_weight = whole_weight.gpu(), end_weight.gpu()
     inner = fn.cast(distance <= whole, dtype=types.FLOAT)
     ends = fn.cast(distance == whole + 1, dtype=types.FLOAT)
     kernels = {axis: [fn.reshape(k, shape=shape) for k in (inner, ends)]
                for axis, shape in (("width", [1, width]), ("height", [width, 1]))}
-    if images.device == "gpu":
+    if device == "gpu":
         kernels = {axis: [k.gpu() for k in pair] for axis, pair in kernels.items()}
-    data = fn.cast(images.data, dtype=types.INT16)   # the filter's sums exact in its output type
+    data = fn.cast(data, dtype=types.INT16)   # the filter's sums exact in its output type
     axes = ["width"] * PASSES + ["height"] * PASSES
     for k, axis in enumerate(axes):
         inside, at_ends = (fn.filter(data, kernel, border="clamp") for kernel in kernels[axis])
         data = fn.cast((inside * whole_weight + at_ends * end_weight + ONE // 2) // ONE,
                        dtype=types.UINT8 if k == len(axes) - 1 else types.INT16)
-    images.data = data
+    return data
 
 
 def pil_fixed_point(radius):

@@ -25,7 +25,8 @@ from . import auto_augment as aa
 from ._args import coin
 from . import fused, timm_chain, timm_fused
 from ._core import Images, dtype_after, refuses, register, uint8_only
-from ._placement import augments_when, branches, branches_when, chains
+from ._placement import augments_when, branches, branches_when, chains, on_cpu_when
+from .color import pil_blurred
 from .auto_augment import erase_window
 from .conversion import to_image, to_tensor
 from .geometry import random_resized_crop
@@ -219,7 +220,30 @@ def operations(images: Images, fill):
                "Brightness": augment_ops.brightness, "Sharpness": augment_ops.sharpen(images)}
     for name, function in enhance.items():
         table[name] = table[name + "Increasing"] = function
+    table["Desaturate"] = enhance["Color"]   # its argument: the colour factor (timm_fused.level_of)
+    table.update(blurs(images.device))
     return table
+
+
+def blurs(device: str):
+    """timm's blurs on HWC uint8 (PIL's arithmetic, color.pil_blurred): GaussianBlur at its
+    argument, the radius; GaussianBlurRand at a radius uniform in 0.1 .. 2 * its argument."""
+    from nvidia.dali import fn
+
+    low, high = timm_fused.BLUR_LOW, timm_fused.BLUR_HIGH
+    return {"GaussianBlur": lambda data, radius: pil_blurred(data, radius, high, device),
+            "GaussianBlurRand": lambda data, factor: pil_blurred(
+                data, low + fn.random.uniform(range=[0.0, 1.0]) * (high * factor - low), high, device)}
+
+
+def blurs_in(step) -> bool:
+    """Whether the step holds timm's blurs: no GPU chain runs them, so its GPU graphs run the
+    steps on the CPU (the fused operator, or the conditionals where it is missing)."""
+    ops = step.ops if hasattr(step, "ops") else [op for sub in step.policy for op in sub]
+    return any(op.name in BLURS for op in ops)
+
+
+BLURS = ("GaussianBlur", "GaussianBlurRand")
 
 
 def augment_refusal(step) -> str:
@@ -227,6 +251,8 @@ def augment_refusal(step) -> str:
     unknown = sorted({op.name for op in ops} - set(KNOWN_OPS))
     if unknown:
         return f"operations {unknown} have no DALI translation"
+    if any(op.name == "GaussianBlurRand" and timm_fused.noise_of(op) > 0 for op in ops):
+        return "GaussianBlurRand with magnitude noise (mstd) has no DALI translation; its fixed magnitude has"
     if getattr(step, "choice_weights", None) is not None:
         return timm_fused.weighted_refusal(step)
     return ""
@@ -235,7 +261,7 @@ def augment_refusal(step) -> str:
 KNOWN_OPS = ("AutoContrast", "Equalize", "Invert", "Rotate", "ShearX", "ShearY", "TranslateX", "TranslateY",
              "TranslateXRel", "TranslateYRel", "Posterize", "PosterizeIncreasing", "PosterizeOriginal", "Solarize",
              "SolarizeIncreasing", "SolarizeAdd", "Color", "ColorIncreasing", "Contrast", "ContrastIncreasing",
-             "Brightness", "BrightnessIncreasing", "Sharpness", "SharpnessIncreasing")
+             "Brightness", "BrightnessIncreasing", "Sharpness", "SharpnessIncreasing", "Desaturate", *BLURS)
 
 
 def fill_of(ops):
@@ -269,6 +295,7 @@ def fused_on_cpu(translator):
 
 @register(timm_aa.RandAugment)
 @refuses(augment_refusal)
+@on_cpu_when(blurs_in)
 @fused_on_cpu
 @uint8_only
 def rand_augment(step, images: Images) -> None:
@@ -287,6 +314,7 @@ def rand_augment(step, images: Images) -> None:
 
 @register(timm_aa.AutoAugment)
 @refuses(augment_refusal)
+@on_cpu_when(blurs_in)
 @fused_on_cpu
 @uint8_only
 def auto_augment(step, images: Images) -> None:

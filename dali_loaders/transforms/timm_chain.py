@@ -30,7 +30,9 @@ STAGES = {
     "SolarizeAdd": ({"SolarizeAdd"}, "SolarizeAdd"),
     "AutoContrast": ({"AutoContrast"}, None), "Equalize": ({"Equalize"}, None), "Invert": ({"Invert"}, None),
     **{name: ({name}, "factor") for name in ENHANCE}, **{name + "Increasing": ({name}, "factor") for name in ENHANCE},
-}
+    "Desaturate": ({"Color"}, "factor"),
+}   # timm's blurs have no stage: their steps run on the CPU (timm.blurs_in)
+ENHANCED = {"Desaturate": "Color"}   # timm's op -> the enhance op whose degenerate image it blends with
 LEVEL = tuple(sorted(op.CHAIN_LEVEL, key=op.CHAIN_LEVEL.get))   # csrc/augment_codes.h's ChainLevel
 L = op.CHAIN_LEVEL
 
@@ -48,23 +50,27 @@ def rows(ops: List, images: Optional[Images]) -> Tuple[np.ndarray, np.ndarray, n
     for k, o in enumerate(ops, start=1):
         if o is None:
             continue
+        level = timm_fused.level_of(o.name, o.hparams) or timm_fused.Level()
+        std = float(o.magnitude_std)
+        levels[k] = [float(o.magnitude), std if 0 < std < float("inf") else 0.0, float(std == float("inf")),
+                     float(o.magnitude_max or timm_fused.LEVEL_DENOM), level.scale, level.offset, level.flip,
+                     float(level.floor), level.hi, level.lo, float(level.signed), float(o.prob)]
+        if o.name not in STAGES and images is None:   # op_level's row of a blur: its levels alone
+            continue
+        if o.name not in STAGES:   # graph_variant runs such steps on the CPU (timm.blurs_in)
+            raise ValueError(f"timm's {o.name} has no stage in the GPU chain: the steps holding it run on the CPU")
         taken, column = STAGES[o.name]
         stages |= taken
         if column is not None:
             base[k, augment_chain.COLUMN[column]] = 0.0
             hot[k, augment_chain.COLUMN[column]] = 1.0
-        degenerate = augment_chain.DEGENERATE.get(o.name.replace("Increasing", ""))
+        degenerate = augment_chain.DEGENERATE.get(ENHANCED.get(o.name, o.name).replace("Increasing", ""))
         if degenerate is not None:   # the enhance ops' blend: its degenerate image
             base[k, augment_chain.COLUMN[degenerate]] = 1.0
         for flag in ("AutoContrast", "Equalize"):
             base[k, augment_chain.COLUMN[flag]] = augment_chain.SELECTED if o.name == flag else 0.0
         if o.name == "Invert":   # 255 - x: solarize at 0
             base[k, augment_chain.COLUMN["Solarize"]] = 0.0
-        level = timm_fused.level_of(o.name, o.hparams) or timm_fused.Level()
-        std = float(o.magnitude_std)
-        levels[k] = [float(o.magnitude), std if 0 < std < float("inf") else 0.0, float(std == float("inf")),
-                     float(o.magnitude_max or timm_fused.LEVEL_DENOM), level.scale, level.offset, level.flip,
-                     float(level.floor), level.hi, level.lo, float(level.signed), float(o.prob)]
     return base, hot, levels, stages
 
 

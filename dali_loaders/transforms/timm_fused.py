@@ -30,7 +30,11 @@ RESAMPLES = (0, 2, 3)   # PIL's nearest, bilinear, bicubic: what the operator's 
 CODE_OF = {"TranslateXRel": "TranslateX", "TranslateYRel": "TranslateY", "PosterizeIncreasing": "Posterize",
            "PosterizeOriginal": "Posterize", "SolarizeIncreasing": "Solarize", "ColorIncreasing": "Color",
            "ContrastIncreasing": "Contrast", "BrightnessIncreasing": "Brightness",
-           "SharpnessIncreasing": "Sharpness"}
+           "SharpnessIncreasing": "Sharpness", "Desaturate": "Color", "GaussianBlur": "PilBlur",
+           "GaussianBlurRand": "PilBlur"}
+# timm's blurs (DeiT III's three-augment): PIL's GaussianBlur at radius 0.1 + 1.9 m / 10, or uniform
+# in 0.1 .. 2 (m / 10) (its magnitude fixed: a table row's p0 and span, the slot's draw the radius's)
+BLUR_LOW, BLUR_HIGH = 0.1, 2.0
 
 
 @dataclass
@@ -74,7 +78,18 @@ def level_of(name: str, hparams: dict) -> Optional[Level]:
     for enhance in ("Color", "Contrast", "Brightness", "Sharpness"):
         levels[enhance] = Level(1.8, 0.1)
         levels[enhance + "Increasing"] = Level(0.9, 1.0, signed=True, lo=0.1)
+    # timm's _minmax_level_to_arg: Desaturate's colour factor 1 - (0.5 + m / 20) clipped to 0 .. 0.5;
+    # GaussianBlur's radius 0.1 + 1.9 m / 10 in 0.1 .. 2; GaussianBlurRand's factor m / 10 in 0 .. 1
+    levels["Desaturate"] = Level(0.5, 0.5, -1.0, hi=0.5)
+    levels["GaussianBlur"] = Level(BLUR_HIGH - BLUR_LOW, BLUR_LOW, hi=BLUR_HIGH - BLUR_LOW, lo=BLUR_LOW)
+    levels["GaussianBlurRand"] = Level(1.0, hi=1.0, lo=0.0)
     return levels.get(name)
+
+
+def random_radius(o) -> Tuple[float, float]:
+    """GaussianBlurRand's radius range at its fixed magnitude: (0.1, 2 * factor), as timm's
+    random.uniform draws it (the range may run downward below magnitude 0.5)."""
+    return BLUR_LOW, BLUR_HIGH * fixed_value(o, 1.0)
 
 
 def argument(level: Level, magnitude: float, sign: float) -> float:
@@ -222,8 +237,12 @@ def operator_rows(ops, images: Images) -> Tuple[np.ndarray, np.ndarray]:
         size = (1.0 - rel_x - rel_y) + rel_x * float(images.width) + rel_y * float(images.height)
         plus, minus = plus * direction * size, minus * direction * size
         direction, rel_x, rel_y = np.ones(len(ops)), np.zeros(len(ops)), np.zeros(len(ops))
+    drawn_radius = column(ops, lambda o: float(o.name == "GaussianBlurRand"))
+    for k in np.flatnonzero(drawn_radius):   # no level: the radius is p0 + the slot's draw * span
+        low, high = random_radius(ops[k])
+        rows[k, op.ROW["P0"]], rows[k, op.ROW["Span"]] = low, (high - low) / float(ops[k].prob)
     columns = {
-        "Active": 1.0, "Magnitude": column(ops, lambda o: float(o.magnitude)),
+        "Active": 1.0 - drawn_radius, "Magnitude": column(ops, lambda o: float(o.magnitude)),
         "Std": np.where(np.isinf(stds), 0.0, stds), "Uniform": np.isinf(stds), "Upper": column(ops, lambda o: float(o.magnitude_max or LEVEL_DENOM), LEVEL_DENOM),
         "Scale": fields["scale"], "Offset": fields["offset"], "Flip": fields["flip"], "Floor": fields["floor"],
         "Hi": fields["hi"], "Lo": fields["lo"], "Signed": fields["signed"], "Direction": direction,
@@ -261,7 +280,9 @@ def translate(step, images: Images) -> bool:
     rows, levels = operator_rows(ops, images)
     first = pending.add_table(rows, levels)
     pending.fixed_sign = FIXED_SIGN
-    sometimes = bool((rows[:, op.ROW["Probability"]] < 1.0).any())
+    # the slot's draw decides whether the row applies (u <= p) and, given it does, where the
+    # radius of a GaussianBlurRand lies (u / p uniform in 0 .. 1: its span is divided by p)
+    sometimes = bool((rows[:, op.ROW["Probability"]] < 1.0).any() or (rows[:, op.ROW["Span"]] != 0.0).any())
     gate = Uniform() if isinstance(step, Chain) and step.gated else None
     for j, index in enumerate(slot_choices(step)):
         draw = (gate if gate is not None and j else Uniform()) if sometimes else 0.0

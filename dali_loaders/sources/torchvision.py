@@ -191,20 +191,22 @@ def _pairs(samples, what: str):
 
 def _pil_loading(loader) -> None:
     """CannotRead unless `loader` opens a file as PIL's convert("RGB") (the file source's
-    decode): torchvision's default loader (while its backend is PIL), its pil_loader, or
-    this library's own."""
+    decode): torchvision's default loader (while its backend is PIL), its pil_loader, this
+    library's own, or a def that reads as pil_loader (pil_loaders.py)."""
     import torchvision
     from torchvision.datasets import folder
 
     from .image_files import load_rgb
+    from .pil_loaders import reads_as_pil_loader
 
     if loader is folder.default_loader:
         if torchvision.get_image_backend() != "PIL":
             raise CannotRead(f"torchvision's image backend is {torchvision.get_image_backend()!r}: its "
                               f"default loader gives no PIL image")
     elif loader is not folder.pil_loader and loader is not load_rgb:
-        raise CannotRead(f"its loader {getattr(loader, '__name__', loader)!r} is not torchvision's default "
-                          f"(PIL) loader")
+        why = reads_as_pil_loader(loader)
+        if why:
+            raise CannotRead(why)
 
 
 # -- the readers ---------------------------------------------------------------------------

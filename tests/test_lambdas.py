@@ -72,6 +72,7 @@ READ = [
     (lambda x: x.div(255), ("affine", (1 / 255, 0.0, True))),
     (lambda x: x.mul(2).add(-1), ("affine", (2.0, -1.0, False))),   # x.mul(2) first: uint8 stays uint8
     (lambda x: x.float(), ("affine", (1.0, 0.0, True))),
+    (lambda x: x.half().mul(0.5), ("affine", (0.5, 0.0, True))),
 ]
 
 NOT_READ = [
@@ -166,16 +167,23 @@ def test_a_division_of_uint8_gives_float32_batches_as_torch_does():
     assert plan.python == [wraps] and "integer arithmetic" in transforms.untranslatable_reason(C(v2.PILToTensor(), wraps))
 
 
-@pytest.mark.parametrize("before", [torch.float16, torch.bfloat16, torch.float32])
-def test_float_of_any_float_image_gives_float32_batches_as_torch_does(before):
+CASTS = [(lambda x: x.float() * 2, torch.float32), (lambda x: x.half() * 2, torch.float16),
+         (lambda x: x.float().bfloat16(), torch.bfloat16), (lambda x: (x.half() / 255).float(), torch.float32)]
+
+
+@pytest.mark.parametrize("cast,dtype", CASTS, ids=["float", "half", "bfloat16", "half then float"])
+@pytest.mark.parametrize("before", [torch.uint8, torch.float16, torch.bfloat16, torch.float32])
+def test_a_cast_of_any_image_gives_its_dtype_as_torch_does(before, cast, dtype):
     image = coordinate_image(16, 12)
-    transform = C(v2.PILToTensor(), v2.ToDtype(before, scale=True), v1.Lambda(lambda x: x.float() * 2))
-    assert transforms.plan(transform, python_fallback=False).output_dtype == torch.float32
+    transform = C(v2.PILToTensor(), v2.ToDtype(before, scale=True), v1.Lambda(cast))
+    assert transforms.plan(transform, python_fallback=False).output_dtype == dtype
     loader = dali_loader(many(image, 4), transform, train=False, batch_size=2, num_threads=1)
     expected = transform(v2.ToImage()(image))
+    scale = 255.0 if before == torch.uint8 else 1.0
     for images, _ in loader:
-        assert images.dtype == expected.dtype == torch.float32
-        assert all((got - expected).abs().max() <= 2 * 2 ** -8 for got in images)   # float16's and bfloat16's rounding
+        assert images.dtype == expected.dtype == dtype
+        # the arithmetic in float32 here, in torch in the narrower dtype: float16's and bfloat16's rounding
+        assert all(((got.float() - expected.float()) / scale).abs().max() <= 2 * 2 ** -8 for got in images)
 
 
 def test_integer_arithmetic_takes_the_python_path_and_wraps_as_torch():

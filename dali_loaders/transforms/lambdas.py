@@ -4,6 +4,7 @@
     Lambda(lambda x: x.repeat(3, 1, 1))      # grey (MNIST) -> 3 channels
     Lambda(lambda img: img.convert("RGB"))   # PIL's convert, "RGB" or "L"
     Lambda(lambda x: x.float().div(255))     # torch's methods for its operators, and float()
+    Lambda(lambda x: x.half())               # the casts to a float dtype
 
 A plain function in a Compose is read the same way where its body is one `return` of such an
 expression (CLIP's and open_clip's `def _convert_image_to_rgb(image): return image.convert("RGB")`).
@@ -12,8 +13,9 @@ As wrappers.py reads a class, the lambda's source is read, never run, and must c
 code Python runs: one argument, nothing from outside it but number literals. Arithmetic is
 +, -, * and / of the image (once) and numbers, on a float image, or on a uint8 tensor where
 torch's first operation makes floats (x / 255, x * 0.5): DALI folds it into the pending
-normalization. torch's methods mul, div, add and sub of a number are its operators, and
-float() is `* 1.0` (float32, the values kept). Anything else takes the Python path, saying why.
+normalization. torch's methods mul, div, add and sub of a number are its operators, and the
+casts float(), half() and bfloat16() are `* 1.0` (the values kept) giving the batch that dtype.
+Anything else takes the Python path, saying why.
 """
 import ast
 import copy
@@ -26,9 +28,10 @@ import torch
 from ._core import Images, Untranslatable, describe, dtype_after, refuses, refuses_on, register, translates
 from ._source_read import function_node, is_name, number_of
 
-_read = weakref.WeakKeyDictionary()   # function -> (what it equals, why not, whether it calls float())
+_read = weakref.WeakKeyDictionary()   # function -> (what it equals, why not, the dtype it casts to)
 # torch's methods that are its operators: x.mul(2) is x * 2
 OPERATOR_METHODS = {"mul": ast.Mult, "div": ast.Div, "add": ast.Add, "sub": ast.Sub}
+CASTS = {"float": torch.float32, "half": torch.float16, "bfloat16": torch.bfloat16}   # x.half(): float16
 
 
 def read(function) -> Tuple[Optional[tuple], str]:
@@ -37,8 +40,8 @@ def read(function) -> Tuple[Optional[tuple], str]:
     return _known(function)[:2]
 
 
-def calls_float(function) -> bool:
-    """Whether the lambda read calls float(): its result is float32 whatever the image's dtype."""
+def cast_of(function) -> Optional[torch.dtype]:
+    """The dtype the lambda read casts to (its last cast: float(), half(), bfloat16()), or None."""
     return _known(function)[2]
 
 
@@ -49,15 +52,16 @@ def _known(function) -> tuple:
         operators = _Operators()
         if node is not None:
             node = operators.visit(copy.deepcopy(node))
-        known = _read[function] = (*_read_lambda(node, why), operators.calls_float)
+        known = _read[function] = (*_read_lambda(node, why), operators.cast)
     return known
 
 
 class _Operators(ast.NodeTransformer):
-    """Rewrites torch's operator methods as the operators (x.div(255) as x / 255) and float()
-    as `* 1.0`, which makes float32 of a uint8 tensor and keeps its values, as float() does."""
+    """Rewrites torch's operator methods as the operators (x.div(255) as x / 255) and the casts
+    as `* 1.0`, which makes floats of a uint8 tensor and keeps its values, as they do; `cast`
+    is the outermost cast's dtype, the last applied (the children are rewritten first)."""
 
-    calls_float = False
+    cast = None
 
     def visit_Call(self, node):
         self.generic_visit(node)
@@ -66,8 +70,8 @@ class _Operators(ast.NodeTransformer):
             return node
         if method.attr in OPERATOR_METHODS and len(node.args) == 1:
             return ast.BinOp(left=method.value, op=OPERATOR_METHODS[method.attr](), right=node.args[0])
-        if method.attr == "float" and not node.args:
-            self.calls_float = True
+        if method.attr in CASTS and not node.args:
+            self.cast = CASTS[method.attr]
             return ast.BinOp(left=method.value, op=ast.Mult(), right=ast.Constant(1.0))
         return node
 
@@ -89,7 +93,7 @@ def _read_lambda(node, why):
         if body.func.attr in ("repeat", "expand") and values in ([3, 1, 1], [3, -1, -1]):
             return ("repeat", None), ""
         return None, (f"it calls .{body.func.attr}(...), which is not read (convert('RGB' or 'L'), repeat(3, 1, 1), "
-                      f"float(), and mul, div, add or sub of a number)")
+                      f"float(), half(), bfloat16(), and mul, div, add or sub of a number)")
     if is_name(body, name):
         return ("identity", None), ""
     affine = _affine(body, name)
@@ -157,12 +161,14 @@ def lambda_refusal(step) -> str:
 
 
 def _dtype_after(function, dtype):
-    """float32 after arithmetic that torch promotes on a uint8 image (see _promotes), and after
-    float() on any image."""
+    """float32 after arithmetic that torch promotes on a uint8 image (see _promotes); a cast's
+    dtype after it on any image."""
     known, _ = read(function)
     if not known or known[0] != "affine":
         return dtype
-    return torch.float32 if calls_float(function) or (known[1][2] and dtype == torch.uint8) else dtype
+    if cast_of(function) is not None:
+        return cast_of(function)
+    return torch.float32 if known[1][2] and dtype == torch.uint8 else dtype
 
 
 def _integer_arithmetic(function, step, dtype) -> str:
@@ -208,7 +214,7 @@ def _apply_read(step, images: Images, function) -> None:
     elif kind == "repeat":
         _repeat(step, images)
     else:
-        _affine_step(step, images, *value, to_float32=calls_float(function))
+        _affine_step(step, images, *value, cast=cast_of(function))
 
 
 def _convert(step, images: Images, mode: str) -> None:
@@ -235,7 +241,8 @@ def _repeat(step, images: Images) -> None:
     repeat_channel(images)
 
 
-def _affine_step(step, images: Images, scale: float, offset: float, promotes: bool, to_float32: bool) -> None:
+def _affine_step(step, images: Images, scale: float, offset: float, promotes: bool,
+                 cast: Optional[torch.dtype]) -> None:
     """Folded into the pending normalization, as Normalize is: out = x * scale + offset. On a
     uint8 tensor, where torch's first operation gives float32 (x / 255), the values as floats
     first, unscaled."""
@@ -251,6 +258,6 @@ def _affine_step(step, images: Images, scale: float, offset: float, promotes: bo
             raise Untranslatable(_integer_message(step))
         images.decode()
         _to_float(images, torch.float32, 1.0)
-    if to_float32:   # float() of a float16 or bfloat16 image
-        images.dtype = torch.float32
+    if cast is not None:   # the batch's dtype from here on (a float32 image cast to float16, ...)
+        images.dtype = cast
     normalize(v2.Normalize([-offset / scale], [1.0 / scale]), images)

@@ -240,7 +240,8 @@ def operator_rows(ops, images: Images) -> Tuple[np.ndarray, np.ndarray]:
     drawn_radius = column(ops, lambda o: float(o.name == "GaussianBlurRand"))
     for k in np.flatnonzero(drawn_radius):   # no level: the radius is p0 + the slot's draw * span
         low, high = random_radius(ops[k])
-        rows[k, op.ROW["P0"]], rows[k, op.ROW["Span"]] = low, (high - low) / float(ops[k].prob)
+        prob = float(ops[k].prob)   # 0: never applied, no draw to spread
+        rows[k, op.ROW["P0"]], rows[k, op.ROW["Span"]] = low, (high - low) / prob if prob > 0 else 0.0
     columns = {
         "Active": 1.0 - drawn_radius, "Magnitude": column(ops, lambda o: float(o.magnitude)),
         "Std": np.where(np.isinf(stds), 0.0, stds), "Uniform": np.isinf(stds), "Upper": column(ops, lambda o: float(o.magnitude_max or LEVEL_DENOM), LEVEL_DENOM),

@@ -32,7 +32,7 @@ def reads_as_pil_loader(loader) -> str:
     if arguments is None or node.decorator_list or len(arguments.args) != 1 or arguments.posonlyargs \
             or arguments.vararg or arguments.kwonlyargs or arguments.kwarg or arguments.defaults:
         return f"its loader {name!r} is not a plain def of the path alone"
-    if not _opens_as_pil_loader(_statements(node.body), arguments.args[0].arg, None, {}):
+    if not _opens_as_pil_loader(_statements(node.body), arguments.args[0].arg, None, set()):
         return (f"its loader {name!r} does more than torchvision's pil_loader (open the path with PIL's "
                 f"Image.open, return .convert('RGB'))")
     if not _names_are_pils_and_pythons(loader):
@@ -50,7 +50,7 @@ def _statements(body: List[ast.stmt]) -> List[ast.stmt]:
     return body
 
 
-def _opens_as_pil_loader(body: List[ast.stmt], path: str, handle: Optional[str], opened: dict) -> bool:
+def _opens_as_pil_loader(body: List[ast.stmt], path: str, handle: Optional[str], opened: set) -> bool:
     """Whether the statements are (a `with open(path, "rb") as f:` around) an optional
     `img = Image.open(path or f)` and `return <that image>.convert("RGB")`."""
     if len(body) == 1 and isinstance(body[0], ast.With) and handle is None:

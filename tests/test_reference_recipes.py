@@ -107,6 +107,30 @@ def test_normalize_with_tensors_is_torchvisions(photo_files, T):
         assert np.abs(ours - theirs).max() < 1e-5
 
 
+def test_v2_normalize_of_three_channels_broadcasts_a_grey_image_as_torchvision_does(photo_files):
+    recipe = C(v2.Grayscale(1), v2.CenterCrop(48), v2.ToImage(), FLOAT, v2.Normalize([0.4, 0.5, 0.6], [0.2, 0.25, 0.3]))
+    ours, theirs = dali_outputs(photo_files, recipe), twin_outputs(photo_files, recipe)
+    assert {a.shape for a in ours} == {t.shape for t in theirs} == {(3, 48, 48)}
+    for a, t in zip(ours, theirs):
+        assert np.abs(a - t).max() < 1e-5
+        assert not np.allclose(a[0], a[2])   # each channel its own mean and std
+
+
+@pytest.mark.parametrize("recipe", [
+    v1.Compose([v1.Grayscale(1), v1.ToTensor(), v1.Normalize([0.4, 0.5, 0.6], [0.2, 0.25, 0.3])]),
+    C(v2.Grayscale(1), v2.ToImage(), FLOAT, v2.Normalize([0.4, 0.5, 0.6], [0.2, 0.25, 0.3], inplace=True)),
+    C(v2.ToImage(), FLOAT, v2.Normalize([0.4, 0.5], [0.2, 0.25])),
+    C(v2.ToImage(), FLOAT, v2.Normalize([0.4, 0.5, 0.6], [0.2, 0.25])),
+], ids=["v1-grey", "v2-inplace-grey", "two-on-rgb", "three-means-two-stds"])
+def test_normalize_with_values_that_do_not_fit_the_channels_is_refused_by_name(photo_files, recipe):
+    """torchvision raises on each; the graph would otherwise normalize some channels with the
+    wrong values, or drop the extra ones."""
+    with pytest.raises(RuntimeError):   # torchvision's own error
+        twin_outputs(photo_files, recipe)
+    with pytest.raises(ValueError, match=r"Normalize.* means and .* stds for a \d-channel image"):
+        dali_outputs(photo_files, recipe)
+
+
 # -- reflect, edge and symmetric padding, pixel against torchvision ---------------------------------
 
 MODES = ["reflect", "edge", "symmetric"]

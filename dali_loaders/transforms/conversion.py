@@ -10,11 +10,13 @@ from ._core import (
     dali_dtype,
     describe,
     dtype_after,
+    is_v1,
     refuses,
     register,
     translates,
     uint8_only,
 )
+from .color import repeat_channel
 
 # -- conversion and normalization ----------------------------------------------------------
 
@@ -98,6 +100,12 @@ def normalize(step, images: Images) -> None:
         raise Untranslatable(f"{describe(step)} needs a float image: put ToTensor or ToDtype(torch.float32, "
                              f"scale=True) before it, as torchvision does")
     mean, std = _per_channel(step.mean, images.channels), _per_channel(step.std, images.channels)
+    if images.channels == 1 and len(mean) == len(std) == 3 and not is_v1(step) and not getattr(step, "inplace", False):
+        # v2's (image - mean) / std broadcasts a 1-channel image to three
+        repeat_channel(images)
+    elif not len(mean) == len(std) == images.channels:
+        raise ValueError(f"{describe(step)} has {len(mean)} means and {len(std)} stds for a {images.channels}-channel "
+                         f"image, where torchvision raises: give one mean and one std per channel")
     if images.materialized:
         images.data = fn.crop_mirror_normalize(images.data, mean=mean, std=std, dtype=dali_dtype(images.dtype),
                                                output_layout=images.layout)

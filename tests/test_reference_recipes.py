@@ -131,6 +131,14 @@ def test_normalize_with_values_that_do_not_fit_the_channels_is_refused_by_name(p
         dali_outputs(photo_files, recipe)
 
 
+@pytest.mark.parametrize("T", [v1, v2])
+def test_a_color_jitter_of_no_adjustment_among_drawn_steps_changes_nothing(photo_files, T):
+    """ColorJitter() beside steps queued in the same augmentation call, as torchvision runs it."""
+    recipe = T.Compose([T.ColorJitter(), T.RandomInvert(1.0), T.ColorJitter(brightness=(1.3, 1.3)), T.PILToTensor()])
+    ours, theirs = dali_outputs(photo_files, recipe), twin_outputs(photo_files, recipe)
+    assert all(np.array_equal(a, t) for a, t in zip(ours, theirs))
+
+
 # -- reflect, edge and symmetric padding, pixel against torchvision ---------------------------------
 
 MODES = ["reflect", "edge", "symmetric"]

@@ -129,6 +129,8 @@ def color_jitter(step, images: Images) -> None:
     images.decode()
     jitters = dict(JITTERS, hue=partial(adjust_hue, v1=is_v1(step)))
     active = [name for name in jitters if getattr(step, name) is not None]
+    if not active:   # ColorJitter() changes nothing
+        return
     if fused.usable(images):   # one DaliLoadersAugment call, no conditionals
         fused.color_jitter(step, images, active)
         return

@@ -162,6 +162,31 @@ def test_random_crop_padding_modes_on_arrays_and_files(photo_files, mode, T):
 
 
 @pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("T", [v1, v2])
+def test_pad_if_needed_with_a_padding_mode_on_images_of_varying_size(photo_files, mode, T):
+    """Each image's own shortfall padded in the graph: every output is a window of
+    torchvision's own padding of that image (the padding, then the shortfall on both sides),
+    and the windows move (a random crop, not a fixed one)."""
+    crop = T.RandomCrop((52, 64), padding=list(LTRB), pad_if_needed=True, padding_mode=mode)
+    resized = twin_outputs(photo_files, T.Compose([T.Resize(40), T.PILToTensor()]))
+    assert len({r.shape for r in resized}) > 1, "the test needs images of varying size"
+    runs = [dali_outputs(photo_files, T.Compose([T.Resize(40), crop, T.PILToTensor()]), seed=seed) for seed in (1, 2)]
+    offsets = set()
+    for k, image in enumerate(resized):
+        padded = F.pad(torch.from_numpy(image).to(torch.uint8), list(LTRB), padding_mode=mode)
+        grow_h, grow_w = max(52 - padded.shape[1], 0), max(64 - padded.shape[2], 0)
+        padded = F.pad(padded, [grow_w, grow_h], padding_mode=mode).numpy()
+        for outputs in runs:
+            out = outputs[k]
+            assert out.shape == (3, 52, 64)
+            found = [(y, x) for y in range(padded.shape[1] - 51) for x in range(padded.shape[2] - 63)
+                     if np.array_equal(padded[:, y:y + 52, x:x + 64], out)]
+            assert found, (k, mode)
+            offsets.add((k, found[0]))
+    assert len(offsets) > len(resized)
+
+
+@pytest.mark.parametrize("mode", MODES)
 def test_pad_modes_on_files_of_every_size(photo_files, mode):
     recipe = C(v2.Pad(list(LTRB), padding_mode=mode), v2.PILToTensor())
     for ours, theirs in zip(dali_outputs(photo_files, recipe), twin_outputs(photo_files, recipe)):
@@ -190,11 +215,6 @@ def test_reflect_padded_random_crops_are_windows_of_torchvisions_padding(first):
 def test_a_reflection_wider_than_the_image_is_refused_by_name(mode, padding):
     with pytest.raises(ValueError, match=f"RandomCrop: padding {padding} with padding_mode='{mode}' on images 40 x 40"):
         dali_outputs(arrays(), C(v2.RandomCrop(40, padding=padding, padding_mode=mode), v2.PILToTensor()))
-
-
-def test_pad_if_needed_with_a_mode_on_varying_sizes_is_refused_by_name(photo_files):
-    with pytest.raises(ValueError, match="RandomCrop: pad_if_needed with padding_mode='edge'"):
-        dali_outputs(photo_files, C(v2.RandomCrop(500, pad_if_needed=True, padding_mode="edge"), v2.PILToTensor()))
 
 
 # -- python_fallback and the process's random generators ---------------------------------------------

@@ -1,6 +1,6 @@
 """Resize, crops, padding and flips."""
 import numbers
-from typing import List, Tuple
+from typing import List, Optional, Tuple
 
 import numpy as np
 
@@ -373,11 +373,12 @@ def _mode_padded_random_crop(step, images: Images, ltrb, crop_h: int, crop_w: in
     images.flush_mirror()
     mode_pad(images, ltrb, step.padding_mode)
     if step.pad_if_needed:
-        if not all(isinstance(v, numbers.Number) for v in (images.height, images.width)):
-            raise Untranslatable(f"{describe(step)}: pad_if_needed with padding_mode={step.padding_mode!r} on "
-                                 f"images of varying size is not supported; Resize first, or pad with 'constant'")
-        grow_h, grow_w = max(crop_h - images.height, 0), max(crop_w - images.width, 0)
-        mode_pad(images, (grow_w, grow_h, grow_w, grow_h), step.padding_mode)
+        if all(isinstance(v, numbers.Number) for v in (images.height, images.width)):
+            grow_h, grow_w = max(crop_h - images.height, 0), max(crop_w - images.width, 0)
+        else:   # per image, at most the crop's side
+            grow_h = as_int(images.height < crop_h) * (crop_h - images.height)
+            grow_w = as_int(images.width < crop_w) * (crop_w - images.width)
+        mode_pad(images, (grow_w, grow_h, grow_w, grow_h), step.padding_mode, most=(crop_w, crop_h))
     crop_window(images, random_offset(images.height - crop_h), random_offset(images.width - crop_w),
                 crop_h, crop_w, [0.0] * images.channels)
 
@@ -394,18 +395,19 @@ def check_mode_padding(step, images: Images, ltrb) -> None:
                                  f"{images.width} x {images.height}: the padding must be smaller than the image")
 
 
-def mode_pad(images: Images, ltrb, mode: str) -> None:
+def mode_pad(images: Images, ltrb, mode: str, most=(None, None)) -> None:
     """reflect, edge or symmetric padding (numpy's and torchvision's) in the graph: DALI's pad
     and slice only fill with constants, so the borders are cut, flipped and joined. Width,
     then height: the modes are separable, so the corners come out as torchvision's."""
     left, top, right, bottom = ltrb
-    images.data = _pad_axis(images.data, images.width, left, right, mode, "W")
+    images.data = _pad_axis(images.data, images.width, left, right, mode, "W", most[0])
     images.width = images.width + left + right
-    images.data = _pad_axis(images.data, images.height, top, bottom, mode, "H")
+    images.data = _pad_axis(images.data, images.height, top, bottom, mode, "H", most[1])
     images.height = images.height + top + bottom
 
 
-def _pad_axis(data, size, before: int, after: int, mode: str, axis: str):
+def _pad_axis(data, size, before, after, mode: str, axis: str, most: Optional[int] = None):
+    """`before` and `after`: ints, or DataNodes of at most `most` (edge padding needs the bound)."""
     from nvidia.dali import fn
 
     def strip(start, length):
@@ -414,15 +416,23 @@ def _pad_axis(data, size, before: int, after: int, mode: str, axis: str):
     def flipped(part):
         return fn.flip(part, horizontal=int(axis == "W"), vertical=int(axis == "H"))
 
+    def edge(start, amount):
+        if isinstance(amount, numbers.Number):
+            return fn.cat(*[strip(start, 1)] * amount, axis_name=axis)
+        repeated, count = strip(start, 1), 1
+        while count < most:   # the border line doubled up to the bound, then cut to the amount
+            repeated, count = fn.cat(repeated, repeated, axis_name=axis), 2 * count
+        return fn.slice(repeated, start=stack(0, integer=True), shape=stack(amount, integer=True), axis_names=axis)
+
     parts = []   # amounts known only per sample (DataNodes) are cut every time: a slice may be empty
     if not isinstance(before, numbers.Number) or before:
         parts.append({"reflect": lambda: flipped(strip(1, before)), "symmetric": lambda: flipped(strip(0, before)),
-                      "edge": lambda: fn.cat(*[strip(0, 1)] * before, axis_name=axis)}[mode]())
+                      "edge": lambda: edge(0, before)}[mode]())
     parts.append(data)
     if not isinstance(after, numbers.Number) or after:
         parts.append({"reflect": lambda: flipped(strip(size - 1 - after, after)),
                       "symmetric": lambda: flipped(strip(size - after, after)),
-                      "edge": lambda: fn.cat(*[strip(size - 1, 1)] * after, axis_name=axis)}[mode]())
+                      "edge": lambda: edge(size - 1, after)}[mode]())
     return fn.cat(*parts, axis_name=axis) if len(parts) > 1 else data
 
 

@@ -27,9 +27,10 @@ def copies(image: np.ndarray, n: int):
     [timm_transforms.ResizeKeepRatio(64, longest=1.0), timm_transforms.CenterCropOrPad(56, fill=(124, 116, 104))],
     [timm_transforms.ResizeKeepRatio(64, longest=0.0), timm_transforms.CenterCropOrPad(56, padding_mode="reflect")],
     [timm_transforms.ResizeKeepRatio(64, longest=1.0), timm_transforms.CenterCropOrPad(70, padding_mode="symmetric")],
+    [timm_transforms.ResizeKeepRatio(64, longest=1.0), timm_transforms.CenterCropOrPad(70, padding_mode="edge")],
     [timm_transforms.ResizeKeepRatio((64, 50), longest=0.5, interpolation="bicubic")],
     [timm_transforms.TrimBorder(3), timm_transforms.ResizeKeepRatio(64, longest=1.0)],
-], ids=["border fill", "shortest, reflect", "padded symmetric", "half-longest bicubic", "trimmed"])
+], ids=["border fill", "shortest, reflect", "padded symmetric", "padded edge", "half-longest bicubic", "trimmed"])
 def test_deterministic_steps_equal_timms_on_photographs(photo_files, steps):
     """Photographs of several shapes: the keep-ratio size (each output's shape) and the pixels."""
     transform = v2.Compose([*steps, v2.PILToTensor()])
@@ -51,8 +52,11 @@ def test_timms_border_evaluation_recipe_matches_timm(photo_files):
 
 def drawn_sizes(step, n=400):
     """(heights, widths) of n outputs of `step` on one 90 x 120 image, ours and timm's."""
+    import random
+
     image = np.zeros((90, 120, 3), dtype=np.uint8)
     transform = v2.Compose([step, v2.PILToTensor()])
+    random.seed(0)   # timm draws from Python's generator: the same twin every run (the extremes vary)
     ours, theirs = (np.array([o.shape[1:] for o in outputs]) for outputs in
                     (dali_outputs(copies(image, n), transform, batch=n), twin_outputs(copies(image, n), transform)))
     return ours, theirs
@@ -130,6 +134,29 @@ def test_random_crop_or_pad_with_reflect_gives_one_of_timms_windows():
     drawn = [candidates.get(o.transpose(1, 2, 0).tobytes()) for o in ours]
     assert None not in drawn
     assert len(set(drawn)) > 20   # 35 windows, 200 draws
+
+
+@pytest.mark.parametrize("mode", ["edge", "reflect"])
+def test_random_crop_or_pad_on_images_of_varying_size_gives_one_of_timms_windows(photo_files, mode):
+    """Each image's own padding in the graph: every output is timm's crop_or_pad of that image
+    at one of the offsets timm draws from."""
+    from PIL import Image
+
+    resize = timm_transforms.ResizeKeepRatio(40, longest=1.0)
+    resized = [o.transpose(1, 2, 0).astype(np.uint8)
+               for o in twin_outputs(photo_files, v2.Compose([resize, v2.PILToTensor()]))]
+    assert len({r.shape for r in resized}) > 1, "the test needs images of varying size"
+    transform = v2.Compose([resize, timm_transforms.RandomCropOrPad(44, padding_mode=mode), v2.PILToTensor()])
+    for k, image in enumerate(resized):
+        extra_h, extra_w = image.shape[0] - 44, image.shape[1] - 44
+        tops = range(0, extra_h + 1) if extra_h >= 0 else range(extra_h, 1)
+        lefts = range(0, extra_w + 1) if extra_w >= 0 else range(extra_w, 1)
+        candidates = {np.asarray(timm_transforms.crop_or_pad(Image.fromarray(image), top, left, 44, 44,
+                                                             padding_mode=mode)).tobytes()
+                      for top in tops for left in lefts}
+        for seed in (1, 2, 3):
+            out = dali_outputs(photo_files, transform, seed=seed)[k]
+            assert out.transpose(1, 2, 0).astype(np.uint8).tobytes() in candidates, (k, mode, seed)
 
 
 @pytest.mark.parametrize("kind", ["rkrr", "rkrc", "border", "trimmed"])

@@ -20,7 +20,7 @@ from ._args import (
     random_offset,
     uniform,
 )
-from ._core import Images, Untranslatable, describe, refuses, register
+from ._core import Images, refuses, register
 from ._hsv import mask, where
 from ._placement import branches_when
 from .geometry import PADDING_MODES, mode_pad, resize_to
@@ -114,11 +114,10 @@ def crop_or_pad_refusal(step) -> str:
 
 
 def _mode_padded(step, images: Images, ltrb) -> None:
-    """Pads by amounts that may differ per image, in the step's mode (not constant)."""
-    if step.padding_mode == "edge" and not all(is_number(v) for v in ltrb):
-        raise Untranslatable(f"{describe(step)}: padding_mode='edge' by an amount that differs per image is not "
-                             f"supported; use 'reflect' or 'constant'")
-    mode_pad(images, ltrb, step.padding_mode)
+    """Pads by amounts that may differ per image (each at most the crop's side), in the step's
+    mode (not constant)."""
+    crop_h, crop_w = step.size
+    mode_pad(images, ltrb, step.padding_mode, most=(crop_w, crop_h))
 
 
 def _positive_part(x):

@@ -98,6 +98,18 @@ def test_steps_drawn_per_sample_have_no_gpu_to_cpu_edge(images, variant):
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
+def test_amounts_and_boxes_drawn_per_image_have_no_gpu_to_cpu_edge(images, variant):
+    """Each image's own padding (pad_if_needed with a mode, on files of varying size) and
+    timm's several erasing boxes."""
+    timm_erasing = pytest.importorskip("timm.data.random_erasing")
+    steps = [v2.RandomCrop(64, pad_if_needed=True, padding_mode="edge"),
+             v2.RandomCrop(70, pad_if_needed=True, padding_mode="reflect"), v2.ToImage(),
+             v2.ToDtype(torch.float32, scale=True),
+             timm_erasing.RandomErasing(0.5, mode="pixel", min_count=1, max_count=3, device="cpu")]
+    assert gpu_to_cpu_edges(serialized_gpu_graph(images, v2.Compose(steps), variant=variant)) == []
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
 def test_no_recipe_has_a_gpu_to_cpu_edge(images, arrays, variant):
     found, seen = {}, []
     for name, kind, transform in recipe_cases():

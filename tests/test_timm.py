@@ -282,12 +282,12 @@ def erased_boxes(outputs, erased):
     return boxes
 
 
-def erasing_on_ones(mode, p=0.7, n=1536, backend="dali"):
+def erasing_on_ones(mode, p=0.7, n=1536, backend="dali", **counts):
     from torchvision.transforms import v2
 
     images = np.full((n, 24, 40, 3), 255, np.uint8)
     source = ArraySource(images, np.arange(n), "ones")
-    recipe = [v2.ToImage(), v2.ToDtype(torch.float32, scale=True), RandomErasing(p, mode=mode, device="cpu")]
+    recipe = [v2.ToImage(), v2.ToDtype(torch.float32, scale=True), RandomErasing(p, mode=mode, device="cpu", **counts)]
     if backend == "dali":
         return dali_outputs(source, recipe, batch=512)
     random.seed(0), torch.manual_seed(0)
@@ -312,9 +312,28 @@ def test_random_erasing_boxes_and_fills_as_timm(mode, erase_path):
         assert stats.kstest(values[:5000], "norm").pvalue > P_MIN
 
 
-def test_random_erasing_count_above_one_is_refused_by_name():
-    with pytest.raises(ValueError, match="timm.RandomErasing: max_count=3"):
-        transforms.plan(RandomErasing(0.5, max_count=3), python_fallback=False)
+@pytest.mark.parametrize("mode,counts", [("const", dict(max_count=3)), ("pixel", dict(min_count=2, max_count=3)),
+                                         ("rand", dict(max_count=2))])
+def test_random_erasing_of_several_boxes_as_timm(mode, counts):
+    """timm's re_count: one coin for all the boxes, a count uniform in min .. max, each box of
+    area / count. The boxes an image shows (overlapping ones merge, in both) and the area they
+    erase, against timm's; the counts' mix fails if the count, or its division, is ignored."""
+    from scipy import ndimage
+
+    ours, theirs = (erasing_on_ones(mode, n=1024, backend=b, **counts) for b in ("dali", "twin"))
+    erased = lambda out: (out != 1.0).any(axis=0)   # noqa: E731
+    shown = [[ndimage.label(erased(out))[1] for out in outputs] for outputs in (ours, theirs)]
+    areas = [[erased(out).mean() for out in outputs if erased(out).any()] for outputs in (ours, theirs)]
+    assert stats.binomtest(sum(n > 0 for n in shown[0]), len(ours), 0.7).pvalue > P_MIN
+    assert max(shown[0]) == counts["max_count"] and max(shown[1]) == counts["max_count"]
+    table = [[sum(n == k for n in boxes) for k in range(counts["max_count"] + 1)] for boxes in shown]
+    assert stats.chi2_contingency(table).pvalue > P_MIN, table
+    assert stats.ks_2samp(*areas).pvalue > P_MIN
+
+
+def test_random_erasing_of_too_many_boxes_is_refused_by_name():
+    with pytest.raises(ValueError, match="timm.RandomErasing: min_count=1, max_count=5"):
+        transforms.plan(RandomErasing(0.5, max_count=5), python_fallback=False)
 
 
 def test_cpu_graphs_of_timm_augments_need_no_conditionals_unless_the_operator_cannot_resample():

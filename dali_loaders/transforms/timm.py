@@ -95,11 +95,14 @@ def maybe_pil_to_tensor(step, images: Images) -> None:
 # -- RandomErasing ----------------------------------------------------------------------------------
 
 
+MAX_BOXES = 4   # a count drawn in min .. max takes max * (max + 1) / 2 erase calls at most
+
+
 def erasing_refusal(step) -> str:
     if step.mode not in ("const", "rand", "pixel"):
         return f"mode={step.mode!r} is not supported (const, rand, pixel)"
-    if (step.min_count, step.max_count) != (1, 1):
-        return f"max_count={step.max_count}: one box per image only"
+    if not 1 <= step.min_count <= step.max_count <= MAX_BOXES:
+        return f"min_count={step.min_count}, max_count={step.max_count}: 1 <= min_count <= max_count <= {MAX_BOXES}"
     if step.num_splits:
         return f"num_splits={step.num_splits} is not supported"
     return ""
@@ -109,21 +112,46 @@ def erasing_refusal(step) -> str:
 @refuses(erasing_refusal)
 def random_erasing(step, images: Images) -> None:
     """On the normalized float tensor, as timm applies it: one box drawn as torchvision's
-    (area, log-uniform aspect, 10 tries), filled with zeros, one normal value per channel
-    ("rand") or normal noise per pixel ("pixel")."""
-    from nvidia.dali import fn, types
-
+    (area, log-uniform aspect, 10 tries), or several (_boxes), filled with zeros, one normal
+    value per channel ("rand") or normal noise per pixel ("pixel")."""
     if not images.is_float:
         raise ValueError("timm.RandomErasing on uint8 pixels is not translated: put it after MaybeToTensor and "
                          "Normalize, as timm's create_transform does, or pass python_fallback=True")
     noise = {"const": "none", "rand": "channel", "pixel": "pixel"}[step.mode]
     ratio = tuple(math.exp(r) for r in step.log_aspect_ratio)
-    if fused.erase_float(images, step.probability, (step.min_area, step.max_area), ratio, None, noise):
+    if step.max_count == 1 and fused.erase_float(images, step.probability, (step.min_area, step.max_area), ratio,
+                                                 None, noise):
         return
     images.materialize()
-    box = SimpleNamespace(scale=(step.min_area, step.max_area), p=step.probability,
-                          ratio=tuple(math.exp(r) for r in step.log_aspect_ratio))
-    window = erase_window(box, images)
+    if step.max_count == 1:
+        box = SimpleNamespace(scale=(step.min_area, step.max_area), p=step.probability, ratio=ratio)
+        _erase(step, images, erase_window(box, images))
+        return
+    for window in _boxes(step, images, ratio):
+        _erase(step, images, window)
+
+
+def _boxes(step, images: Images, ratio):
+    """timm's boxes when it draws several: one coin for them all, a count uniform in min_count ..
+    max_count, then that many boxes, each of area scale / count. Each possible count c has its
+    own c boxes drawn at scale / c; those of the other counts are emptied (shape 0)."""
+    from nvidia.dali import fn, types
+
+    counts = list(range(step.min_count, step.max_count + 1))
+    erasing = fn.cast(coin(step.probability), dtype=types.FLOAT)
+    count = fn.random.uniform(values=counts, dtype=types.INT32) if len(counts) > 1 else counts[0]
+    for c in counts:
+        kept = erasing if len(counts) == 1 else erasing * fn.cast(count == c, dtype=types.FLOAT)
+        for _ in range(c):
+            box = SimpleNamespace(scale=(step.min_area / c, step.max_area / c), p=1.0, ratio=ratio)
+            window = erase_window(box, images)
+            yield dict(window, shape=window["shape"] * kept)
+
+
+def _erase(step, images: Images, window) -> None:
+    """The box `window` erased as the step's mode fills it."""
+    from nvidia.dali import fn
+
     if step.mode == "const":
         images.data = fn.erase(images.data, fill_value=0.0, **window)
         return

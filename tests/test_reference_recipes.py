@@ -139,6 +139,25 @@ def test_a_color_jitter_of_no_adjustment_among_drawn_steps_changes_nothing(photo
     assert all(np.array_equal(a, t) for a, t in zip(ours, theirs))
 
 
+@pytest.mark.parametrize("recipe", [
+    C(v2.ToImage(), FLOAT, v2.ToDtype(torch.uint8, scale=True)),
+    v1.Compose([v1.ToTensor(), v1.ConvertImageDtype(torch.uint8)]),
+], ids=["v2", "v1"])
+def test_float_back_to_uint8_takes_the_python_path_when_planned(photo_files, recipe):
+    """Refused where the plan sees it, so that the loader serves torchvision's batches (not an
+    error at its first batch)."""
+    why = transforms.untranslatable_reason(recipe)
+    assert why and "converting float back to uint8" in why, why
+    from dali_loaders.loader import PythonPathNote
+
+    with pytest.warns(PythonPathNote, match="converting float back to uint8"):
+        loader = dali_loader(photo_files, recipe, train=False, batch_size=1, num_threads=1)
+    assert loader.route.startswith("python")
+    theirs = twin_outputs(photo_files, recipe)
+    for (image, _), expected in zip(loader, theirs):
+        assert image.dtype == torch.uint8 and np.array_equal(image[0].numpy(), expected)
+
+
 # -- reflect, edge and symmetric padding, pixel against torchvision ---------------------------------
 
 MODES = ["reflect", "edge", "symmetric"]

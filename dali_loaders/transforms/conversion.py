@@ -12,6 +12,7 @@ from ._core import (
     dtype_after,
     is_v1,
     refuses,
+    refuses_on,
     register,
     translates,
     uint8_only,
@@ -61,6 +62,13 @@ def to_dtype_refusal(step) -> str:
     return ""
 
 
+def back_to_uint8_refusal(step, dtype: torch.dtype) -> str:
+    """Where the plan sees it: the loader then takes the Python path, not an error at the first batch."""
+    if dtype in FLOAT_TYPES and target_dtype(step) == torch.uint8:
+        return f"{describe(step)}: converting float back to uint8 is not supported"
+    return ""
+
+
 def _to_dtype(step, images: Images, scale: bool) -> None:
     images.kind = "tensor"
     dtype = target_dtype(step)
@@ -80,6 +88,7 @@ def _to_dtype(step, images: Images, scale: bool) -> None:
 
 @translates("ToDtype")
 @refuses(to_dtype_refusal)
+@refuses_on(back_to_uint8_refusal)
 @dtype_after(lambda step, dtype: target_dtype(step))
 def to_dtype(step, images: Images) -> None:
     _to_dtype(step, images, bool(step.scale))
@@ -87,6 +96,7 @@ def to_dtype(step, images: Images) -> None:
 
 @translates("ConvertImageDtype")
 @refuses(to_dtype_refusal)
+@refuses_on(back_to_uint8_refusal)
 @dtype_after(lambda step, dtype: target_dtype(step))
 def convert_image_dtype(step, images: Images) -> None:
     _to_dtype(step, images, True)

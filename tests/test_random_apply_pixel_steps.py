@@ -5,6 +5,7 @@ import logging
 
 import numpy as np
 import pytest
+import torch
 from test_transforms import C, dali_outputs, twin_outputs
 from torchvision.transforms import v2
 
@@ -57,12 +58,31 @@ def test_inside_random_choice_each_image_takes_one_of_the_two(name):
     assert changed == 1.0 and abs(inverted - 0.75) < 0.1
 
 
+@pytest.mark.parametrize("api", ["v2", "torch.nn"])
+def test_identity_inside_random_choice_and_random_apply_is_chosen_at_its_weight(api):
+    """RandomChoice([Identity(), ...]) leaves an image as it is at Identity's weight (a blur or
+    nothing, as recipes write it): the share inverted is torchvision's, not every image."""
+    images, image = source()
+    identity = v2.Identity() if api == "v2" else torch.nn.Identity()
+    transform = C(v2.ToImage(), v2.RandomChoice([identity, v2.RandomInvert(1.0)], p=[1, 3]),
+                  v2.RandomApply([identity, v2.RandomVerticalFlip(1.0)], p=0.5))
+    assert not transforms.plan(transform, python_fallback=False).python
+    for outputs in (dali_outputs(images, transform, batch=N), twin_outputs(images, transform)):
+        inverted = np.mean([any(np.array_equal(o, 255 - x.transpose(2, 0, 1)) for x in (image, image[::-1]))
+                            for o in outputs])
+        unchanged = 1 - shares(outputs, image)[0]
+        # Identity drawn 1 in 4; the flip's RandomApply unchanged 1 in 2
+        assert abs(inverted - 0.75) < 0.1 and abs(unchanged - 0.125) < 0.08, (inverted, unchanged)
+
+
 def test_graphs_with_conditionals_build_without_autographs_warnings(caplog):
     """The photometric operations' parameter functions are named: AutoGraph, converting them
-    inside a branch, warned about one-line lambdas it could not tell apart."""
+    inside a branch, warned about one-line lambdas it could not tell apart; and about the
+    translators of Identity and ToPureTensor, whose bodies were a docstring alone."""
     images, _ = source()
-    transform = C(v2.ToImage(), v2.RandomChoice([v2.RandomPosterize(4, 1), v2.RandomSolarize(100, 1),
-                                                 v2.RandomAdjustSharpness(2, 1), v2.RandomInvert(1)]),
+    transform = C(v2.Identity(), v2.ToImage(), v2.ToPureTensor(),
+                  v2.RandomChoice([v2.RandomPosterize(4, 1), v2.RandomSolarize(100, 1),
+                                   v2.RandomAdjustSharpness(2, 1), v2.RandomInvert(1), v2.Identity()]),
                   v2.RandomApply([v2.RandomAutocontrast(1), v2.GaussianNoise()], p=0.5))
     with caplog.at_level(logging.WARNING):
         dali_outputs(images, transform, batch=8)

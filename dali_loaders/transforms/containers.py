@@ -26,7 +26,7 @@ SHAPE_KEEPING = {"ColorJitter", "GaussianBlur", "PILGaussianBlur", "RandomGraysc
                  "RandomRotation", "RandomAffine", "RandomApply", "RandomChoice", "RandomOrder", *OPERATIONS,
                  # v2's pixel steps on uint8 that keep the size (robustness recipes wrap them)
                  "GaussianNoise", "ElasticTransform", "JPEG", "RandomPerspective", "RandomChannelPermutation",
-                 "RandomPhotometricDistort"}
+                 "RandomPhotometricDistort", "Identity"}
 
 
 def random_apply_refusal(step) -> str:

@@ -137,12 +137,14 @@ def _per_channel(values, channels: int) -> List[float]:
 @translates("ToPureTensor")
 def to_pure_tensor(step, images: Images) -> None:
     """v2's unwrapping of tv_tensors into plain tensors: the loader's output is one already."""
+    del step, images   # a body of a docstring alone: AutoGraph fails to convert it, and warns
 
 
 @register(torch.nn.Identity)
 @translates("Identity")
 def identity(step, images: Images) -> None:
     """v2's Identity, and torch's: nothing to do."""
+    del step, images   # as to_pure_tensor
 
 
 PIL_MODES = {1: "L", 2: "LA", 3: "RGB", 4: "RGBA"}   # to_pil_image's mode for uint8 images of so many channels

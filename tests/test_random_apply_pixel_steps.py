@@ -89,19 +89,102 @@ def test_graphs_with_conditionals_build_without_autographs_warnings(caplog):
     assert not [r for r in caplog.records if "AutoGraph could not transform" in r.getMessage()]
 
 
-@pytest.mark.parametrize("variant", ["gpu", "cpu-decode"])
-def test_their_gpu_graphs_have_no_gpu_to_cpu_edge(tmp_path, variant):
-    from image_data import write_image_folder
-
+def gpu_to_cpu_edges(folder, transform, variant):
+    """The CPU operators fed by GPU data in the serialized GPU graph of `transform`."""
     from dali_loaders import dali_compat
     from dali_loaders.loader import serialized_gpu_graph
+
+    graph = serialized_gpu_graph(folder, transform, variant=variant)
+    return [kind for kind, _, device, inputs in dali_compat.graph_operators(graph) if device == "cpu"
+            for _, d in inputs if d == "gpu"]
+
+
+@pytest.fixture
+def folder(tmp_path):
+    from image_data import write_image_folder
+
     from dali_loaders.sources.image_files import ImageFiles
 
     write_image_folder(str(tmp_path), {"a": 2, "b": 2})
-    folder = ImageFiles(str(tmp_path))
+    return ImageFiles(str(tmp_path))
+
+
+@pytest.mark.parametrize("variant", ["gpu", "cpu-decode"])
+def test_their_gpu_graphs_have_no_gpu_to_cpu_edge(folder, variant):
     for name, step in STEPS.items():
         transform = C(v2.ToImage(), v2.RandomApply([step], p=0.5), v2.RandomChoice([step, v2.RandomInvert(1.0)]))
-        graph = serialized_gpu_graph(folder, transform, variant=variant)
-        edges = [kind for kind, _, device, inputs in dali_compat.graph_operators(graph) if device == "cpu"
-                 for _, d in inputs if d == "gpu"]
-        assert edges == [], name
+        assert gpu_to_cpu_edges(folder, transform, variant) == [], name
+
+
+def auto_augment_family():
+    """(id, step): torchvision's AutoAugment family, and timm's where it is installed."""
+    steps = [("TrivialAugmentWide", v2.TrivialAugmentWide()), ("AutoAugment", v2.AutoAugment()),
+             ("RandAugment", v2.RandAugment()), ("AugMix", v2.AugMix())]
+    try:
+        from timm.data.auto_augment import augment_and_mix_transform, rand_augment_transform
+    except ImportError:
+        return steps
+    hparams = dict(translate_const=10, img_mean=(124, 116, 104))
+    return steps + [("timm RandAugment", rand_augment_transform("rand-m9-mstd0.5", hparams)),
+                    ("timm AugMixAugment", augment_and_mix_transform("augmix-m5-w3", hparams))]
+
+
+def mean_change(outputs, image):
+    """The mean |output - image| over the images changed, in levels."""
+    changes = [np.abs(o.astype(np.float64) - image.transpose(2, 0, 1)).mean() for o in outputs]
+    return np.mean([c for c in changes if c > 0])
+
+
+@pytest.mark.parametrize("plugin_built", [True, False], ids=["fused", "chain"])
+@pytest.mark.parametrize("name,step", auto_augment_family(), ids=[name for name, _ in auto_augment_family()])
+def test_the_autoaugment_family_inside_random_apply_changes_images_at_torchvisions_rate(
+        monkeypatch, plugin_built, name, step):
+    """RandomApply([TrivialAugmentWide()], p) (an augmentation on some images only): the share
+    changed is the twin's, p times the augmentation's own, and the change as large; applied to
+    every image (p ignored), the share is about three times as high."""
+    from dali_loaders.ops import plugin
+
+    if not plugin_built:
+        monkeypatch.setenv(plugin.DISABLE_AUGMENT_ENV, "1")
+    images, image = source()
+    # timm's operations take PIL images: the twin keeps one up to the batch
+    transform = v2.RandomApply([step], p=0.3) if name.startswith("timm") else C(v2.ToImage(), v2.RandomApply([step], p=0.3))
+    assert not transforms.plan(transform, python_fallback=False).python
+    ours, theirs = dali_outputs(images, transform, batch=N), twin_outputs(images, transform)
+    (changed, _), (expected, _) = shares(ours, image), shares(theirs, image)
+    assert abs(changed - expected) < 0.1 and changed < 0.45, (changed, expected)
+    assert abs(mean_change(ours, image) - mean_change(theirs, image)) < 0.35 * mean_change(theirs, image)
+
+
+def test_grayscale_to_three_channels_inside_random_apply_is_torchvisions_on_some_images():
+    images, image = source()
+    transform = C(v2.ToImage(), v2.RandomApply([v2.Grayscale(3)], p=0.3))
+    assert not transforms.plan(transform, python_fallback=False).python
+    grey = v2.Grayscale(3)(torch.from_numpy(image.transpose(2, 0, 1).copy())).numpy()
+    outputs = dali_outputs(images, transform, batch=N)
+    kinds = [1 if np.array_equal(o, grey) else 0 if np.array_equal(o, image.transpose(2, 0, 1)) else -1
+             for o in outputs]
+    assert -1 not in kinds and abs(np.mean(kinds) - 0.3) < 0.1
+
+
+def test_grayscale_to_one_channel_inside_random_apply_is_refused_by_name():
+    why = transforms.untranslatable_reason(v2.RandomApply([v2.Grayscale(1)]))
+    assert "Grayscale" in why and "num_output_channels=1" in why
+
+
+def test_grayscale_to_three_channels_of_grey_images_on_some_images_only_is_refused_by_name():
+    """A grey source: the images the step leaves alone keep one channel, so a batch would mix
+    one and three (torchvision's default_collate cannot stack it either). Raised while the
+    graph is traced: DALI's AutoGraph re-raises it as its StagingError, with the message."""
+    grey = np.random.default_rng(0).integers(0, 256, (8, 16, 16, 1), dtype=np.uint8)
+    images = ArraySource(grey, np.zeros(8, dtype=np.int64), "grey")
+    with pytest.raises(Exception, match="Grayscale inside a RandomApply or RandomChoice changes the images' "
+                                        "channels from 1 to 3"):
+        dali_outputs(images, C(v2.ToImage(), v2.RandomApply([v2.Grayscale(3)], p=0.5)), batch=8)
+
+
+@pytest.mark.parametrize("variant", ["gpu", "cpu-decode"])
+def test_the_autoaugment_family_and_grayscale_inside_have_no_gpu_to_cpu_edge(folder, variant):
+    for name, step in [*auto_augment_family(), ("Grayscale", v2.Grayscale(3))]:
+        transform = v2.Compose([v2.RandomApply([step], p=0.5), v2.RandomChoice([step, v2.Identity()])])
+        assert gpu_to_cpu_edges(folder, transform, variant) == [], name

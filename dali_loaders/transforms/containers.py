@@ -7,6 +7,7 @@ from . import fused
 from ._args import coin, one_of
 from ._core import (
     Images,
+    Untranslatable,
     apply,
     check,
     describe,
@@ -26,7 +27,10 @@ SHAPE_KEEPING = {"ColorJitter", "GaussianBlur", "PILGaussianBlur", "RandomGraysc
                  "RandomRotation", "RandomAffine", "RandomApply", "RandomChoice", "RandomOrder", *OPERATIONS,
                  # v2's pixel steps on uint8 that keep the size (robustness recipes wrap them)
                  "GaussianNoise", "ElasticTransform", "JPEG", "RandomPerspective", "RandomChannelPermutation",
-                 "RandomPhotometricDistort", "Identity"}
+                 "RandomPhotometricDistort", "Identity",
+                 # the AutoAugment family (torchvision's and timm's classes of these names), and
+                 # Grayscale to three channels (refused to one below)
+                 "AutoAugment", "RandAugment", "TrivialAugmentWide", "AugMix", "AugMixAugment", "Grayscale"}
 
 
 def random_apply_refusal(step) -> str:
@@ -38,6 +42,9 @@ def inner_refusal(steps) -> str:
         if type(inner).__name__ not in SHAPE_KEEPING:
             return (f"{describe(inner)} inside it: only steps that keep the image's size and type are "
                     f"translated there ({', '.join(sorted(SHAPE_KEEPING))})")
+        if type(inner).__name__ == "Grayscale" and inner.num_output_channels != 3:
+            return (f"{describe(inner)} inside it: num_output_channels=1 changes the image's channels; "
+                    f"use RandomGrayscale, or Grayscale(num_output_channels=3)")
         reason = check(inner)
         if reason:
             return reason
@@ -98,6 +105,9 @@ def applied_to(steps, images: Images, data):
     inner = images.branch(data)
     apply(steps, inner)
     inner.flush_mirror()
+    if inner.channels != images.channels:   # Grayscale(3) of a grey image: torchvision could not batch it either
+        raise Untranslatable(f"{describe(steps[0])} inside a RandomApply or RandomChoice changes the images' "
+                             f"channels from {images.channels} to {inner.channels} on some images only")
     return inner.data
 
 

@@ -87,11 +87,13 @@ def test_no_transform_making_views_has_a_gpu_to_cpu_edge(images, variant):
 
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_steps_drawn_per_sample_have_no_gpu_to_cpu_edge(images, variant):
-    """Sizes, canvases, colour distortions, channel orders, elastic fields and noise drawn per
-    sample (check-gpu pins them, which leaves some of their operators out of its graphs)."""
+    """Sizes, canvases (a rotation's expanded one too), colour distortions, channel orders, elastic
+    fields and noise drawn per sample (check-gpu pins them, which leaves some of their operators
+    out of its graphs)."""
     steps = [v2.RandomShortestSize([40, 50], max_size=70), v2.ScaleJitter((60, 50), (0.5, 1.5)),
              v2.RandomResize(30, 40), v2.RandomZoomOut(fill=3, p=0.5), v2.RandomPhotometricDistort(),
              v2.RandomChannelPermutation(), v2.RandomPerspective(0.3, p=0.5), v2.ElasticTransform(fill=3.0),
+             v2.RandomRotation(20, expand=True), v2.RandomRotation(20, expand=True, interpolation=v2.InterpolationMode.BILINEAR),
              v2.ElasticTransform(interpolation=v2.InterpolationMode.NEAREST, fill=5.0), v2.ToImage(),
              v2.GaussianNoise(0.0, 0.05), v2.JPEG((30, 90)), v2.ToDtype(torch.float32, scale=True), v2.GaussianNoise()]
     assert gpu_to_cpu_edges(serialized_gpu_graph(images, v2.Compose(steps), variant=variant)) == []

@@ -113,8 +113,8 @@ def test_an_unknown_step_is_named_with_the_supported_list(photo_dir):
 def test_an_unsupported_parameter_takes_the_python_path_by_name(cifar_photos):
     from dali_loaders.loader import PythonPathNote
 
-    with pytest.warns(PythonPathNote, match="RandomRotation: expand=True"):
-        get_cifar_iter_dali("train", cifar_photos, 4, 1, transform=v2.RandomRotation(10, expand=True))
+    with pytest.warns(PythonPathNote, match="RandomRotation: expand=True with a center"):
+        get_cifar_iter_dali("train", cifar_photos, 4, 1, transform=v2.RandomRotation(10, expand=True, center=(3, 4)))
 
 
 def test_python_fallback_runs_the_rest_in_python_after_the_translated_steps(photo_dir):

@@ -167,6 +167,17 @@ DETERMINISTIC = [
      tensor_then(v2.RandomRotation((25, 25), interpolation=IM.BILINEAR, fill=200)), (0.01, 1.0)),
     ("v1 RandomRotation fixed bilinear tensor fill",
      v1.Compose([v1.PILToTensor(), v1.RandomRotation((25, 25), interpolation=IM.BILINEAR, fill=200)]), (0.01, 1.0)),
+    # expand=True: each twin's canvas (PIL's box, torchvision's truncated to 1e-4), then the warp
+    ("RandomRotation expand fixed nearest", pil_then(v2.RandomRotation((30, 30), expand=True)), (0.01, 160.0)),
+    ("RandomRotation expand fixed bilinear, fill",
+     pil_then(v2.RandomRotation((-40, -40), interpolation=IM.BILINEAR, expand=True, fill=100)), (0.01, 1.0)),
+    ("RandomRotation expand fixed bilinear tensor fill",
+     tensor_then(v2.RandomRotation((115, 115), interpolation=IM.BILINEAR, expand=True, fill=200)), (0.01, 1.0)),
+    ("v1 RandomRotation expand fixed nearest tensor",
+     v1.Compose([v1.PILToTensor(), v1.RandomRotation((-65, -65), expand=True), v1.ConvertImageDtype(torch.float32)]),
+     (0.01, 160.0)),
+    ("RandomRotation expand, then CenterCrop of the canvas",
+     pil_then(v2.RandomRotation((20, 20), interpolation=IM.BILINEAR, expand=True), v2.CenterCrop(150)), (0.01, 1.0)),
     ("RandomAffine fixed angle", pil_then(v2.RandomAffine((15, 15))), (0.01, 160.0)),
     ("RandomAffine fixed scale bilinear",
      pil_then(v2.RandomAffine((0, 0), scale=(1.3, 1.3), interpolation=IM.BILINEAR)), (0.01, 1.0)),
@@ -445,6 +456,21 @@ def test_random_rotation_angle():
     assert 5 <= min(theirs) and max(theirs) <= 45 and 5 <= min(ours) and max(ours) <= 45
 
 
+def test_random_rotation_expand_puts_each_image_on_the_canvas_of_its_angle():
+    """expand=True: the canvas grows with the angle drawn (48 x 64 turned by 10-40 degrees:
+    58-78 x 71-80), at torchvision's sizes; the angle read at the canvas's centre is
+    torchvision's (ignoring expand leaves 48 x 64, ignoring the angle one size)."""
+    image = coordinate_image(64, 48)
+    transform = C(v2.RandomRotation((10, 40), expand=True), v2.PILToTensor())
+    ours, theirs = both(image, transform)
+    for axis, what in ((0, "canvas height"), (1, "canvas width")):
+        close([o.shape[axis] for o in ours], [o.shape[axis] for o in theirs], 3.5, what)
+    assert min(o.shape[0] for o in ours) >= 57 and max(o.shape[0] for o in ours) <= 79
+    angles = [[rotation_of(o, (o.shape[0] // 2, o.shape[1] // 2 - 5)) for o in outputs] for outputs in (ours, theirs)]
+    close(*angles, 1.5, "rotation angle")
+    assert 5 <= min(angles[0]) and max(angles[0]) <= 45
+
+
 def affine_of(output, centre=(32, 32)):
     """The output->source map of a NEAREST warp of a coordinate image, from the centre and
     points 12 pixels right and down: (x0, y0, dx/dX, dy/dX, dx/dY, dy/dY)."""
@@ -650,12 +676,14 @@ def test_unknown_transform_is_named_with_the_supported_list(step, named):
 @pytest.mark.parametrize("step,argument", [
     (v2.Resize(8, interpolation=IM.LANCZOS), "interpolation"),
     (v2.RandomResizedCrop(8, interpolation=IM.BOX), "interpolation"),
-    (v2.RandomRotation(10, expand=True), "expand=True"),
+    (v2.RandomRotation(10, expand=True, center=(3, 4)), "expand=True with a center"),
+    (v2.RandomRotation((90, 90), expand=True), "expand=True at the fixed angle 90"),
     (v2.RandomRotation(10, interpolation=IM.BICUBIC), "interpolation"),
     (v2.RandomAffine(10, fill=(1, 2, 3)), "fill"),
     (v1.Grayscale(2), "num_output_channels=2"),
     (v2.RandomApply([v2.CenterCrop(8)], p=0.5), "CenterCrop inside it"),
     (v2.RandomApply([v2.Resize(8)]), "Resize inside it"),
+    (v2.RandomApply([v2.RandomRotation(8, expand=True)]), "expand=True changes the image's size"),
     (v2.RandomChoice([v2.RandomInvert(), v2.CenterCrop(8)]), "CenterCrop inside it"),
     (v1.RandomChoice([v1.RandomInvert(), v1.RandomGrayscale()], p=[0, 0]), "p=[0, 0]"),
     (v2.ToDtype(torch.int32), "dtype torch.int32"),

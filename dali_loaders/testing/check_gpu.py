@@ -75,6 +75,7 @@ def transform_cases() -> List[tuple]:
         ("Pad + flips p=1", v2.Compose([v2.Pad((1, 2), fill=(1, 2, 3)), v2.RandomHorizontalFlip(1),
                                         v2.RandomVerticalFlip(1)]), 1),
         ("RandomRotation 10 deg", v2.RandomRotation((10, 10), **pin), 2),
+        ("RandomRotation 10 deg, expanded canvas", v2.RandomRotation((10, 10), expand=True, **pin), 2),
         ("RandomAffine pinned", v2.RandomAffine((5, 5), translate=None, scale=(1.1, 1.1), shear=(2, 2, 3, 3), **pin),
          2),
         ("ColorJitter pinned", v2.ColorJitter((1.2, 1.2), (0.8, 0.8), (1.3, 1.3), (0.1, 0.1)), 2),

@@ -2,6 +2,8 @@
 import math
 import numbers
 
+import numpy as np
+
 from ._args import fill_values, interp_type, stack, uniform
 from ._core import Images, is_v1, refuses, translates, uint8_only
 from ._hsv import mask, where
@@ -9,9 +11,10 @@ from ._hsv import mask, where
 # -- rotation and affine warps ---------------------------------------------------------------
 
 
-def inverse_affine(angle, translate, scale, shear, center):
+def inverse_affine(angle, translate, scale, shear, center, origin=None):
     """torchvision's _get_inverse_affine_matrix, per sample, as a 2x3 output->input matrix.
-    `angle` (clockwise) and `shear` are in degrees; numbers or DataNodes."""
+    `angle` (clockwise) and `shear` are in degrees; numbers or DataNodes. `origin`: the output
+    point that maps to `center` (the centre of an expanded canvas), `center` by default."""
     from nvidia.dali import fn
 
     rot, shear_x, shear_y = angle * (math.pi / 180), shear[0] * (math.pi / 180), shear[1] * (math.pi / 180)
@@ -21,9 +24,9 @@ def inverse_affine(angle, translate, scale, shear, center):
     c = sin(rot - shear_y) / cos(shear_y)
     d = -sin(rot - shear_y) * tan(shear_x) / cos(shear_y) + cos(rot)
     m = [d / scale, -b / scale, -c / scale, a / scale]
-    (cx, cy), (tx, ty) = center, translate
-    shift_x = m[0] * (-cx - tx) + m[1] * (-cy - ty) + cx
-    shift_y = m[2] * (-cx - tx) + m[3] * (-cy - ty) + cy
+    (cx, cy), (ox, oy), (tx, ty) = center, origin or center, translate
+    shift_x = m[0] * (-ox - tx) + m[1] * (-oy - ty) + cx
+    shift_y = m[2] * (-ox - tx) + m[3] * (-oy - ty) + cy
     return fn.reshape(stack(m[0], m[1], shift_x, m[2], m[3], shift_y), shape=[2, 3])
 
 
@@ -44,7 +47,11 @@ def warp_refusal(step) -> str:
     if mode not in (InterpolationMode.NEAREST, InterpolationMode.BILINEAR, 0, 2):
         return f"interpolation {mode} is not supported (NEAREST, BILINEAR)"
     if getattr(step, "expand", False):
-        return "expand=True is not supported"
+        if step.center is not None:
+            return "expand=True with a center is not supported"
+        if step.degrees[0] == step.degrees[1] and step.degrees[0] % 90 == 0:
+            return (f"expand=True at the fixed angle {step.degrees[0]} is not supported (torchvision turns the "
+                    f"image by a transpose there); use RandomRotation's range or a flip")
     fill = fill_values(step, 3)
     if len(set(fill)) > 1:
         return f"fill={step.fill!r}: one value for every channel only"
@@ -60,15 +67,18 @@ def warp(step, images: Images, angle, translate=(0, 0), scale=1.0, shear=(0.0, 0
     warped(step, images, affine_warp(matrix))
 
 
-def affine_warp(matrix):
+def affine_warp(matrix, size=None):
     """fn.warp_affine by `matrix` (output -> input) as warped() calls it: (data, interpolation,
-    fill or None to clamp to the border) -> float32 for linear, else data's type."""
+    fill or None to clamp to the border) -> float32 for linear, else data's type. `size`: the
+    output's (height, width), float32 per sample, where it is not the input's."""
     from nvidia.dali import fn, types
 
     def warp(data, interpolation, fill):
         border = {} if fill is None else {"fill_value": fill}
         dtype = {"dtype": types.FLOAT} if interpolation == types.INTERP_LINEAR else {}
-        return fn.warp_affine(data, matrix=matrix, interp_type=interpolation, inverse_map=True, **border, **dtype)
+        sized = {} if size is None else {"size": size}
+        return fn.warp_affine(data, matrix=matrix, interp_type=interpolation, inverse_map=True, **border, **dtype,
+                              **sized)
     return warp
 
 
@@ -142,8 +152,61 @@ def _round_half_even(x):
 @refuses(warp_refusal)
 @uint8_only
 def random_rotation(step, images: Images) -> None:
-    """Counter-clockwise by an angle uniform in `degrees` (torchvision's affine turns clockwise)."""
-    warp(step, images, -uniform(*step.degrees))
+    """Counter-clockwise by an angle uniform in `degrees` (torchvision's affine turns clockwise);
+    with expand=True onto the canvas that holds the whole turned image, about its centre."""
+    angle = -uniform(*step.degrees)
+    if not step.expand:
+        warp(step, images, angle)
+        return
+    images.decode()
+    images.flush_mirror()
+    height, width = rotated_canvas(images.height, images.width, angle, pil=images.kind == "pil")
+    matrix = inverse_affine(angle, (0, 0), 1.0, (0.0, 0.0), (images.width * 0.5, images.height * 0.5),
+                            origin=(width * 0.5, height * 0.5))
+    warped(step, images, affine_warp(matrix, size=stack(height, width)))
+    images.height, images.width = height, width
+
+
+def rotated_canvas(height, width, angle, pil: bool):
+    """(height, width), ints or int32 DataNodes, of RandomRotation(expand=True)'s canvas: the
+    box of the image turned by `angle` degrees about its centre, each side ceil(centre + reach)
+    - floor(centre - reach), as PIL's rotate computes it (double); torchvision's tensor kernel
+    (_compute_affine_output_size, float32) truncates both ends to 1e-4 first, so that float
+    noise above a whole number does not add a pixel."""
+    from nvidia.dali import fn, types
+    from nvidia.dali import math as dmath
+
+    numbers_only = all(isinstance(v, numbers.Number) for v in (height, width, angle))
+    real = np.float64 if pil else np.float32   # the twin's precision, for what is fixed
+    if numbers_only:   # a fixed size and angle
+        height, width = real(height), real(width)
+        floor, ceil, trunc = np.floor, np.ceil, np.trunc
+    else:
+        floor, ceil = dmath.floor, dmath.ceil
+        height, width = (fn.cast(v, dtype=types.FLOAT64 if pil else types.FLOAT)
+                         if not isinstance(v, numbers.Number) else float(v) for v in (height, width))
+
+        def trunc(x):
+            positive = mask(x >= 0)
+            return positive * floor(x) + (1.0 - positive) * ceil(x)
+    if isinstance(angle, numbers.Number):
+        radians = real(angle) * real(math.pi / 180)
+        along, across = abs(np.cos(radians)), abs(np.sin(radians))
+        if not numbers_only:   # DALI's arithmetic takes Python numbers
+            along, across = float(along), float(across)
+    else:
+        radians = (fn.cast(angle, dtype=types.FLOAT64) if pil else angle) * (math.pi / 180)
+        along, across = dmath.abs(dmath.cos(radians)), dmath.abs(dmath.sin(radians))
+    sides = []
+    for side, other, own, cross in ((height, width, along, across), (width, height, along, across)):
+        reach = (side * own + other * cross) * 0.5
+        high, low = side * 0.5 + reach, side * 0.5 - reach
+        if not pil:
+            high, low = trunc(high * 1e4) * 1e-4, trunc(low * 1e4) * 1e-4
+        sides.append(ceil(high) - floor(low))
+    if numbers_only:
+        return int(sides[0]), int(sides[1])
+    return tuple(fn.cast(side, dtype=types.INT32) for side in sides)
 
 
 @translates("RandomAffine")

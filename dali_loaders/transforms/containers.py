@@ -42,6 +42,8 @@ def inner_refusal(steps) -> str:
         if type(inner).__name__ not in SHAPE_KEEPING:
             return (f"{describe(inner)} inside it: only steps that keep the image's size and type are "
                     f"translated there ({', '.join(sorted(SHAPE_KEEPING))})")
+        if type(inner).__name__ == "RandomRotation" and inner.expand:
+            return f"{describe(inner)} inside it: expand=True changes the image's size"
         if type(inner).__name__ == "Grayscale" and inner.num_output_channels != 3:
             return (f"{describe(inner)} inside it: num_output_channels=1 changes the image's channels; "
                     f"use RandomGrayscale, or Grayscale(num_output_channels=3)")

@@ -1,6 +1,8 @@
-"""v2's pixel steps that keep the image's size, inside RandomApply and RandomChoice (robustness
-recipes wrap noise, JPEG, elastic and perspective warps, channel orders in them): translated,
-each image changed at torchvision's rate, and no AutoGraph warning while the graph is built."""
+"""Steps that keep the image's size, inside RandomApply and RandomChoice: v2's pixel steps
+(robustness recipes wrap noise, JPEG, elastic and perspective warps, channel orders in them),
+Identity, the AutoAugment family (torchvision's and timm's) and Grayscale to three channels:
+translated, each image changed at torchvision's rate, no GPU->CPU edge, and no AutoGraph
+warning while the graph is built."""
 import logging
 
 import numpy as np

@@ -78,7 +78,7 @@ class Library:
 
 
 RESIZE = Library("libdali_loaders_resize.so", "DaliLoadersResize", "dali_loaders_resize", ("resize_op.cc",),
-                 ("pil_resample.cc",), ("pil_resample.h", "pil_resample_api.h", "simd.h"), (),
+                 ("pil_resample.cc",), ("pil_resample.h", "pil_resample_api.h", "simd.h", "tensor_resample.h"), (),
                  "the PIL-exact resize plugin", "resizing with DALI's fn.resize instead")
 # The augmentations' float arithmetic must round one operation at a time (no contraction),
 # with explicit fused multiply-adds where torch's vectorized loops use them: in hardware

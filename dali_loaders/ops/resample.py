@@ -1,6 +1,10 @@
 """The translator's resize: PIL's exact arithmetic on the CPU where the plugin covers it,
 DALI's fn.resize everywhere else.
 
+After the conversion to float (`float_pixels`), torchvision resizes a float tensor: torch's
+antialiased kernel, unrounded and unclamped. The plugin's FLOAT mode computes it on CPU graphs
+(within float32's rounding of torch's); elsewhere fn.resize, in float, does it approximately.
+
 DALI's CPU fn.resize (antialiased, uint8) costs about 5x the plugin and is only close to
 PIL; the plugin (dali_loaders/csrc, built by plugin.py) equals PIL's Image.resize bit for
 bit. It serves CPU graphs for antialiased BILINEAR and BICUBIC, which is what torchvision
@@ -14,19 +18,32 @@ from typing import Any, Optional, Tuple
 
 
 def resize(data, size, interp_type, antialias: bool, roi_start=None, roi_end=None, device: str = "cpu",
-           window: Optional[Tuple[Any, Any]] = None, pil_image: bool = False):
+           window: Optional[Tuple[Any, Any]] = None, pil_image: bool = False, float_pixels: bool = False,
+           channels_first: bool = False):
     """fn.resize(data, size=, roi_start=, roi_end=, interp_type=, antialias=) or its PIL-exact
     twin. `window`, when given, is (resized_size, window_start): the output is the `size`
     window at window_start of the whole image resized to resized_size, as the ROI describes;
     the plugin computes it from these integers, so that it equals PIL's resize then crop.
-    `pil_image`: the twin resizes a PIL image, so NEAREST is PIL's too."""
-    from nvidia.dali import fn
+    `pil_image`: the twin resizes a PIL image, so NEAREST is PIL's too. `float_pixels`: the
+    twin resizes a float tensor (see makes_float): float32 out, in the input's units (uint8's or
+    float32 ones), unrounded. `channels_first`: the data is CHW (the converted image), which
+    the plugin takes in float only."""
+    from nvidia.dali import fn, types
 
-    if uses_plugin(interp_type, antialias, device, pil_image):
+    floats = makes_float(interp_type, float_pixels)
+    if (floats or not channels_first) and uses_plugin(interp_type, antialias, device, pil_image):
+        extra = {"dtype": types.FLOAT} if floats else {}
         return fn.dali_loaders_resize(data, size=size, filter=_FILTERS[_name(interp_type)],
-                                      pillow_major=pillow_major(), **_geometry(roi_start, roi_end, window))
+                                      pillow_major=pillow_major(), **_geometry(roi_start, roi_end, window), **extra)
     roi = {} if roi_start is None else {"roi_start": roi_start, "roi_end": roi_end}
-    return fn.resize(data, size=size, interp_type=interp_type, antialias=antialias, **roi)
+    extra = {"dtype": types.FLOAT} if floats else {}
+    return fn.resize(data, size=size, interp_type=interp_type, antialias=antialias, **roi, **extra)
+
+
+def makes_float(interp_type, float_pixels: bool) -> bool:
+    """Whether a resize of a float tensor's pixels gives float ones: NEAREST only picks pixels,
+    the same on uint8 as on their float conversion, so it keeps the input's type."""
+    return float_pixels and _name(interp_type) != "INTERP_NN"
 
 
 def resize_centre_crop(data, short_side: int, crop, interp_type, region=None):

@@ -62,6 +62,40 @@ def fill_values(step, channels: int) -> List[float]:
     return fill * channels if len(fill) == 1 else fill
 
 
+def fill_levels(images: Images, fill: List[float]) -> List[float]:
+    """`fill` as the data holds it. The twin fills in its own units at this step: the float
+    image's after the conversion to float, which stays pending (float = data * scale + offset,
+    per channel), the data still in uint8 levels. A fill that is no whole level (0 after
+    Normalize, 0.5 after ToTensor) makes the data float first (Images.float_pixels), so that the
+    pending conversion turns it back into the fill."""
+    from nvidia.dali import fn, types
+
+    levels = pending_levels(images, fill)
+    if levels is None:
+        images.data, images.float_pixels = fn.cast(images.data, dtype=types.FLOAT), True
+        levels = [(f - o) / s for f, s, o in zip(fill, *_pending(images, len(fill)))]
+    return levels
+
+
+def pending_levels(images: Images, fill: List[float]):
+    """fill_levels without changing the data: the levels, or None where the uint8 data cannot
+    hold them."""
+    if not images.is_float or images.materialized:
+        return fill
+    levels = [(f - o) / s for f, s, o in zip(fill, *_pending(images, len(fill)))]
+    if images.float_pixels:
+        return levels
+    whole = [round(v) for v in levels]
+    if all(abs(v - w) < 1e-6 and 0 <= w <= 255 for v, w in zip(levels, whole)):
+        return [float(w) for w in whole]
+    return None
+
+
+def _pending(images: Images, channels: int):
+    """(scale, offset) per channel of the pending conversion."""
+    return images.scale or [1.0] * channels, images.offset or [0.0] * channels
+
+
 def padding_ltrb(padding) -> Tuple[int, int, int, int]:
     """torchvision's padding: an int, (left/right, top/bottom) or (left, top, right, bottom)."""
     if isinstance(padding, numbers.Number):
@@ -118,10 +152,12 @@ def stack(*values, integer: bool = False):
 
 
 def crop_window(images: Images, top, left, height: int, width: int, fill: List[float]) -> None:
-    """Cuts height x width from (top, left), which may lie outside the image: padded with `fill`."""
+    """Cuts height x width from (top, left), which may lie outside the image: padded with `fill`
+    (the twin's units: see fill_levels)."""
     from nvidia.dali import fn
 
     images.flush_mirror()
+    fill = fill_levels(images, fill)
     images.data = fn.slice(images.data, start=stack(top, left, integer=True), shape=stack(height, width, integer=True),
                            axis_names="HW", out_of_bounds_policy="pad", fill_values=fill)
     images.height, images.width = height, width

@@ -127,6 +127,7 @@ class Images:
     augment: Optional[PendingAugment] = None   # slots for one DaliLoadersAugment call, run by flush_augment
     sizes: Any = field(default=None, repr=False)   # see size_vector
     sized: Tuple[Any, Any] = field(default=(None, None), repr=False)
+    float_pixels: bool = False     # data is float32 in uint8's units, unrounded (a resize after the conversion)
 
     def size_vector(self):
         """(height, width) as one int32 CPU DataNode, where the graph has one that still holds
@@ -293,8 +294,9 @@ class Images:
         offset = self.offset or [0.0] * channels
         mirror, dtype = 0 if self.mirror is None else self.mirror, dali_dtype(self.dtype)
         mean, std = [-o / s for o, s in zip(offset, scale)], [1.0 / s for s in scale]
-        erased = erase is not None and self.is_float and own.usable(self.device, dtype.name, self.layout)
-        if own.usable(self.device, dtype.name, self.layout):
+        ours = own.usable(self.device, dtype.name, self.layout) and not self.float_pixels   # it takes uint8
+        erased = erase is not None and self.is_float and ours
+        if ours:
             self.data = own.call(self.data, mirror, dtype, self.layout, *((mean, std) if self.is_float else ()),
                                  erase=erase if erased else None)
         else:

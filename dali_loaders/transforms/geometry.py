@@ -10,11 +10,13 @@ from ._args import (
     centre_offset,
     coin,
     crop_window,
+    fill_levels,
     fill_values,
     interp_type,
     interpolation_refusal,
     padding_ltrb,
     pair,
+    pending_levels,
     random_offset,
     stack,
 )
@@ -26,7 +28,6 @@ from ._core import (
     fuses,
     refuses,
     translates,
-    uint8_only,
 )
 
 # -- geometry -----------------------------------------------------------------------------
@@ -66,10 +67,9 @@ def resize_refusal(step) -> str:
 
 @translates("Resize")
 @refuses(resize_refusal)
-@uint8_only
 def resize(step, images: Images) -> None:
-    from ..ops import resample
-
+    """On uint8 pixels as the twin's PIL image or uint8 tensor; after the conversion to float,
+    as torch resizes the float tensor (see resampled)."""
     images.decode()
     images.flush_mirror()
     short = _short_side(step.size)
@@ -78,9 +78,7 @@ def resize(step, images: Images) -> None:
         from nvidia.dali import fn, types
 
         resized = _resized_vector(images.size_vector(), short)
-        images.data = resample.resize(images.data, size=fn.cast(resized, dtype=types.FLOAT),
-                                      interp_type=interp_type(step), antialias=antialias(step, images),
-                                      device=images.device, pil_image=images.kind == "pil")
+        resampled(step, images, size=fn.cast(resized, dtype=types.FLOAT))
         images.with_size_vector(resized)
         return
     resize_to(step, images, *resized_shape(step.size, step.max_size, images.height, images.width))
@@ -89,15 +87,27 @@ def resize(step, images: Images) -> None:
 def resize_to(step, images: Images, height, width) -> None:
     """Resamples the images to (height, width), ints or int DataNodes, with the step's
     interpolation and antialiasing, as torchvision's resize to that size."""
-    from ..ops import resample
-
     shift = nearest_shift(step, images, height, width)
     roi = {} if shift is None else dict(roi_start=stack(*shift), roi_end=stack(images.height + shift[0],
                                                                                images.width + shift[1]))
-    images.data = resample.resize(images.data, size=stack(height, width), interp_type=interp_type(step),
-                                  antialias=antialias(step, images), device=images.device,
-                                  pil_image=images.kind == "pil", **roi)
+    resampled(step, images, size=stack(height, width), **roi)
     images.height, images.width = height, width
+
+
+def resampled(step, images: Images, **geometry) -> None:
+    """images.data resized by resample.resize with the step's interpolation and antialiasing,
+    for the twin's image: a PIL image or a uint8 tensor, or, after the conversion to float
+    (ToTensor, ToDtype), the float tensor that torch resizes without rounding or clamping, so
+    the pixels become float (Images.float_pixels; the conversion itself stays pending).
+    `geometry`: size, and roi_start / roi_end or window, as resample.resize takes them."""
+    from ..ops import resample
+
+    interpolation = interp_type(step)
+    images.data = resample.resize(images.data, interp_type=interpolation, antialias=antialias(step, images),
+                                  device=images.device, pil_image=images.kind == "pil",
+                                  float_pixels=images.is_float,
+                                  channels_first=images.materialized and images.layout == "CHW", **geometry)
+    images.float_pixels = images.float_pixels or resample.makes_float(interpolation, images.is_float)
 
 
 def nearest_shift(step, images: Images, height, width):
@@ -156,9 +166,9 @@ def center_crop(step, images: Images) -> None:
         from nvidia.dali import fn
 
         images.flush_mirror()
-        crop = _pair_constant(height, width)
+        crop, fill = _pair_constant(height, width), fill_levels(images, [0.0] * images.channels)
         images.data = fn.slice(images.data, start=_centre_offsets(images.size_vector() - crop), shape=crop,
-                               axis_names="HW", out_of_bounds_policy="pad", fill_values=[0.0] * images.channels)
+                               axis_names="HW", out_of_bounds_policy="pad", fill_values=fill)
         images.height, images.width = height, width
         return
     crop_window(images, centre_offset(images.height - height), centre_offset(images.width - width),
@@ -281,20 +291,25 @@ def random_resized_crop_refusal(step) -> str:
 
 @translates("RandomResizedCrop")
 @refuses(random_resized_crop_refusal)
-@uint8_only
 def random_resized_crop(step, images: Images) -> None:
-    """First in a recipe over files, only the crop window is decoded (ROI decode)."""
+    """First in a recipe over files, only the crop window is decoded (ROI decode). After the
+    conversion to float, the window is resized as torch resizes a float tensor (see resampled)."""
     from nvidia.dali import fn
-
-    from ..ops import resample
 
     height, width = pair(step.size)
     area, ratio = [float(s) for s in step.scale], [float(r) for r in step.ratio]
     if images.encoded:
         images.decode_random_crop(area, ratio)
-        images.data = resample.resize(images.data, size=[float(height), float(width)], interp_type=interp_type(step),
-                                      antialias=antialias(step, images), device=images.device,
-                                      pil_image=images.kind == "pil")
+        resampled(step, images, size=[float(height), float(width)])
+    elif images.is_float:   # the window cut, then resized as torch resizes the float tensor
+        images.flush_mirror()
+        sizes = images.size_vector()
+        anchor, window = fn.random_crop_generator(sizes if sizes is not None else stack(images.height, images.width,
+                                                                                        integer=True),
+                                                  random_area=area, random_aspect_ratio=ratio,
+                                                  num_attempts=CROP_ATTEMPTS)
+        images.data = fn.slice(images.data, start=anchor, shape=window, axis_names="HW")
+        resampled(step, images, size=[float(height), float(width)])
     else:
         images.flush_mirror()
         images.data = fn.random_resized_crop(images.data, size=[height, width], random_area=area,
@@ -363,8 +378,8 @@ def _crop_at_source(step, images: Images, ltrb, crop_h: int, crop_w: int) -> boo
         grow_w = max(crop_w - (images.width + left + right), 0)
         left, top, right, bottom = left + grow_w, top + grow_h, right + grow_w, bottom + grow_h
     fits = images.height + top + bottom >= crop_h and images.width + left + right >= crop_w
-    return fits and images.crop_at_source((left, top, right, bottom), fill_values(step, images.channels),
-                                          crop_h, crop_w)
+    levels = pending_levels(images, fill_values(step, images.channels))   # the source pads uint8
+    return fits and levels is not None and images.crop_at_source((left, top, right, bottom), levels, crop_h, crop_w)
 
 
 def _mode_padded_random_crop(step, images: Images, ltrb, crop_h: int, crop_w: int) -> None:

@@ -52,7 +52,6 @@ def random_resize_refusal(step) -> str:
 
 @translates("RandomResize")
 @refuses(random_resize_refusal)
-@uint8_only
 def random_resize(step, images: Images) -> None:
     """The short side uniform in [min_size, max_size) (torch.randint), the long one scaled and
     truncated, as Resize(size) makes it."""
@@ -68,7 +67,6 @@ def random_resize(step, images: Images) -> None:
 
 @translates("RandomShortestSize")
 @refuses(interpolation_refusal)
-@uint8_only
 def random_shortest_size(step, images: Images) -> None:
     """The short side one of min_size (uniform over the list), unless the long side would then
     pass max_size; both sides int(side * r), r in double."""
@@ -87,7 +85,6 @@ def random_shortest_size(step, images: Images) -> None:
 
 @translates("ScaleJitter")
 @refuses(interpolation_refusal)
-@uint8_only
 def scale_jitter(step, images: Images) -> None:
     """r = min(target_size[1] / height, target_size[0] / width) (torchvision's order) times a
     scale uniform in scale_range, in float32 as torchvision multiplies by torch.rand's draw."""

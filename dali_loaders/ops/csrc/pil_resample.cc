@@ -1,5 +1,6 @@
 // The resampler's compiled entry points (see pil_resample_api.h).
 #include "pil_resample.h"
+#include "tensor_resample.h"
 
 namespace pilrs {
 
@@ -7,6 +8,16 @@ bool resample_image(const uint8_t* in, int in_h, int in_w, int in_stride, int ch
                     const Axis& y, const Axis& x, Filter f, int pillow_major, Scratch& scratch, bool allow_simd,
                     const Region* held) {
   return resample(in, in_h, in_w, in_stride, channels, out, y, x, f, pillow_major, scratch, allow_simd, held);
+}
+
+void resample_tensor_image(const uint8_t* in, int in_stride, int channels, float* out, const Axis& y,
+                           const Axis& x, Filter f, Scratch& scratch) {
+  resample_tensor(in, in_stride, channels, out, y, x, f, scratch.float_mid);
+}
+
+void resample_tensor_image(const float* in, int in_stride, int channels, float* out, const Axis& y,
+                           const Axis& x, Filter f, Scratch& scratch) {
+  resample_tensor(in, in_stride, channels, out, y, x, f, scratch.float_mid);
 }
 
 void read_span(int in_size, const Axis& a, Filter f, int* first, int* last) {

@@ -18,7 +18,10 @@ struct Axis {
 };
 
 // Scratch the caller may keep between calls (one per thread)
-struct Scratch { std::vector<uint8_t> mid; };
+struct Scratch {
+  std::vector<uint8_t> mid;
+  std::vector<float> float_mid;   // resample_tensor_image's
+};
 
 // The part of an image an input buffer holds, when it holds only a region of it (the region
 // a JPEG decoder was asked for): rows top .. top + height - 1, columns left .. left + width - 1.
@@ -38,5 +41,13 @@ void read_span(int in_size, const Axis& a, Filter f, int* first, int* last);
 bool resample_image(const uint8_t* in, int in_h, int in_w, int in_stride, int channels, uint8_t* out,
                     const Axis& y, const Axis& x, Filter f, int pillow_major, Scratch& scratch, bool allow_simd,
                     const Region* held = nullptr);
+
+// torch's antialiased resize of a float tensor (tensor_resample.h), BILINEAR or BICUBIC: the
+// whole image in `in`, rows in_stride values apart; the box's start a whole pixel; `out` is
+// y.count x x.count x channels float32, in the input's units, unrounded.
+void resample_tensor_image(const uint8_t* in, int in_stride, int channels, float* out, const Axis& y,
+                           const Axis& x, Filter f, Scratch& scratch);
+void resample_tensor_image(const float* in, int in_stride, int channels, float* out, const Axis& y,
+                           const Axis& x, Filter f, Scratch& scratch);
 
 }  // namespace pilrs

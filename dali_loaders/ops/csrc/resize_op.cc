@@ -1,5 +1,6 @@
 // DaliLoadersResize: a DALI CPU operator that resizes HWC uint8 images exactly as PIL's
-// Image.resize does (pil_resample.h), threaded over the samples with DALI's thread pool.
+// Image.resize does (pil_resample.h), or, with dtype=FLOAT, as torch resizes a float tensor
+// (tensor_resample.h), threaded over the samples with DALI's thread pool.
 // dali_loaders/plugin.py compiles this file against the installed DALI on first use.
 #include <algorithm>
 #include <array>
@@ -103,15 +104,22 @@ class Resize : public dali::StatelessOperator<CPUBackend> {
         image_size_("image_size", spec),
         region_start_("region_start", spec),
         pillow_major_(spec.GetArgument<int>("pillow_major")),
-        simd_(!spec.GetArgument<bool>("_portable")) {
+        simd_(!spec.GetArgument<bool>("_portable")),
+        dtype_(spec.GetArgument<dali::DALIDataType>("dtype")) {
     DALI_ENFORCE(image_size_.HasExplicitValue() == region_start_.HasExplicitValue(),
                  "DaliLoadersResize: image_size and region_start go together (the input is a region of an image)");
+    DALI_ENFORCE(dtype_ == DALI_UINT8 || dtype_ == DALI_FLOAT, "DaliLoadersResize: dtype is UINT8 or FLOAT");
+    DALI_ENFORCE(dtype_ == DALI_UINT8 || (geometry_.filter() != pilrs::Filter::kNearest &&
+                                         !image_size_.HasExplicitValue()),
+                 "DaliLoadersResize: dtype=FLOAT (torch's float resize) takes a bilinear or bicubic filter "
+                 "and whole images");
   }
 
  protected:
   bool SetupImpl(std::vector<dali::OutputDesc> &output_desc, const dali::Workspace &ws) override {
     const auto &input = ws.Input<CPUBackend>(0);
-    DALI_ENFORCE(input.type() == DALI_UINT8, "DaliLoadersResize takes uint8 images");
+    DALI_ENFORCE(input.type() == DALI_UINT8 || (dtype_ == DALI_FLOAT && input.type() == DALI_FLOAT),
+                 "DaliLoadersResize takes uint8 images (and float32 ones with dtype=FLOAT)");
     DALI_ENFORCE(input.sample_dim() == 3, "DaliLoadersResize takes HWC images");
     const int n = input.num_samples();
     geometry_.Acquire(spec_, ws, n);
@@ -120,22 +128,25 @@ class Resize : public dali::StatelessOperator<CPUBackend> {
       image_size_.Acquire(spec_, ws, n, TensorShape<1>(2));
       region_start_.Acquire(spec_, ws, n, TensorShape<1>(2));
     }
+    planar_ = input.GetLayout() == "CHW";
+    DALI_ENFORCE(!planar_ || dtype_ == DALI_FLOAT, "DaliLoadersResize: CHW images take dtype=FLOAT");
     TensorListShape<3> shape(n);
     axes_.resize(n);
     regions_.resize(n);
     images_.resize(n);
     for (int i = 0; i < n; i++) {   // the input: a whole image, or the region of one it holds
       const auto in = input.tensor_shape(i);
-      const int h = static_cast<int>(in[0]), w = static_cast<int>(in[1]);
+      const int h = static_cast<int>(in[planar_ ? 1 : 0]), w = static_cast<int>(in[planar_ ? 2 : 1]);
       images_[i] = region ? std::array<int, 2>{image_size_[i].data[0], image_size_[i].data[1]}
                           : std::array<int, 2>{h, w};
       regions_[i] = region ? pilrs::Region{region_start_[i].data[0], region_start_[i].data[1], h, w}
                            : pilrs::Region{0, 0, h, w};
       axes_[i] = geometry_.Axes(i, images_[i][0], images_[i][1]);
-      shape.set_tensor_shape(i, TensorShape<3>(axes_[i][0].count, axes_[i][1].count, in[2]));
+      shape.set_tensor_shape(i, planar_ ? TensorShape<3>(in[0], axes_[i][0].count, axes_[i][1].count)
+                                        : TensorShape<3>(axes_[i][0].count, axes_[i][1].count, in[2]));
     }
     output_desc.resize(1);
-    output_desc[0] = {shape, DALI_UINT8};
+    output_desc[0] = {shape, dtype_};
     return true;
   }
 
@@ -148,10 +159,30 @@ class Resize : public dali::StatelessOperator<CPUBackend> {
     const int n = input.num_samples();
     held_.assign(n, 1);
     for (int i = 0; i < n; i++) {
-      const int c = static_cast<int>(input.tensor_shape(i)[2]);
+      const int c = static_cast<int>(input.tensor_shape(i)[planar_ ? 0 : 2]);
       const auto &a = axes_[i];
       const auto &r = regions_[i];
       const auto &image = images_[i];
+      if (dtype_ == DALI_FLOAT) {
+        pool.AddWork([&, i, c](int thread) {
+          float *out = output.mutable_tensor<float>(i);
+          if (planar_) {   // CHW (the converted image, float): each channel a one-channel image
+            const size_t plane = static_cast<size_t>(r.height) * r.width;
+            const size_t out_plane = static_cast<size_t>(a[0].count) * a[1].count;
+            for (int k = 0; k < c; k++) {
+              pilrs::resample_tensor_image(input.tensor<float>(i) + k * plane, r.width, 1, out + k * out_plane, a[0],
+                                           a[1], geometry_.filter(), scratch_[thread]);
+            }
+          } else if (input.type() == DALI_FLOAT) {
+            pilrs::resample_tensor_image(input.tensor<float>(i), r.width * c, c, out, a[0], a[1], geometry_.filter(),
+                                         scratch_[thread]);
+          } else {
+            pilrs::resample_tensor_image(input.tensor<uint8_t>(i), r.width * c, c, out, a[0], a[1],
+                                         geometry_.filter(), scratch_[thread]);
+          }
+        }, static_cast<int64_t>(a[0].count) * a[1].count);
+        continue;
+      }
       pool.AddWork([&, i, c](int thread) {
         held_[i] = pilrs::resample_image(input.tensor<uint8_t>(i), image[0], image[1], r.width * c, c,
                                          output.mutable_tensor<uint8_t>(i), a[0], a[1], geometry_.filter(),
@@ -172,6 +203,8 @@ class Resize : public dali::StatelessOperator<CPUBackend> {
   dali::ArgValue<int, 1> image_size_, region_start_;
   int pillow_major_;
   bool simd_;
+  dali::DALIDataType dtype_;   // UINT8: PIL's resize; FLOAT: torch's of a float tensor
+  bool planar_ = false;        // CHW input (dtype FLOAT only)
   std::vector<std::array<pilrs::Axis, 2>> axes_;
   std::vector<std::array<int, 2>> images_;   // (height, width) of each image
   std::vector<pilrs::Region> regions_;       // the part of it each input holds
@@ -247,13 +280,17 @@ PIL's bit for bit; NEAREST too (Pillow's source pixel positions, to the rounding
 resized image (a crop of the whole resize, computed without the rest of it).)")
     .NumInput(1)
     .NumOutput(1)
-    .InputLayout(0, "HWC")
+    .InputLayout(0, {"HWC", "CHW"})
     .AddOptionalArg<std::vector<int>>("image_size", "(height, width) of the image when the input holds only "
                                       "a region of it (a region decode), with region_start.", nullptr, true)
     .AddOptionalArg<std::vector<int>>("region_start", "(top, left) of the input in the image of image_size.",
                                       nullptr, true)
     .AddParent("DaliLoadersResizeGeometry")
     .AddOptionalArg("pillow_major", "The Pillow major version whose pass order to follow.", 13)
+    .AddOptionalTypeArg("dtype", "UINT8: PIL's resize; FLOAT: torch's antialiased resize of a float tensor "
+                    "(torchvision's Resize after ToTensor), in the input's units, unrounded: bilinear or bicubic, "
+                    "whole images, the box's start a whole pixel; uint8 or float32 HWC input, or float32 CHW.",
+                    DALI_UINT8)
     .AddOptionalArg("_portable", "Tests: the plain C++ path (as on aarch64) even where AVX2 is.", false);
 
 DALI_SCHEMA(DaliLoadersResizeRegion)

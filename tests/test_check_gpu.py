@@ -132,7 +132,7 @@ def test_bounds_are_in_levels_whatever_the_output_scale(tmp_path):
         assert check_gpu.compare(check_gpu.Check(name, make, 7, std=scale, left_out=([1], [2])), "gpu")["worst"] > 6
     checks = {c.name: c for c in check_gpu.build_checks(str(tmp_path)) if isinstance(c, check_gpu.Check)}
     normalized = [name for name in checks if name.startswith(("loader:", "decode:")) or "Normalize" in name]
-    assert len(normalized) == 7 and all(checks[name].std is not None for name in normalized)
+    assert len(normalized) == 8 and all(checks[name].std is not None for name in normalized)
     assert checks["transform: Resize nearest (h, w)"].left_out == ([], [27, 38])   # PIL: 72 -> 44 px rounds 2 down
 
 

@@ -124,9 +124,9 @@ def transform_cases() -> List[tuple]:
         ("DaliFunction", transforms.DaliFunction(_resize_20), 2),
         ("ToPureTensor", v2.Compose([*FLOAT, v2.ToPureTensor()]), 1),
         # torch's float resize by our operator on the CPU, DALI's fn.resize in float on the GPU
-        # (its border differs most on downscales); the pad's 0 is the mean colour after Normalize
-        ("Resize after ToTensor + Normalize, padded", v2.Compose([*FLOAT, v2.Normalize([0.5] * 3, [0.2] * 3),
-                                                                  v2.Resize(36), v2.Pad(2)]), 12),
+        # (its border differs most on downscales); a fill of 0.5 is no uint8 level: float pixels
+        ("Resize + Pad 0.5 after ToTensor, then Normalize", v2.Compose([*FLOAT, v2.Resize(36), v2.Pad(2, fill=0.5),
+                                                                        v2.Normalize([0.5] * 3, [0.2] * 3)]), 12),
         ("ToPILImage between tensor steps", v2.Compose([v2.PILToTensor(), v2.ToPILImage(), v2.PILToTensor()]), 1),
         # one-line Lambdas read as steps: grey, its channel repeated, then to [-1, 1] (2 units a level)
         # no GPU operator: the recipe decodes and runs its steps on the CPU under device="gpu"

@@ -95,7 +95,8 @@ def test_steps_drawn_per_sample_have_no_gpu_to_cpu_edge(images, variant):
              v2.RandomChannelPermutation(), v2.RandomPerspective(0.3, p=0.5), v2.ElasticTransform(fill=3.0),
              v2.RandomRotation(20, expand=True), v2.RandomRotation(20, expand=True, interpolation=v2.InterpolationMode.BILINEAR),
              v2.ElasticTransform(interpolation=v2.InterpolationMode.NEAREST, fill=5.0), v2.ToImage(),
-             v2.GaussianNoise(0.0, 0.05), v2.JPEG((30, 90)), v2.ToDtype(torch.float32, scale=True), v2.GaussianNoise()]
+             v2.GaussianNoise(0.0, 0.05), v2.JPEG((30, 90)), v2.ToDtype(torch.float32, scale=True), v2.GaussianNoise(),
+             v2.RandomZoomOut(fill=0.5, side_range=(1.0, 1.5), p=0.5)]   # float: its fill in the float image's units
     assert gpu_to_cpu_edges(serialized_gpu_graph(images, v2.Compose(steps), variant=variant)) == []
 
 

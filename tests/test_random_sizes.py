@@ -140,13 +140,40 @@ def test_unsupported_parameters_are_refused_by_name(step, argument):
     assert type(step).__name__ in str(error.value) and argument in str(error.value)
 
 
-def test_after_the_conversion_to_float_the_step_takes_the_python_path_by_name():
-    from test_transforms import many
+FLOAT = (v2.ToImage(), v2.ToDtype(torch.float32, scale=True))
+MEAN, STD = np.array([0.5, 0.4, 0.3]), np.array([0.2, 0.25, 0.3])
 
-    from dali_loaders.loader import PythonPathNote, dali_loader
 
-    with pytest.warns(PythonPathNote, match="RandomZoomOut comes after the conversion to float"):
-        loader = dali_loader(many(coordinate_image(8, 8), 4), C(v2.ToImage(), v2.ToDtype(torch.float32, scale=True),
-                                                                 v2.RandomZoomOut()), train=True, batch_size=2,
-                             num_threads=1)
-    assert loader.route.startswith("python: RandomZoomOut comes after the conversion to float")
+@pytest.mark.parametrize("name,steps,fill", [
+    ("Normalize, fill 0 (the mean colour)", (*FLOAT, v2.Normalize(MEAN, STD)), 0.0),
+    ("Normalize, a fill per channel", (*FLOAT, v2.Normalize(MEAN, STD)), (0.1, -0.2, 0.3)),
+    ("ToDtype, fill 1.0 (a whole level)", FLOAT, 1.0),
+    ("ToDtype, fill 0.5", FLOAT, 0.5),
+])
+def test_after_the_conversion_to_float_the_canvas_is_filled_in_the_float_images_units(name, steps, fill):
+    """As torchvision pads the float tensor: the image unchanged inside its canvas, the fill
+    exact around it (the Python path took it before; 0 after Normalize would be -mean/std
+    if filled in uint8 levels)."""
+    image = coordinate_image(20, 10)
+    transform = C(*steps, v2.RandomZoomOut(fill=fill, side_range=(2.0, 2.0), p=1.0))
+    assert transforms.untranslatable_reason(transform) is None
+    converted = image / np.float32(255.0)
+    if len(steps) > 2:
+        converted = (converted - MEAN) / STD
+    fills = np.broadcast_to(np.asarray(fill, dtype=np.float64), (3,))
+    tops = []
+    for outputs in both(image, transform, n=120):
+        offsets = []
+        for output in outputs:
+            assert output.shape == (20, 40, 3) and output.dtype == np.float32
+            found = [(t, s) for t in range(11) for s in range(21)
+                     if np.allclose(output[t:t + 10, s:s + 20], converted, atol=1e-5)]
+            assert len(found) == 1, f"{name}: the image is not inside its canvas"
+            top, left = found[0]
+            around = np.ones((20, 40), dtype=bool)
+            around[top:top + 10, left:left + 20] = False
+            assert np.allclose(output[around], fills, atol=1e-6), f"{name}: fill {output[around][0]}, not {fills}"
+            offsets.append(top)
+        assert min(offsets) == 0 and max(offsets) == 9   # int(10 * u), u < 1
+        tops.append(offsets)
+    close(*tops, 1.0, "top offset")   # sd ~3.2, 120 samples each

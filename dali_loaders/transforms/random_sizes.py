@@ -19,7 +19,7 @@ from ._args import (
     truncated,
     uniform,
 )
-from ._core import Images, refuses, translates, uint8_only
+from ._core import Images, refuses, translates
 from ._hsv import mask, where
 from .geometry import resize_to
 
@@ -103,7 +103,6 @@ def scale_jitter(step, images: Images) -> None:
 
 
 @translates("RandomZoomOut")
-@uint8_only
 def random_zoom_out(step, images: Images) -> None:
     """With probability p, a canvas int(side * r) a side, r uniform in side_range, filled with
     `fill`, the image at a uniform offset inside it."""

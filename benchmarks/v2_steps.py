@@ -1,6 +1,6 @@
 """`python -m benchmarks.v2_steps`: images/s of recipes holding torchvision v2's detection-style
 steps (RandomPhotometricDistort, GaussianNoise, ElasticTransform, RandomShortestSize, RandomZoomOut),
-TenCrop (its crops as a tuple, or stacked by v1's Lambda), LinearTransformation (a whitening matrix of CIFAR's size, 3072 x 3072), ResNet-50's
+reflect padding, TenCrop (its crops as a tuple, or stacked by v1's Lambda), LinearTransformation (a whitening matrix of CIFAR's size, 3072 x 3072), ResNet-50's
 weights.transforms() and timm's keep-ratio training crop (create_transform(train_crop_mode="rkrr"),
 where timm is installed), DaliLoader against torch's DataLoader over the same ImageFolder and transform object.
 
@@ -39,6 +39,9 @@ def recipes() -> dict:
         "RandomShortestSize, RandomZoomOut, RandomCrop, flip": [
             v2.RandomShortestSize([256, 288, 320], max_size=400), v2.RandomZoomOut(p=0.5, side_range=(1.0, 1.5)),
             v2.RandomCrop(224), v2.RandomHorizontalFlip()] + to_float + [normalize],
+        "Resize(256), RandomCrop(224, padding=16, reflect), flip": [
+            v2.Resize(256), v2.RandomCrop(224, padding=16, padding_mode="reflect"), v2.RandomHorizontalFlip()]
+        + to_float + [normalize],
         "RandomResizedCrop(32), flip, LinearTransformation (3072)": [
             v2.RandomResizedCrop(32), v2.RandomHorizontalFlip()] + to_float + [v2.LinearTransformation(matrix, torch.zeros(side))],
         "ResNet50_Weights.IMAGENET1K_V2.transforms()": [ResNet50_Weights.IMAGENET1K_V2.transforms()],

@@ -164,9 +164,22 @@ MODES = ["reflect", "edge", "symmetric"]
 LTRB = (1, 2, 3, 4)   # every side different: a swapped side shows
 
 
+@pytest.fixture(params=["warp", "slices"])
+def pad_path(request, monkeypatch):
+    """Both ways the graph pads: one warp whose border is numpy's mode (CPU, DALI >= 2.4), and
+    the cut, flipped and joined borders (GPU graphs, older DALI)."""
+    from dali_loaders import dali_compat
+
+    if request.param == "warp" and not dali_compat.warp_perspective_on_cpu():
+        pytest.skip("this DALI has no perspective warp on the CPU")
+    if request.param == "slices":
+        monkeypatch.setattr(dali_compat, "warp_perspective_on_cpu", lambda: False)
+    return request.param
+
+
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("T", [v1, v2])
-def test_random_crop_padding_modes_on_arrays_and_files(photo_files, mode, T):
+def test_random_crop_padding_modes_on_arrays_and_files(photo_files, mode, T, pad_path):
     """A window the size of the padded image: the whole padding, deterministic. On arrays the
     source pads (numpy); after a Resize the graph does (flipped slices)."""
     size = (30 + LTRB[1] + LTRB[3], 40 + LTRB[0] + LTRB[2])
@@ -182,7 +195,7 @@ def test_random_crop_padding_modes_on_arrays_and_files(photo_files, mode, T):
 
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("T", [v1, v2])
-def test_pad_if_needed_with_a_padding_mode_on_images_of_varying_size(photo_files, mode, T):
+def test_pad_if_needed_with_a_padding_mode_on_images_of_varying_size(photo_files, mode, T, pad_path):
     """Each image's own shortfall padded in the graph: every output is a window of
     torchvision's own padding of that image (the padding, then the shortfall on both sides),
     and the windows move (a random crop, not a fixed one)."""
@@ -206,14 +219,14 @@ def test_pad_if_needed_with_a_padding_mode_on_images_of_varying_size(photo_files
 
 
 @pytest.mark.parametrize("mode", MODES)
-def test_pad_modes_on_files_of_every_size(photo_files, mode):
+def test_pad_modes_on_files_of_every_size(photo_files, mode, pad_path):
     recipe = C(v2.Pad(list(LTRB), padding_mode=mode), v2.PILToTensor())
     for ours, theirs in zip(dali_outputs(photo_files, recipe), twin_outputs(photo_files, recipe)):
         assert ours.shape == theirs.shape and np.array_equal(ours, theirs)
 
 
 @pytest.mark.parametrize("first", [True, False])
-def test_reflect_padded_random_crops_are_windows_of_torchvisions_padding(first):
+def test_reflect_padded_random_crops_are_windows_of_torchvisions_padding(first, pad_path):
     """CIFAR's RandomCrop(32, 4, 'reflect'): each output is a window of the reflect-padded
     image, and the windows move."""
     images = photo_arrays(32)[:1].repeat(64, axis=0)
@@ -231,9 +244,48 @@ def test_reflect_padded_random_crops_are_windows_of_torchvisions_padding(first):
 
 
 @pytest.mark.parametrize("mode,padding", [("reflect", 40), ("symmetric", 41)])
-def test_a_reflection_wider_than_the_image_is_refused_by_name(mode, padding):
-    with pytest.raises(ValueError, match=f"RandomCrop: padding {padding} with padding_mode='{mode}' on images 40 x 40"):
-        dali_outputs(arrays(), C(v2.RandomCrop(40, padding=padding, padding_mode=mode), v2.PILToTensor()))
+def test_a_reflection_wider_than_a_tensor_image_is_refused_by_name(mode, padding):
+    """torch refuses it on a tensor: the step is refused by name (the Python path then runs
+    torchvision, which raises its own error)."""
+    with pytest.raises(ValueError, match=f"RandomCrop: padding {padding} with padding_mode='{mode}' on tensor images 40 x 40"):
+        dali_outputs(arrays(), C(v2.PILToTensor(), v2.RandomCrop(40, padding=padding, padding_mode=mode)))
+
+
+@pytest.mark.parametrize("mode", ["reflect", "symmetric"])
+@pytest.mark.parametrize("T", [v1, v2])
+def test_a_reflection_wider_than_a_pil_image_repeats_as_numpys(photo_files, mode, T, pad_path):
+    """On a PIL image torchvision pads with numpy, which reflects again and again: Pad and the
+    whole padded window of RandomCrop, wider than the image (and than twice the image) on one
+    side, pixel for pixel, on files of every size (sizes per sample) and on arrays (known)."""
+    wide = (170, 3, 45, 330)   # left, top, right, bottom; the photographs' longest side is 160
+    pad = T.Compose([T.Pad(list(wide), padding_mode=mode), T.PILToTensor()])
+    assert transforms.untranslatable_reason(pad) is None
+    for ours, theirs in zip(dali_outputs(photo_files, pad), twin_outputs(photo_files, pad)):
+        assert ours.shape == theirs.shape and np.array_equal(ours, theirs), mode
+    def cropped(height, width):   # a window the size of the padded image: deterministic
+        return [T.RandomCrop((height + 100, width + 180), padding=[90, 50], padding_mode=mode), T.PILToTensor()]
+
+    for source, recipe in ((arrays(), T.Compose(cropped(40, 40))),   # the source's arrays
+                           (arrays(), T.Compose([T.Resize((20, 40)), *cropped(20, 40)]))):
+        ours, theirs = dali_outputs(source, recipe), twin_outputs(source, recipe)
+        assert all(a.shape == b.shape and np.array_equal(a, b) for a, b in zip(ours, theirs)), mode
+
+
+@pytest.mark.parametrize("mode", ["reflect", "symmetric"])
+def test_pad_if_needed_far_beyond_a_small_image_is_a_window_of_numpys_padding(photo_files, mode, pad_path):
+    """pad_if_needed's shortfall per image, several times the image's side: each output is a
+    window of numpy's padding of that image (as torchvision pads a PIL image)."""
+    crop = v2.RandomCrop((150, 170), pad_if_needed=True, padding_mode=mode)
+    resized = twin_outputs(photo_files, C(v2.Resize(30), v2.PILToTensor()))
+    assert len({r.shape for r in resized}) > 1, "the test needs images of varying size"
+    outputs = dali_outputs(photo_files, C(v2.Resize(30), crop, v2.PILToTensor()))
+    for k, image in enumerate(resized):
+        grow_h, grow_w = max(150 - image.shape[1], 0), max(170 - image.shape[2], 0)
+        assert grow_h > 2 * image.shape[1]
+        padded = np.pad(image, ((0, 0), (grow_h, grow_h), (grow_w, grow_w)), mode=mode)
+        assert outputs[k].shape == (3, 150, 170)
+        assert any(np.array_equal(padded[:, y:y + 150, x:x + 170], outputs[k])
+                   for y in range(padded.shape[1] - 149) for x in range(padded.shape[2] - 169)), (k, mode)
 
 
 # -- python_fallback and the process's random generators ---------------------------------------------

@@ -74,6 +74,11 @@ def transform_cases() -> List[tuple]:
         ("RandomCrop padded", v2.RandomCrop(48, padding=(1, 2, 3, 4), pad_if_needed=True, fill=9), 1),
         ("Pad + flips p=1", v2.Compose([v2.Pad((1, 2), fill=(1, 2, 3)), v2.RandomHorizontalFlip(1),
                                         v2.RandomVerticalFlip(1)]), 1),
+        # borders cut, flipped and joined there, one warp with numpy's border here; wider than
+        # the image, numpy's reflection repeats (a PIL twin's)
+        ("Pad reflect, symmetric, edge, wider than the image",
+         v2.Compose([v2.Pad((80, 3, 5, 60), padding_mode="reflect"), v2.Pad((2, 130, 170, 1), padding_mode="symmetric"),
+                     v2.Pad((3, 1, 0, 2), padding_mode="edge")]), 1),
         ("RandomRotation 10 deg", v2.RandomRotation((10, 10), **pin), 2),
         ("RandomRotation 10 deg, expanded canvas", v2.RandomRotation((10, 10), expand=True, **pin), 2),
         ("RandomAffine pinned", v2.RandomAffine((5, 5), translate=None, scale=(1.1, 1.1), shear=(2, 2, 3, 3), **pin),

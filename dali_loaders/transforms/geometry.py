@@ -1,6 +1,6 @@
 """Resize, crops, padding and flips."""
 import numbers
-from typing import List, Optional, Tuple
+from typing import List, Tuple
 
 import numpy as np
 
@@ -23,12 +23,11 @@ from ._args import (
 from ._core import (
     CROP_ATTEMPTS,
     Images,
-    Untranslatable,
-    describe,
     fuses,
     refuses,
     translates,
 )
+from .padding_modes import check_mode_padding, mode_pad, padding_mode_refusal
 
 # -- geometry -----------------------------------------------------------------------------
 
@@ -318,14 +317,6 @@ def random_resized_crop(step, images: Images) -> None:
     images.height, images.width = height, width
 
 
-PADDING_MODES = ("constant", "reflect", "edge", "symmetric")
-
-
-def padding_mode_refusal(step) -> str:
-    mode = getattr(step, "padding_mode", "constant")
-    return "" if mode in PADDING_MODES else f"padding_mode={mode!r} is not supported ({', '.join(PADDING_MODES)})"
-
-
 def random_crop_refusal(step) -> str:
     return padding_mode_refusal(step)
 
@@ -396,59 +387,6 @@ def _mode_padded_random_crop(step, images: Images, ltrb, crop_h: int, crop_w: in
         mode_pad(images, (grow_w, grow_h, grow_w, grow_h), step.padding_mode, most=(crop_w, crop_h))
     crop_window(images, random_offset(images.height - crop_h), random_offset(images.width - crop_w),
                 crop_h, crop_w, [0.0] * images.channels)
-
-
-def check_mode_padding(step, images: Images, ltrb) -> None:
-    """torchvision refuses a reflect padding as wide as the image (symmetric: wider); so do we,
-    by name, where the size is known when the graph is built (numpy would reflect again)."""
-    mode = step.padding_mode
-    if mode not in ("reflect", "symmetric"):
-        return
-    for side, pads in ((images.width, ltrb[0::2]), (images.height, ltrb[1::2])):
-        if isinstance(side, numbers.Number) and max(pads) >= side + (mode == "symmetric"):
-            raise Untranslatable(f"{describe(step)}: padding {max(pads)} with padding_mode={mode!r} on images "
-                                 f"{images.width} x {images.height}: the padding must be smaller than the image")
-
-
-def mode_pad(images: Images, ltrb, mode: str, most=(None, None)) -> None:
-    """reflect, edge or symmetric padding (numpy's and torchvision's) in the graph: DALI's pad
-    and slice only fill with constants, so the borders are cut, flipped and joined. Width,
-    then height: the modes are separable, so the corners come out as torchvision's."""
-    left, top, right, bottom = ltrb
-    images.data = _pad_axis(images.data, images.width, left, right, mode, "W", most[0])
-    images.width = images.width + left + right
-    images.data = _pad_axis(images.data, images.height, top, bottom, mode, "H", most[1])
-    images.height = images.height + top + bottom
-
-
-def _pad_axis(data, size, before, after, mode: str, axis: str, most: Optional[int] = None):
-    """`before` and `after`: ints, or DataNodes of at most `most` (edge padding needs the bound)."""
-    from nvidia.dali import fn
-
-    def strip(start, length):
-        return fn.slice(data, start=stack(start, integer=True), shape=stack(length, integer=True), axis_names=axis)
-
-    def flipped(part):
-        return fn.flip(part, horizontal=int(axis == "W"), vertical=int(axis == "H"))
-
-    def edge(start, amount):
-        if isinstance(amount, numbers.Number):
-            return fn.cat(*[strip(start, 1)] * amount, axis_name=axis)
-        repeated, count = strip(start, 1), 1
-        while count < most:   # the border line doubled up to the bound, then cut to the amount
-            repeated, count = fn.cat(repeated, repeated, axis_name=axis), 2 * count
-        return fn.slice(repeated, start=stack(0, integer=True), shape=stack(amount, integer=True), axis_names=axis)
-
-    parts = []   # amounts known only per sample (DataNodes) are cut every time: a slice may be empty
-    if not isinstance(before, numbers.Number) or before:
-        parts.append({"reflect": lambda: flipped(strip(1, before)), "symmetric": lambda: flipped(strip(0, before)),
-                      "edge": lambda: edge(0, before)}[mode]())
-    parts.append(data)
-    if not isinstance(after, numbers.Number) or after:
-        parts.append({"reflect": lambda: flipped(strip(size - 1 - after, after)),
-                      "symmetric": lambda: flipped(strip(size - after, after)),
-                      "edge": lambda: edge(size - 1, after)}[mode]())
-    return fn.cat(*parts, axis_name=axis) if len(parts) > 1 else data
 
 
 @translates("Pad")

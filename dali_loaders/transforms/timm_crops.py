@@ -23,7 +23,8 @@ from ._args import (
 from ._core import Images, refuses, register
 from ._hsv import mask, where
 from ._placement import branches_when
-from .geometry import PADDING_MODES, mode_pad, resize_to
+from .geometry import resize_to
+from .padding_modes import PADDING_MODES, mode_pad
 from .timm import interpolation_modes, random_interpolation, resampled_either_way
 
 # -- ResizeKeepRatio ---------------------------------------------------------------------------

@@ -1,4 +1,5 @@
 """RandomApply, RandomChoice and RandomOrder: steps applied at random, per image."""
+import numbers
 from functools import partial
 from itertools import permutations
 from typing import Any, List
@@ -33,17 +34,24 @@ SHAPE_KEEPING = {"ColorJitter", "GaussianBlur", "PILGaussianBlur", "RandomGraysc
                  "AutoAugment", "RandAugment", "TrivialAugmentWide", "AugMix", "AugMixAugment", "Grayscale"}
 
 
+# Steps that change the image's size, keeping its type: inside a RandomApply or RandomChoice
+# each image's size is carried out of its branch (sized_branch)
+SIZE_CHANGING = {"Resize", "CenterCrop", "RandomCrop", "RandomResizedCrop", "Pad", "RandomShortestSize", "RandomResize",
+                 "ScaleJitter", "RandomZoomOut",
+                 # timm's (transforms.timm_crops), by their class names
+                 "RandomResizedCropAndInterpolation", "ResizeKeepRatio", "CenterCropOrPad", "RandomCropOrPad",
+                 "TrimBorder"}
+
+
 def random_apply_refusal(step) -> str:
     return inner_refusal(flatten(list(step.transforms)))
 
 
 def inner_refusal(steps) -> str:
     for inner in steps:
-        if type(inner).__name__ not in SHAPE_KEEPING:
-            return (f"{describe(inner)} inside it: only steps that keep the image's size and type are "
-                    f"translated there ({', '.join(sorted(SHAPE_KEEPING))})")
-        if type(inner).__name__ == "RandomRotation" and inner.expand:
-            return f"{describe(inner)} inside it: expand=True changes the image's size"
+        if type(inner).__name__ not in SHAPE_KEEPING | SIZE_CHANGING:
+            return (f"{describe(inner)} inside it: only steps that keep the image's type are translated there "
+                    f"({', '.join(sorted(SHAPE_KEEPING | SIZE_CHANGING))})")
         if type(inner).__name__ == "Grayscale" and inner.num_output_channels != 3:
             return (f"{describe(inner)} inside it: num_output_channels=1 changes the image's channels; "
                     f"use RandomGrayscale, or Grayscale(num_output_channels=3)")
@@ -96,21 +104,99 @@ def random_apply(step, images: Images) -> None:
         for inner in flatten(list(step.transforms)):
             BLURS[type(inner).__name__](inner, images, applied)
         return
+    steps = flatten(list(step.transforms))
+    if changes_size(steps):
+        branches = Branches(images)
+        data, height, width = images.data, size_node(images.height), size_node(images.width)
+        if coin(step.p):
+            data, height, width = branches.sized(steps, data)
+        branches.merge(data, height, width, kept=True)
+        return
     data = images.data
     if coin(step.p):
-        data = applied_to(flatten(list(step.transforms)), images, data)
+        data = applied_to(steps, images, data)
     images.data = data
 
 
 def applied_to(steps, images: Images, data):
     """The steps on `data` inside a conditional's branch (see Images.branch)."""
+    return branch_of(steps, images, data).data
+
+
+def branch_of(steps, images: Images, data) -> Images:
     inner = images.branch(data)
     apply(steps, inner)
     inner.flush_mirror()
     if inner.channels != images.channels:   # Grayscale(3) of a grey image: torchvision could not batch it either
         raise Untranslatable(f"{describe(steps[0])} inside a RandomApply or RandomChoice changes the images' "
                              f"channels from {images.channels} to {inner.channels} on some images only")
-    return inner.data
+    return inner
+
+
+# -- branches that change the images' size ------------------------------------------------------
+
+
+def changes_size(steps) -> bool:
+    """Whether any of the steps (or of those inside the containers among them) may change the
+    images' size."""
+    for inner in steps:
+        name = type(inner).__name__
+        if name in SIZE_CHANGING or (name == "RandomRotation" and inner.expand):
+            return True
+        if name in ("RandomApply", "RandomChoice", "RandomOrder") and changes_size(flatten(list(inner.transforms))):
+            return True
+    return False
+
+
+def size_node(side):
+    """An image side as an int32 CPU DataNode: DALI's conditionals merge DataNodes only, each
+    branch's of one type."""
+    import numpy as np
+    from nvidia.dali import fn, types
+
+    if isinstance(side, numbers.Number):
+        return types.Constant(np.int32(side), device="cpu")
+    return fn.cast(side, dtype=types.INT32)
+
+
+class Branches:
+    """The branches of one conditional whose steps may change the images' size: each carries its
+    images' height and width out as DataNodes, merged beside the pixels; the rest of what the
+    images hold must come out of every branch alike (it is one Images after the merge)."""
+
+    def __init__(self, images: Images):
+        self.images, self.sizes, self.states = images, [], []
+
+    def sized(self, steps, data):
+        inner = branch_of(steps, self.images, data)
+        self.sizes.append(_known(inner))
+        self.states.append(_state(inner))
+        return inner.data, size_node(inner.height), size_node(inner.width)
+
+    def merge(self, data, height, width, kept: bool) -> None:
+        """The merged pixels and sizes into the images; `kept`: some images took no branch."""
+        images = self.images
+        states = self.states + ([_state(images)] if kept else [])
+        if any(state != states[0] for state in states):
+            raise Untranslatable(f"the steps inside a RandomApply or RandomChoice leave the images in different "
+                                 f"states ({', '.join(sorted(set(map(str, states))))})")
+        sizes = self.sizes + ([_known(images)] if kept else [])
+        images.data = data
+        if None not in sizes and len(set(sizes)) == 1:
+            images.height, images.width = sizes[0]   # one size known now: the steps after read it so
+        else:
+            images.height, images.width = height, width
+
+
+def _known(images: Images):
+    """(height, width) where both are known now, else None (a DataNode made in a branch must
+    not be read outside it, not even by AutoGraph's bookkeeping)."""
+    sides = (images.height, images.width)
+    return sides if all(isinstance(v, numbers.Number) for v in sides) else None
+
+
+def _state(images: Images):
+    return images.dtype, images.kind, images.channels, images.float_pixels, images.materialized, images.layout
 
 
 # -- RandomChoice -----------------------------------------------------------------------------
@@ -159,6 +245,11 @@ def random_choice(step, images: Images) -> None:
     images.flush_mirror()
     total = sum(weights)
     index = fn.random.choice(len(weights), p=[w / total for w in weights])
+    if changes_size([inner for group in groups(step) for inner in group]):
+        branches = Branches(images)
+        merged = one_of(index, [partial(branches.sized, group) for group in groups(step)], images.data)
+        branches.merge(*merged, kept=False)
+        return
     images.data = one_of(index, [partial(applied_to, group, images) for group in groups(step)], images.data)
 
 

@@ -1,6 +1,6 @@
 """`python -m benchmarks.v2_steps`: images/s of recipes holding torchvision v2's detection-style
 steps (RandomPhotometricDistort, GaussianNoise, ElasticTransform, RandomShortestSize, RandomZoomOut),
-reflect padding, TenCrop (its crops as a tuple, or stacked by v1's Lambda), LinearTransformation (a whitening matrix of CIFAR's size, 3072 x 3072), ResNet-50's
+RandomRotation, reflect padding, TenCrop (its crops as a tuple, or stacked by v1's Lambda), LinearTransformation (a whitening matrix of CIFAR's size, 3072 x 3072), ResNet-50's
 weights.transforms() and timm's keep-ratio training crop (create_transform(train_crop_mode="rkrr"),
 where timm is installed), DaliLoader against torch's DataLoader over the same ImageFolder and transform object.
 
@@ -33,6 +33,9 @@ def recipes() -> dict:
         "+ RandomPhotometricDistort()": crop + [v2.RandomPhotometricDistort()] + to_float + [normalize],
         "+ GaussianNoise() on floats": crop + to_float + [v2.GaussianNoise(), normalize],
         "+ ElasticTransform()": crop + [v2.ElasticTransform()] + to_float + [normalize],
+        "+ RandomRotation(15)": crop + [v2.RandomRotation(15)] + to_float + [normalize],
+        "+ RandomRotation(15, BILINEAR)": crop + [v2.RandomRotation(15, interpolation=v2.InterpolationMode.BILINEAR)]
+        + to_float + [normalize],
         "Resize(256), TenCrop(224) (test-time crops)": [v2.Resize(256), v2.TenCrop(224)] + to_float + [normalize],
         "v1 Resize(256), TenCrop(224), stacked by a Lambda": [v1.Resize(256), v1.TenCrop(224), v1.Lambda(
             lambda crops: torch.stack([normalize_v1(v1.ToTensor()(crop)) for crop in crops]))],

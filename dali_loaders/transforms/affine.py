@@ -4,9 +4,11 @@ import numbers
 
 import numpy as np
 
+from . import fused
 from ._args import fill_values, interp_type, stack, uniform
 from ._core import Images, is_v1, refuses, translates, uint8_only
 from ._hsv import mask, where
+from ._placement import augments_when
 
 # -- rotation and affine warps ---------------------------------------------------------------
 
@@ -148,12 +150,24 @@ def _round_half_even(x):
     return nearest - tie_to_odd
 
 
+def fused_rotation(step) -> bool:
+    """Whether the augmentation operator turns the image (on CPU graphs): F.rotate's own case,
+    the image's centre, its own canvas."""
+    return not step.expand and step.center is None
+
+
 @translates("RandomRotation")
 @refuses(warp_refusal)
+@augments_when(fused_rotation)
 @uint8_only
 def random_rotation(step, images: Images) -> None:
     """Counter-clockwise by an angle uniform in `degrees` (torchvision's affine turns clockwise);
-    with expand=True onto the canvas that holds the whole turned image, about its centre."""
+    with expand=True onto the canvas that holds the whole turned image, about its centre. On
+    CPU graphs the augmentation operator turns it about its centre, in each twin's warp."""
+    if fused.usable(images) and fused_rotation(step):
+        images.decode()
+        fused.rotation(step, images)
+        return
     angle = -uniform(*step.degrees)
     if not step.expand:
         warp(step, images, angle)

@@ -262,6 +262,17 @@ def color_jitter(step, images: Images, active: Sequence[str]) -> None:
         pending.add_slot(row, Uniform() if ranged else 0.0)
 
 
+def rotation(step, images: Images) -> None:
+    """RandomRotation without expand or center: F.rotate about the centre by an angle uniform
+    in `degrees` (the row's low end plus the slot's draw times the span), counter-clockwise,
+    in the twin's own warp (PIL's nearest in 16.16 fixed point, torch's grid in float32)."""
+    low, high = (float(d) for d in step.degrees)
+    pending = images.pending_augment(kernels(step, images), warp_fill(step, images), warps=True)
+    first = pending.add_table(np.array([op.table_row("Rotate", [low, op.RESAMPLE[interp_type(step).name]],
+                                                     span=high - low)], np.float64))
+    pending.add_slot(first, Uniform() if high != low else 0.0)
+
+
 def random_grayscale(step, images: Images) -> None:
     """The Grayscale row, applied when the slot's draw is below p."""
     pending = images.pending_augment(kernels(step, images), None, warps=False)

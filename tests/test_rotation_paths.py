@@ -1,0 +1,58 @@
+"""RandomRotation (no expand, no center) both ways a CPU graph turns the image: in the
+augmentation operator, in each twin's own warp (PIL's nearest in 16.16 fixed point, its
+bilinear clamped and truncated; torch's grid and mask in float32), which makes it pixel for
+pixel; and, without the operator, through DALI's warp, within the documented levels (nearest
+ties fall either way there). The drawn angle against torchvision's on both."""
+import numpy as np
+import pytest
+import torch
+from test_transforms import C, both, close, coordinate_image, differences, pil_then, rotation_of, tensor_then
+from torchvision import transforms as v1
+from torchvision.transforms import v2
+
+from dali_loaders import transforms
+
+pytest.importorskip("nvidia.dali")
+
+IM = v2.InterpolationMode
+FIXED = {
+    "PIL nearest": pil_then(v2.RandomRotation((33, 33))),
+    "PIL nearest, fill": pil_then(v2.RandomRotation((-71, -71), fill=90)),
+    "PIL bilinear, fill": pil_then(v2.RandomRotation((-17, -17), interpolation=IM.BILINEAR, fill=100)),
+    "v1 PIL nearest": v1.Compose([v1.RandomRotation((45, 45)), v1.PILToTensor()]),
+    "tensor nearest": tensor_then(v2.RandomRotation((33, 33))),
+    "tensor bilinear, fill": tensor_then(v2.RandomRotation((21, 21), interpolation=IM.BILINEAR, fill=7)),
+    "v1 tensor bilinear": v1.Compose([v1.PILToTensor(), v1.RandomRotation((21, 21), interpolation=IM.BILINEAR)]),
+}
+# worst |ours - torchvision's| in levels, mean over the photographs' pixels, each way
+BOUNDS = {"operator": {"v1 tensor bilinear": (0.001, 1.0)},   # v1's blend: a level at a pixel or two
+          "warp": {"PIL nearest": (0.01, 160.0), "PIL nearest, fill": (0.01, 160.0), "tensor nearest": (0.01, 160.0)}}
+
+
+@pytest.fixture(params=["operator", "warp"])
+def way(request, monkeypatch):
+    from dali_loaders.ops import plugin
+
+    if request.param == "warp":
+        monkeypatch.setenv(plugin.DISABLE_AUGMENT_ENV, "1")
+    elif not plugin.augment_available():
+        pytest.skip("the augmentation operator is not built here")
+    return request.param
+
+
+@pytest.mark.parametrize("name", list(FIXED))
+def test_a_fixed_angle_against_torchvisions(photo_files, way, name):
+    scale = 1.0 if transforms.plan(FIXED[name], False).output_dtype != torch.uint8 else 255.0
+    mean, worst = differences(photo_files, FIXED[name], scale)
+    bound = BOUNDS[way].get(name, (0.0, 0.0) if way == "operator" else (0.01, 1.0))
+    print(f"{way}, {name}: mean {mean:.4f}, worst {worst:.1f} (1/255)")
+    assert mean <= bound[0] and worst <= bound[1], f"{way}, {name}: mean {mean:.4f}, worst {worst:.1f} (1/255)"
+
+
+@pytest.mark.parametrize("interpolation", [IM.NEAREST, IM.BILINEAR])
+def test_the_drawn_angle_against_torchvisions(way, interpolation):
+    image = coordinate_image(64, 64)
+    transform = C(v2.RandomRotation((10, 40), interpolation=interpolation), v2.PILToTensor())
+    ours, theirs = [[rotation_of(o, (32, 27)) for o in outputs] for outputs in both(image, transform)]
+    close(ours, theirs, 1.5, "rotation angle")    # the sign too: -25 if turned the other way
+    assert 5 <= min(ours) and max(ours) <= 45 and np.std(ours) > 6   # read to a pixel; a fixed angle has no spread

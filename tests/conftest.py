@@ -110,3 +110,16 @@ def erase_path(request, monkeypatch):
     if request.param == "arithmetic":
         monkeypatch.setattr(augment, "draws_usable", lambda: False)
     return request.param
+
+
+@pytest.fixture(params=["operator", "without"])
+def augment_path(request, monkeypatch):
+    """Both ways a CPU graph runs the steps the augmentation operator fuses: "operator", in it
+    (skipped where the plugin cannot be built), and "without" it, in DALI's operators."""
+    from dali_loaders.ops import plugin
+
+    if request.param == "without":
+        monkeypatch.setenv(plugin.DISABLE_AUGMENT_ENV, "1")
+    elif not plugin.augment_available():
+        pytest.skip("the augmentation operator is not built here")
+    return request.param

@@ -16,17 +16,6 @@ from dali_loaders import transforms
 pytest.importorskip("nvidia.dali")
 
 
-@pytest.fixture(params=["fused", "conditionals"])
-def path(request, monkeypatch):
-    from dali_loaders.ops import plugin
-
-    if request.param == "conditionals":
-        monkeypatch.setenv(plugin.DISABLE_AUGMENT_ENV, "1")
-    elif not plugin.augment_available():
-        pytest.skip("the augmentation operator is not built here")
-    return request.param
-
-
 def steps_of(api):
     """Three steps whose order shows on a flat grey image of 200 (solarize, halve, invert)."""
     return [api.RandomSolarize(128, p=1.0), api.ColorJitter(brightness=(0.5, 0.5)), api.RandomInvert(1.0)]
@@ -53,7 +42,7 @@ def order_rates(outputs, steps, image):
 
 
 @pytest.mark.parametrize("api", [v1, v2], ids=["v1", "v2"])
-def test_each_order_at_its_rate(api, path):
+def test_each_order_at_its_rate(api, augment_path):
     image = flat((200, 200, 200))
     steps = steps_of(api)
     transform = api.Compose([api.RandomOrder(steps), api.PILToTensor()])
@@ -63,7 +52,7 @@ def test_each_order_at_its_rate(api, path):
         assert abs(ours[k] - 1 / 6) < 0.07, ours
 
 
-def test_inside_random_apply_the_order_is_drawn_where_applied(path):
+def test_inside_random_apply_the_order_is_drawn_where_applied(augment_path):
     image = flat((200, 200, 200))
     transform = C(v2.RandomApply([v2.RandomOrder(steps_of(v2)[:2])], p=0.5), v2.PILToTensor())
     for outputs in both(image, transform):

@@ -34,6 +34,8 @@ def recipes() -> dict:
         "+ GaussianNoise() on floats": crop + to_float + [v2.GaussianNoise(), normalize],
         "+ ElasticTransform()": crop + [v2.ElasticTransform()] + to_float + [normalize],
         "+ RandomRotation(15)": crop + [v2.RandomRotation(15)] + to_float + [normalize],
+        "+ RandomAffine(15, (0.1, 0.1), (0.9, 1.1), BILINEAR)": crop + [v2.RandomAffine(
+            15, (0.1, 0.1), (0.9, 1.1), interpolation=v2.InterpolationMode.BILINEAR)] + to_float + [normalize],
         "+ RandomRotation(15, BILINEAR)": crop + [v2.RandomRotation(15, interpolation=v2.InterpolationMode.BILINEAR)]
         + to_float + [normalize],
         "Resize(256), TenCrop(224) (test-time crops)": [v2.Resize(256), v2.TenCrop(224)] + to_float + [normalize],

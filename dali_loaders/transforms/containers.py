@@ -35,7 +35,7 @@ SHAPE_KEEPING = {"ColorJitter", "GaussianBlur", "PILGaussianBlur", "RandomGraysc
 
 
 # Steps that change the image's size, keeping its type: inside a RandomApply or RandomChoice
-# each image's size is carried out of its branch (sized_branch)
+# each image's size is carried out of its branch (Branches)
 SIZE_CHANGING = {"Resize", "CenterCrop", "RandomCrop", "RandomResizedCrop", "Pad", "RandomShortestSize", "RandomResize",
                  "ScaleJitter", "RandomZoomOut",
                  # timm's (transforms.timm_crops), by their class names

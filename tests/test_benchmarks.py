@@ -15,14 +15,16 @@ def test_they_are_not_in_the_package():
 
     package = os.path.dirname(dali_loaders.bench.__file__)
     for name in ("augment_kernels", "stages", "cifar_stages", "first_build", "screening", "gpu_probe",
-                 "graph_sizes", "chain_on_cpu", "s3_client_cost", "augment_order", "mix_cost", "v2_steps"):
+                 "graph_sizes", "chain_on_cpu", "s3_client_cost", "augment_order", "mix_cost", "v2_steps",
+                 "array_resized_crop"):
         assert not os.path.exists(os.path.join(package, name + ".py"))
         assert os.path.isfile(os.path.join(REPO, "benchmarks", name + ".py"))
 
 
 def test_each_one_answers_help_from_the_repository_root():
     for name in ("augment_kernels", "stages", "cifar_stages", "first_build", "screening", "gpu_probe",
-                 "graph_sizes", "chain_on_cpu", "s3_client_cost", "augment_order", "mix_cost", "v2_steps"):
+                 "graph_sizes", "chain_on_cpu", "s3_client_cost", "augment_order", "mix_cost", "v2_steps",
+                 "array_resized_crop"):
         done = subprocess.run([sys.executable, "-m", f"benchmarks.{name}", "--help"], capture_output=True,
                               text=True, timeout=120, cwd=REPO)
         assert done.returncode == 0, (name, done.stderr[-2000:])

@@ -291,8 +291,10 @@ def random_resized_crop_refusal(step) -> str:
 @translates("RandomResizedCrop")
 @refuses(random_resized_crop_refusal)
 def random_resized_crop(step, images: Images) -> None:
-    """First in a recipe over files, only the crop window is decoded (ROI decode). After the
-    conversion to float, the window is resized as torch resizes a float tensor (see resampled)."""
+    """First in a recipe over files, only the crop window is decoded (ROI decode). Else the
+    window is cut, then resized as the twin resizes the crop (see resize_to: PIL's or torch's
+    arithmetic, on uint8 or, after the conversion to float, on the float tensor); uint8 images
+    on GPU graphs, but for NEAREST, take DALI's fn.random_resized_crop."""
     from nvidia.dali import fn
 
     height, width = pair(step.size)
@@ -300,7 +302,9 @@ def random_resized_crop(step, images: Images) -> None:
     if images.encoded:
         images.decode_random_crop(area, ratio)
         resampled(step, images, size=[float(height), float(width)])
-    elif images.is_float:   # the window cut, then resized as torch resizes the float tensor
+    elif images.is_float or images.device == "cpu" or _is_nearest(step):
+        # the window cut, then resized as torchvision resizes the crop (resize_to: PIL's or
+        # torch's arithmetic, torch's nearest grid, the float tensor after the conversion)
         images.flush_mirror()
         sizes = images.size_vector()
         anchor, window = fn.random_crop_generator(sizes if sizes is not None else stack(images.height, images.width,
@@ -308,8 +312,9 @@ def random_resized_crop(step, images: Images) -> None:
                                                   random_area=area, random_aspect_ratio=ratio,
                                                   num_attempts=CROP_ATTEMPTS)
         images.data = fn.slice(images.data, start=anchor, shape=window, axis_names="HW")
-        resampled(step, images, size=[float(height), float(width)])
-    else:
+        images.height, images.width = window[0], window[1]
+        resize_to(step, images, height, width)
+    else:   # uint8 on the GPU: DALI's crop and resize in one operator
         images.flush_mirror()
         images.data = fn.random_resized_crop(images.data, size=[height, width], random_area=area,
                                              random_aspect_ratio=ratio, num_attempts=CROP_ATTEMPTS,

@@ -1,7 +1,7 @@
 """`python -m benchmarks.array_resized_crop`: images/s of RandomResizedCrop on images already
 in memory (CIFAR-sized arrays, as SimCLR's and MoCo's CIFAR recipes crop them): the window
 cut, then resized by the library's resize operator (PIL's arithmetic). Set
-DALI_LOADERS_NO_PLUGIN=1 to measure DALI's operators instead.
+DALI_LOADERS_NO_PLUGIN=1 to measure it without the library's operators (DALI's resize).
 
 One loader, built once, a warm-up epoch, then whole epochs; each epoch's rate is printed.
 """

@@ -161,25 +161,21 @@ def size_node(side):
 
 class Branches:
     """The branches of one conditional whose steps may change the images' size: each carries its
-    images' height and width out as DataNodes, merged beside the pixels; the rest of what the
-    images hold must come out of every branch alike (it is one Images after the merge)."""
+    images' height and width out as DataNodes, merged beside the pixels. The rest of what the
+    images hold comes out of every branch alike: the containers take uint8 pixels only
+    (uint8_only), and the steps they allow keep the type (branch_of checks the channels)."""
 
     def __init__(self, images: Images):
-        self.images, self.sizes, self.states = images, [], []
+        self.images, self.sizes = images, []
 
     def sized(self, steps, data):
         inner = branch_of(steps, self.images, data)
         self.sizes.append(_known(inner))
-        self.states.append(_state(inner))
         return inner.data, size_node(inner.height), size_node(inner.width)
 
     def merge(self, data, height, width, kept: bool) -> None:
         """The merged pixels and sizes into the images; `kept`: some images took no branch."""
         images = self.images
-        states = self.states + ([_state(images)] if kept else [])
-        if any(state != states[0] for state in states):
-            raise Untranslatable(f"the steps inside a RandomApply or RandomChoice leave the images in different "
-                                 f"states ({', '.join(sorted(set(map(str, states))))})")
         sizes = self.sizes + ([_known(images)] if kept else [])
         images.data = data
         if None not in sizes and len(set(sizes)) == 1:
@@ -193,10 +189,6 @@ def _known(images: Images):
     not be read outside it, not even by AutoGraph's bookkeeping)."""
     sides = (images.height, images.width)
     return sides if all(isinstance(v, numbers.Number) for v in sides) else None
-
-
-def _state(images: Images):
-    return images.dtype, images.kind, images.channels, images.float_pixels, images.materialized, images.layout
 
 
 # -- RandomChoice -----------------------------------------------------------------------------

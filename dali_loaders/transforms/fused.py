@@ -267,9 +267,9 @@ def rotation(step, images: Images) -> None:
     in `degrees` (the row's low end plus the slot's draw times the span), counter-clockwise,
     in the twin's own warp (PIL's nearest in 16.16 fixed point, torch's grid in float32)."""
     low, high = (float(d) for d in step.degrees)
+    rotate = parameters(step, "Rotate", low, op.RESAMPLE[interp_type(step).name], images.kind, relative=False)
     pending = images.pending_augment(kernels(step, images), warp_fill(step, images), warps=True)
-    first = pending.add_table(np.array([op.table_row("Rotate", [low, op.RESAMPLE[interp_type(step).name]],
-                                                     span=high - low)], np.float64))
+    first = pending.add_table(np.array([op.table_row("Rotate", rotate, span=high - low)], np.float64))
     pending.add_slot(first, Uniform() if high != low else 0.0)
 
 

@@ -24,7 +24,7 @@ from ._core import Images, refuses, register
 from ._hsv import mask, where
 from ._placement import branches_when
 from .geometry import resize_to
-from .padding_modes import PADDING_MODES, mode_pad
+from .padding_modes import mode_pad, padding_mode_refusal
 from .timm import interpolation_modes, random_interpolation, resampled_either_way
 
 # -- ResizeKeepRatio ---------------------------------------------------------------------------
@@ -107,13 +107,6 @@ def resize_keep_ratio(step, images: Images) -> None:
 # -- the crops -------------------------------------------------------------------------------
 
 
-def crop_or_pad_refusal(step) -> str:
-    mode = step.padding_mode
-    if mode not in PADDING_MODES:
-        return f"padding_mode={mode!r} is not supported ({', '.join(PADDING_MODES)})"
-    return ""
-
-
 def _mode_padded(step, images: Images, ltrb) -> None:
     """Pads by amounts that may differ per image (each at most the crop's side), in the step's
     mode (not constant)."""
@@ -127,7 +120,7 @@ def _positive_part(x):
 
 
 @register(timm_transforms.CenterCropOrPad)
-@refuses(crop_or_pad_refusal)
+@refuses(padding_mode_refusal)
 def center_crop_or_pad(step, images: Images) -> None:
     """Where the image is smaller, padded (the odd pixel after), then the centre window;
     constant padding is the window's own fill."""
@@ -152,7 +145,7 @@ def _signed_offset(extra):
 
 
 @register(timm_transforms.RandomCropOrPad)
-@refuses(crop_or_pad_refusal)
+@refuses(padding_mode_refusal)
 def random_crop_or_pad(step, images: Images) -> None:
     images.decode()
     images.flush_mirror()

@@ -16,8 +16,7 @@ pytest.importorskip("nvidia.dali")
 
 FLOAT = [v2.ToImage(), v2.ToDtype(torch.float32, scale=True)]
 ON_UINT8 = [v2.RandomRotation(10),
-            v2.RandomAffine(5), v2.RandomPerspective(), v2.GaussianBlur(3), v2.ColorJitter(0.2),
-            v2.Grayscale(3), v2.RandomGrayscale(), v2.RandomApply([v2.ColorJitter(0.2)]), v2.AutoAugment(),
+            v2.RandomAffine(5), v2.RandomPerspective(), v2.RandomApply([v2.RandomAutocontrast()]), v2.AutoAugment(),
             v2.RandAugment(), v2.TrivialAugmentWide(), v2.AugMix(), v2.ElasticTransform(), v2.JPEG(50),
             v2.RandomEqualize(), v2.RandomOrder([v2.RandomInvert(), v2.RandomSolarize(9)])]
 try:   # timm's crop, which resizes as RandomResizedCrop does
@@ -30,7 +29,10 @@ ON_FLOAT = [v2.CenterCrop(24), v2.RandomCrop(24), v2.Pad(2), v2.RandomHorizontal
             v2.Normalize([0.5] * 3, [0.2] * 3), v2.GaussianNoise(),
             # resampled as torch resamples the float tensor
             v2.Resize((40, 40)), v1.Resize(30), v2.RandomResizedCrop(32), v1.RandomResizedCrop(32),
-            v2.RandomShortestSize([30]), v2.RandomResize(30, 40), v2.ScaleJitter((40, 40))]
+            v2.RandomShortestSize([30]), v2.RandomResize(30, 40), v2.ScaleJitter((40, 40)),
+            # colour steps in torch's float arithmetic (tests/test_color_after_float.py)
+            v2.GaussianBlur(3), v2.ColorJitter(0.2), v2.Grayscale(3), v2.RandomGrayscale(),
+            v2.RandomApply([v2.ColorJitter(0.2), v2.GaussianBlur(3)])]
 
 
 @pytest.mark.parametrize("step", ON_UINT8, ids=[type(s).__name__ for s in ON_UINT8])
@@ -62,18 +64,18 @@ def folder(tmp_path):
 
 @pytest.mark.parametrize("fallback", [False, True], ids=["python path", "python steps in DALI"])
 def test_the_loader_serves_what_dataloader_serves(tmp_path, fallback):
-    """A blur after ToTensor: the Python path serves DataLoader's batches exactly;
-    python_fallback=True runs the blur in Python after the conversion DALI made."""
+    """A sharpness step after ToTensor: the Python path serves DataLoader's batches exactly;
+    python_fallback=True runs it in Python after the conversion DALI made."""
     from torchvision.datasets import ImageFolder
 
-    transform = v1.Compose([v1.ToTensor(), v1.GaussianBlur(3, sigma=1.0), v1.CenterCrop(20)])
+    transform = v1.Compose([v1.ToTensor(), v1.RandomAdjustSharpness(2.0, p=1.0), v1.CenterCrop(20)])
     dataset = ImageFolder(folder(tmp_path), transform=transform)
     if fallback:
-        with pytest.warns(RuntimeWarning, match="GaussianBlur comes after the conversion to float"):
+        with pytest.warns(RuntimeWarning, match="RandomAdjustSharpness comes after the conversion to float"):
             loader = DaliLoader(dataset, batch_size=4, python_fallback=True)
         assert loader.route == "dali"
     else:
-        with pytest.warns(PythonPathNote, match="GaussianBlur comes after the conversion to float"):
+        with pytest.warns(PythonPathNote, match="RandomAdjustSharpness comes after the conversion to float"):
             loader = DaliLoader(dataset, batch_size=4)
     theirs = list(torch.utils.data.DataLoader(dataset, batch_size=4))
     ours = list(loader)

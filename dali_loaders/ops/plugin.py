@@ -2,7 +2,8 @@
 cached per DALI build, loaded once per process. Four libraries, built and failing apart:
 RESIZE (DaliLoadersResize, PIL's Image.resize), AUGMENT (DaliLoadersAugment, the
 per-sample augmentation sequences of the AutoAugment family and ColorJitter, the erase
-box and timm rows of GPU graphs, ElasticTransform's maps and sample), NORMALIZE
+box and timm rows of GPU graphs, ElasticTransform's maps and sample, ColorJitter on float
+images), NORMALIZE
 (DaliLoadersNormalize, the CPU graphs' last step: flip, conversion, normalization, layout)
 and CHAIN (DaliLoadersChainTail, the GPU chain's pixel stages; its GPU operator is compiled
 by nvcc where a GPU and nvcc are, or for DALI_LOADERS_CUDA_ARCH).
@@ -85,11 +86,12 @@ RESIZE = Library("libdali_loaders_resize.so", "DaliLoadersResize", "dali_loaders
 # when the CPU has FMA (the flag is in the build's key, so another CPU builds its own).
 AUGMENT = Library("libdali_loaders_augment.so", "DaliLoadersAugment", "dali_loaders_augment",
                   ("augment_op.cc", "erase_op.cc", "mix_op.cc", "timm_rows_op.cc", "elastic_op.cc", "noise_op.cc",
-                   "linear_op.cc"),
+                   "linear_op.cc", "float_color_op.cc"),
                   ("augment_blur.cc", "augment_color.cc", "augment_geometry.cc", "augment_hue.cc", "erase_fill.cc",
-                   "mix_kernels.cc", "elastic_kernels.cc", "normals.cc", "noise_kernels.cc", "linear_kernels.cc"),
+                   "mix_kernels.cc", "elastic_kernels.cc", "normals.cc", "noise_kernels.cc", "linear_kernels.cc",
+                   "float_color_kernels.cc"),
                   ("augment_kernels.h", "augment_codes.h", "erase_box.h", "erase_fill.h", "mix_kernels.h",
-                   "elastic_kernels.h", "normals.h", "noise_kernels.h", "linear_kernels.h", "simd.h"),
+                   "elastic_kernels.h", "normals.h", "noise_kernels.h", "linear_kernels.h", "float_color_kernels.h", "simd.h"),
                   ("-ffp-contract=off",), "the augmentation plugin",
                   "augmenting with DALI's conditionals and operators instead", DISABLE_AUGMENT_ENV)
 NORMALIZE = Library("libdali_loaders_normalize.so", "DaliLoadersNormalize", "dali_loaders_normalize",

@@ -132,6 +132,12 @@ def transform_cases() -> List[tuple]:
         # (its border differs most on downscales); a fill of 0.5 is no uint8 level: float pixels
         ("Resize + Pad 0.5 after ToTensor, then Normalize", v2.Compose([*FLOAT, v2.Resize(36), v2.Pad(2, fill=0.5),
                                                                         v2.Normalize([0.5] * 3, [0.2] * 3)]), 12),
+        # colour steps on the float image: our operator on the CPU, DALI's arithmetic (each order
+        # masked) on the GPU; the order drawn on the CPU for both, from the same draws
+        ("Colour steps after ToTensor, pinned",
+         v2.Compose([*FLOAT, v2.ColorJitter((1.2, 1.2), (0.8, 0.8), (1.3, 1.3), (0.1, 0.1)),
+                     v2.RandomApply([v2.GaussianBlur(5, sigma=(1.0, 1.0))], p=1), v2.Grayscale(3),
+                     v2.Normalize([0.5] * 3, [0.2] * 3)]), 1),
         ("ToPILImage between tensor steps", v2.Compose([v2.PILToTensor(), v2.ToPILImage(), v2.PILToTensor()]), 1),
         # one-line Lambdas read as steps: grey, its channel repeated, then to [-1, 1] (2 units a level)
         # no GPU operator: the recipe decodes and runs its steps on the CPU under device="gpu"

@@ -2,9 +2,9 @@
 rounding."""
 import numpy as np
 
-from . import fused
+from . import color_float, fused
 from ._args import coin, one_of, uniform
-from ._core import Images, Untranslatable, describe, is_v1, refuses, register, translates, uint8_only
+from ._core import Images, Untranslatable, describe, is_v1, refuses, register, translates, uint8_only, uint8_or_float
 from ._placement import augments, branches
 from ._hsv import (
     mask,
@@ -118,7 +118,7 @@ JITTERS = {"brightness": adjust_brightness, "contrast": adjust_contrast, "satura
 @translates("ColorJitter")
 @branches
 @augments
-@uint8_only
+@uint8_or_float(color_float.color_jitter)
 def color_jitter(step, images: Images) -> None:
     """Each factor uniform in its range, the adjustments in a random order, as torchvision does."""
     from functools import partial
@@ -164,7 +164,7 @@ def _grey_channels(data, channels: int, images: Images):
 
 @translates("Grayscale")
 @refuses(grayscale_refusal)
-@uint8_only
+@uint8_or_float(color_float.grayscale)
 def grayscale(step, images: Images) -> None:
     images.decode()
     if images.channels == 3:
@@ -199,7 +199,7 @@ def repeat_channel(images: Images) -> None:
 @translates("RandomGrayscale")
 @branches
 @augments
-@uint8_only
+@uint8_or_float(color_float.random_grayscale)
 def random_grayscale(step, images: Images) -> None:
     """Keeps the number of channels, as torchvision does."""
     images.decode()
@@ -217,7 +217,7 @@ def random_grayscale(step, images: Images) -> None:
 
 @translates("GaussianBlur")
 @augments
-@uint8_only
+@uint8_or_float(color_float.gaussian_blur)
 def gaussian_blur(step, images: Images) -> None:
     """In the augmentation operator on CPU graphs (a separable pass, several times DALI's
     speed), else DALI's blur."""

@@ -4,7 +4,7 @@ from functools import partial
 from itertools import permutations
 from typing import Any, List
 
-from . import fused
+from . import color_float, fused
 from ._args import coin, one_of
 from ._core import (
     Images,
@@ -17,6 +17,7 @@ from ._core import (
     refuses,
     translates,
     uint8_only,
+    uint8_or_float,
 )
 from ._placement import augments_when, branches, branches_when
 from .color import blur, pil_blur
@@ -45,6 +46,20 @@ SIZE_CHANGING = {"Resize", "CenterCrop", "RandomCrop", "RandomResizedCrop", "Pad
 
 def random_apply_refusal(step) -> str:
     return inner_refusal(flatten(list(step.transforms)))
+
+
+# The steps a RandomApply takes after the conversion to float (color_float.random_apply)
+ON_FLOATS = {"ColorJitter", "GaussianBlur", "RandomGrayscale", "Grayscale"}
+
+
+def float_apply_refusal(step) -> str:
+    inner = flatten(list(step.transforms))
+    others = [s for s in inner if type(s).__name__ not in ON_FLOATS]
+    if others:
+        return (f"{describe(step)} comes after the conversion to float, and {describe(others[0])} inside it is "
+                f"translated there on uint8 pixels only (after it: {', '.join(sorted(ON_FLOATS))}); move it before "
+                f"the conversion")
+    return ""
 
 
 def inner_refusal(steps) -> str:
@@ -92,7 +107,7 @@ def blurs_only(step) -> bool:
 @refuses(random_apply_refusal)
 @branches_when(lambda step: not blurs_only(step))
 @augments_when(gates)
-@uint8_only
+@uint8_or_float(color_float.random_apply, float_apply_refusal)
 def random_apply(step, images: Images) -> None:
     images.decode()
     if fused.usable(images) and gates(step):   # one coin in the DaliLoadersAugment call, no conditional

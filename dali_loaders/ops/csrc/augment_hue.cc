@@ -10,6 +10,7 @@
 #include <memory>
 
 #include "augment_kernels.h"
+#include "float_color_kernels.h"
 #include "simd.h"
 
 namespace augk {
@@ -336,15 +337,8 @@ __attribute__((target("avx2"))) inline __m256 clamp01x8(__m256 x) {
 // the same IEEE operations in the same order (min, max, +, -, *, / and floor are exact per lane,
 // nothing fused). False, having written nothing, where a lane's hue leaves the range the fast
 // fmod takes (none does: the caller then goes pixel by pixel).
-__attribute__((target("avx2"))) bool tensor_hue8(const uint8_t* in, uint8_t* out, float factor, bool v1) {
-  __m256i bytes[3];
-  load_rgb8(in, &bytes[0], &bytes[1], &bytes[2]);
+__attribute__((target("avx2"))) bool tensor_hue_lanes(__m256 rgb[3], float factor, bool v1) {
   const __m256 one = _mm256_set1_ps(1.0f);
-  __m256 rgb[3];
-  for (int b = 0; b < 3; b++) {
-    const __m256 x = _mm256_cvtepi32_ps(bytes[b]);
-    rgb[b] = v1 ? _mm256_div_ps(x, _mm256_set1_ps(255.0f)) : _mm256_mul_ps(x, _mm256_set1_ps(static_cast<float>(1.0 / 255.0)));
-  }
   const __m256 r = rgb[0], g = rgb[1], b = rgb[2];
   const __m256 maxc = _mm256_max_ps(r, _mm256_max_ps(g, b)), minc = _mm256_min_ps(r, _mm256_min_ps(g, b));
   const __m256 eqc = _mm256_cmp_ps(maxc, minc, _CMP_EQ_OQ);
@@ -393,11 +387,35 @@ __attribute__((target("avx2"))) bool tensor_hue8(const uint8_t* in, uint8_t* out
   out_r = where(s4, t, where(s5, v, out_r));
   out_g = where(_mm256_or_ps(s4, s5), p, out_g);
   out_b = where(s5, q, out_b);
+  rgb[0] = out_r;
+  rgb[1] = out_g;
+  rgb[2] = out_b;
+  return true;
+}
+
+__attribute__((target("avx2"))) bool tensor_hue8(const uint8_t* in, uint8_t* out, float factor, bool v1) {
+  __m256i bytes[3];
+  load_rgb8(in, &bytes[0], &bytes[1], &bytes[2]);
+  __m256 rgb[3];
+  for (int b = 0; b < 3; b++) {
+    const __m256 x = _mm256_cvtepi32_ps(bytes[b]);
+    rgb[b] = v1 ? _mm256_div_ps(x, _mm256_set1_ps(255.0f)) : _mm256_mul_ps(x, _mm256_set1_ps(static_cast<float>(1.0 / 255.0)));
+  }
+  if (!tensor_hue_lanes(rgb, factor, v1)) return false;
   const __m256 to_byte = _mm256_set1_ps(255.999f), top = _mm256_set1_ps(255.0f);
   __m256i levels[3];
-  const __m256 planes[3] = {out_r, out_g, out_b};
-  for (int k = 0; k < 3; k++) levels[k] = _mm256_cvttps_epi32(_mm256_min_ps(_mm256_mul_ps(planes[k], to_byte), top));
+  for (int k = 0; k < 3; k++) levels[k] = _mm256_cvttps_epi32(_mm256_min_ps(_mm256_mul_ps(rgb[k], to_byte), top));
   store_rgb8(out, levels[0], levels[1], levels[2]);
+  return true;
+}
+
+// Eight pixels of float planes, in place
+__attribute__((target("avx2"))) bool tensor_hue_planes8_avx2(float* r, float* g, float* b, float factor, bool v1) {
+  float* planes[3] = {r, g, b};
+  __m256 rgb[3];
+  for (int k = 0; k < 3; k++) rgb[k] = _mm256_loadu_ps(planes[k]);
+  if (!tensor_hue_lanes(rgb, factor, v1)) return false;
+  for (int k = 0; k < 3; k++) _mm256_storeu_ps(planes[k], rgb[k]);
   return true;
 }
 #endif
@@ -414,6 +432,25 @@ void tensor_hue_pixel(const uint8_t* in, uint8_t* out, float factor, bool v1) {
 }
 
 }  // namespace
+
+void tensor_hue_shift(float rgb[3], float factor, bool v1) {   // float_color_kernels.h
+  float hsv[3];
+  tensor_rgb_to_hsv(rgb, hsv, v1);
+  const float shifted = hsv[0] + factor;   // torch's % 1.0: x - floor(x)
+  hsv[0] = shifted - std::floor(shifted);
+  tensor_hsv_to_rgb(hsv, rgb, v1);
+}
+
+bool tensor_hue_planes8(float* r, float* g, float* b, float factor, bool v1) {   // float_color_kernels.h
+#ifdef DALI_LOADERS_X86
+  static const bool avx2 = simd::have_avx2();
+  if (!avx2) return false;
+  return tensor_hue_planes8_avx2(r, g, b, factor, v1);
+#else
+  (void)r, (void)g, (void)b, (void)factor, (void)v1;
+  return false;
+#endif
+}
 
 void hue(const Image& src, Image& dst, float factor, Flavour f) {
   const int64_t n = src.size();

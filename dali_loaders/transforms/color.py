@@ -120,7 +120,8 @@ JITTERS = {"brightness": adjust_brightness, "contrast": adjust_contrast, "satura
 @augments
 @uint8_or_float(color_float.color_jitter)
 def color_jitter(step, images: Images) -> None:
-    """Each factor uniform in its range, the adjustments in a random order, as torchvision does."""
+    """Each factor uniform in its range, the adjustments in a random order, as torchvision does
+    (after the conversion to float: color_float.py)."""
     from functools import partial
     from itertools import permutations
 

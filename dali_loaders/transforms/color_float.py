@@ -19,7 +19,8 @@ JITTER_ORDER = ("brightness", "contrast", "saturation", "hue")   # ColorJitter's
 
 
 def float_pixels(images: Images):
-    """The twin's float image as float32 DataNodes in the output layout (made now, if not yet)."""
+    """The twin's float image as float32 DataNodes in the output layout (made now, if not yet,
+    a pending flip with it in the same pass)."""
     from nvidia.dali import fn, types
 
     images.decode()
@@ -72,14 +73,13 @@ def color_jitter(step, images: Images) -> None:
     if not active:   # ColorJitter() changes nothing
         return
     check_channels(step, images)
-    images.flush_mirror()   # brightness and the rest commute with a flip, but the image is made now
     data = float_pixels(images)
     factors = {name: uniform(*getattr(step, name)) if name in active else (1.0 if name != "hue" else 0.0)
                for name in JITTER_ORDER}
     orders = [[op.ADJUSTMENTS[active[k]] for k in order] for order in permutations(range(len(active)))]
     pick = fn.random.uniform(values=list(range(len(orders))), dtype=types.INT32) if len(orders) > 1 else \
         types.Constant(0, dtype=types.INT32)
-    if data.device == "cpu" and op.usable():
+    if _by_operator(data):
         drawn = fn.stack(*(fn.cast(factors[name], dtype=types.FLOAT) if not isinstance(factors[name], float)
                            else types.Constant(factors[name], dtype=types.FLOAT) for name in JITTER_ORDER))
         store(images, op.float_jitter(data, drawn, pick, orders, is_v1(step)))
@@ -148,7 +148,6 @@ def greyed(step, images: Images, data, channels: int):
 
 def grayscale(step, images: Images) -> None:
     check_channels(step, images)
-    images.flush_mirror()
     data = float_pixels(images)
     if step.num_output_channels == 3 and images.channels == 3 and _by_operator(data):
         from nvidia.dali import types
@@ -164,7 +163,6 @@ def random_grayscale(step, images: Images) -> None:
     from nvidia.dali import fn, types
 
     check_channels(step, images)
-    images.flush_mirror()
     data = float_pixels(images)
     if images.channels == 3 and _by_operator(data):   # the coin picks the row: none, or the grey image
         store(images, _grey_by_operator(step, data, fn.cast(coin(step.p), dtype=types.INT32), [[], ["grey"]]))
@@ -205,7 +203,6 @@ def gaussian_blur(step, images: Images) -> None:
 def random_apply(step, images: Images) -> None:
     """The steps on every image, kept with probability p, else the image as it was (float
     pixels: a select by 0/1 is exact)."""
-    images.flush_mirror()
     before = float_pixels(images)
     applied = images.branch()
     apply(flatten(list(step.transforms)), applied)

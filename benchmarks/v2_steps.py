@@ -1,6 +1,6 @@
 """`python -m benchmarks.v2_steps`: images/s of recipes holding torchvision v2's detection-style
 steps (RandomPhotometricDistort, GaussianNoise, ElasticTransform, RandomShortestSize, RandomZoomOut),
-RandomRotation, reflect padding, colour steps after the conversion to float, TenCrop (its crops as a tuple, or stacked by v1's Lambda), LinearTransformation (a whitening matrix of CIFAR's size, 3072 x 3072), ResNet-50's
+RandomRotation, reflect padding, colour steps and rotations after the conversion to float, TenCrop (its crops as a tuple, or stacked by v1's Lambda), LinearTransformation (a whitening matrix of CIFAR's size, 3072 x 3072), ResNet-50's
 weights.transforms() and timm's keep-ratio training crop (create_transform(train_crop_mode="rkrr"),
 where timm is installed), DaliLoader against torch's DataLoader over the same ImageFolder and transform object.
 
@@ -36,6 +36,7 @@ def recipes() -> dict:
             v2.RandomApply([v2.ColorJitter(0.4, 0.4, 0.4, 0.1)], p=0.8), v2.RandomGrayscale(0.2), normalize],
         "+ ElasticTransform()": crop + [v2.ElasticTransform()] + to_float + [normalize],
         "+ RandomRotation(15)": crop + [v2.RandomRotation(15)] + to_float + [normalize],
+        "+ RandomRotation(15) on floats": crop + to_float + [v2.RandomRotation(15), normalize],
         "+ RandomAffine(15, (0.1, 0.1), (0.9, 1.1), BILINEAR)": crop + [v2.RandomAffine(
             15, (0.1, 0.1), (0.9, 1.1), interpolation=v2.InterpolationMode.BILINEAR)] + to_float + [normalize],
         "+ RandomRotation(15, BILINEAR)": crop + [v2.RandomRotation(15, interpolation=v2.InterpolationMode.BILINEAR)]

@@ -15,8 +15,7 @@ from dali_loaders.loader import PythonPathNote
 pytest.importorskip("nvidia.dali")
 
 FLOAT = [v2.ToImage(), v2.ToDtype(torch.float32, scale=True)]
-ON_UINT8 = [v2.RandomRotation(10),
-            v2.RandomAffine(5), v2.RandomPerspective(), v2.RandomApply([v2.RandomAutocontrast()]), v2.AutoAugment(),
+ON_UINT8 = [v2.RandomPerspective(), v2.RandomApply([v2.RandomAutocontrast()]), v2.AutoAugment(),
             v2.RandAugment(), v2.TrivialAugmentWide(), v2.AugMix(), v2.ElasticTransform(), v2.JPEG(50),
             v2.RandomEqualize(), v2.RandomOrder([v2.RandomInvert(), v2.RandomSolarize(9)])]
 try:   # timm's crop, which resizes as RandomResizedCrop does
@@ -32,7 +31,9 @@ ON_FLOAT = [v2.CenterCrop(24), v2.RandomCrop(24), v2.Pad(2), v2.RandomHorizontal
             v2.RandomShortestSize([30]), v2.RandomResize(30, 40), v2.ScaleJitter((40, 40)),
             # colour steps in torch's float arithmetic (tests/test_color_after_float.py)
             v2.GaussianBlur(3), v2.ColorJitter(0.2), v2.Grayscale(3), v2.RandomGrayscale(),
-            v2.RandomApply([v2.ColorJitter(0.2), v2.GaussianBlur(3)])]
+            v2.RandomApply([v2.ColorJitter(0.2), v2.GaussianBlur(3)]),
+            # warps of the float tensor (tests/test_warps_after_float.py)
+            v2.RandomRotation(10), v2.RandomAffine(5), v2.RandomRotation(10, expand=True)]
 
 
 @pytest.mark.parametrize("step", ON_UINT8, ids=[type(s).__name__ for s in ON_UINT8])

@@ -138,6 +138,11 @@ def transform_cases() -> List[tuple]:
          v2.Compose([*FLOAT, v2.ColorJitter((1.2, 1.2), (0.8, 0.8), (1.3, 1.3), (0.1, 0.1)),
                      v2.RandomApply([v2.GaussianBlur(5, sigma=(1.0, 1.0))], p=1), v2.Grayscale(3),
                      v2.Normalize([0.5] * 3, [0.2] * 3)]), 1),
+        # warps of the float image: the augmentation operator's nearest turn of the uint8 data (a
+        # whole level's fill), DALI's warps with a mask channel (a fill in the float image's units)
+        ("Warps after ToTensor, pinned: a turn, then an affine of the normalized image",
+         v2.Compose([*FLOAT, v2.RandomRotation((10, 10)), v2.Normalize([0.5] * 3, [0.2] * 3),
+                     v2.RandomAffine((5, 5), scale=(1.1, 1.1), interpolation=IM.BILINEAR, fill=0.5)]), 2),
         ("ToPILImage between tensor steps", v2.Compose([v2.PILToTensor(), v2.ToPILImage(), v2.PILToTensor()]), 1),
         # one-line Lambdas read as steps: grey, its channel repeated, then to [-1, 1] (2 units a level)
         # no GPU operator: the recipe decodes and runs its steps on the CPU under device="gpu"

@@ -78,16 +78,18 @@ def uint8_only(translator):
     return refuses_on(lambda step, dtype: after_float(step) if dtype in FLOAT_TYPES else "")(checked)
 
 
-def uint8_or_float(on_float: Callable[[Any, "Images"], None], float_refusal: Callable[[Any], str] = lambda step: ""):
+def uint8_or_float(on_float: Optional[Callable[[Any, "Images"], None]] = None,
+                   float_refusal: Callable[[Any], str] = lambda step: ""):
     """Marks the translator of a step on uint8 pixels that `on_float` translates after the
-    conversion to float, in the twin's float arithmetic; `float_refusal(step)` says why a step
-    is refused there ("" if not), when the plan is made."""
+    conversion to float, in the twin's float arithmetic (None: the translator itself does);
+    `float_refusal(step)` says why a step is refused there ("" if not), when the plan is made."""
     def mark(translator):
         @functools.wraps(translator)
         def dispatched(step, images, *args, **kwargs):
-            if images.is_float:
+            if images.is_float and on_float is not None:
                 return on_float(step, images)
-            images.uint8_pixels(step)
+            if not images.is_float:
+                images.uint8_pixels(step)
             return translator(step, images, *args, **kwargs)
         return refuses_on(lambda step, dtype: float_refusal(step) if dtype in FLOAT_TYPES else "")(dispatched)
     return mark

@@ -5,8 +5,8 @@ import numbers
 import numpy as np
 
 from . import fused
-from ._args import fill_values, interp_type, stack, uniform
-from ._core import Images, is_v1, refuses, translates, uint8_only
+from ._args import fill_values, interp_type, pending_levels, stack, uniform
+from ._core import Images, dali_dtype, describe, is_v1, refuses, translates, uint8_or_float
 from ._hsv import mask, where
 from ._placement import augments_when
 
@@ -90,6 +90,9 @@ def warped(step, images: Images, warp) -> None:
     where the source pixel is outside); bilinear as below."""
     from nvidia.dali import types
 
+    if images.is_float:
+        float_warped(step, images, warp)
+        return
     fill = fill_values(step, 1)[0]
     if interp_type(step) == types.INTERP_NN:
         images.data = warp(images.data, types.INTERP_NN, fill)
@@ -97,6 +100,50 @@ def warped(step, images: Images, warp) -> None:
         images.data = pil_bilinear_warp(images.data, warp, fill)
     else:
         images.data = tensor_bilinear_warp(images.data, warp, fill, v1=is_v1(step))
+
+
+def float_warped(step, images: Images, warp) -> None:
+    """After the conversion to float, as torchvision warps the float tensor: grid_sample with a
+    channel of ones warped alongside as the mask, then the fill where it is 0 (nearest) or
+    blended by it (bilinear), unrounded (fill_blended's formulas). The fill is in the float
+    image's units: the data's (the conversion pending) hold it as (fill - offset) / scale."""
+    from nvidia.dali import fn, types
+
+    fill = fill_values(step, images.channels)
+    if interp_type(step) != types.INTERP_NN and any(images.offset):
+        # grid_sample's zeros outside are the float image's: an offset (Normalize's) moves them
+        # in the data's units, so a bilinear warp needs the float image made first
+        images.materialize()
+    if images.materialized:   # the float image itself, in the output layout: DALI warps HWC
+        channels_first = images.layout.index("C") == 0
+        data = fn.transpose(images.data, perm=[1, 2, 0]) if channels_first else images.data
+        levels = fill
+    else:
+        channels_first, data = False, images.data
+        scale, offset = images.scale or [1.0] * images.channels, images.offset or [0.0] * images.channels
+        levels = [(f - o) / s for f, s, o in zip(fill, scale, offset)]
+    data = fn.cast(data, dtype=types.FLOAT)
+    first = data[:, :, 0:1]
+    ones = fn.cast(first == first, dtype=types.FLOAT)   # 1 for any number (negative ones too, after Normalize)
+    moved = warp(fn.cat(data, ones, axis=2), interp_type(step), 0.0)
+    image, weight = moved[:, :, 0:-1], moved[:, :, -1:]
+    level = types.Constant(np.array(levels, dtype=np.float32).reshape(1, 1, -1), device=data.device)
+    # nearest: the pixel or the fill, exactly (torch.where); bilinear: each version's blend
+    blends = is_v1(step) or interp_type(step) == types.INTERP_NN
+    out = image * weight + (1.0 - weight) * level if blends else (image - level) * weight + level
+    if images.materialized:
+        out = fn.transpose(out, perm=[2, 0, 1]) if channels_first else out
+        images.data = out if dali_dtype(images.dtype) == types.FLOAT else fn.cast(out, dtype=dali_dtype(images.dtype))
+    else:
+        images.data, images.float_pixels = out, True
+
+
+def float_warp_refusal(step) -> str:
+    """Where the plan sees it: torchvision's fill=None leaves the mask out (zeros blended in), which
+    the float warps do not translate."""
+    if getattr(step, "fill", 0) is None:
+        return f"{describe(step)} with fill=None after the conversion to float is not supported; give a fill (0)"
+    return ""
 
 
 def ones_channel(data):
@@ -159,15 +206,23 @@ def fused_rotation(step) -> bool:
 @translates("RandomRotation")
 @refuses(warp_refusal)
 @augments_when(fused_rotation)
-@uint8_only
+@uint8_or_float(float_refusal=float_warp_refusal)
 def random_rotation(step, images: Images) -> None:
     """Counter-clockwise by an angle uniform in `degrees` (torchvision's affine turns clockwise);
     with expand=True onto the canvas that holds the whole turned image, about its centre. On
-    CPU graphs the augmentation operator turns it about its centre, in each twin's warp."""
+    CPU graphs the augmentation operator turns it about its centre, in each twin's warp (after
+    the conversion to float too, where a nearest turn of the uint8 data fills whole levels:
+    picking pixels commutes with the pending conversion)."""
     if fused.usable(images) and fused_rotation(step):
-        images.decode()
-        fused.rotation(step, images)
-        return
+        if not images.is_float:
+            images.decode()
+            fused.rotation(step, images)
+            return
+        levels = _nearest_levels(step, images)
+        if levels is not None:
+            images.decode()
+            fused.rotation(step, images, fill=levels)
+            return
     angle = -uniform(*step.degrees)
     if not step.expand:
         warp(step, images, angle)
@@ -179,6 +234,16 @@ def random_rotation(step, images: Images) -> None:
                             origin=(width * 0.5, height * 0.5))
     warped(step, images, affine_warp(matrix, size=stack(height, width)))
     images.height, images.width = height, width
+
+
+def _nearest_levels(step, images: Images):
+    """The fill as whole levels of uint8 data the conversion to float still waits for, where
+    the step picks pixels (NEAREST); else None."""
+    from nvidia.dali import types
+
+    if interp_type(step) != types.INTERP_NN or images.materialized or images.float_pixels:
+        return None
+    return pending_levels(images, fill_values(step, images.channels))
 
 
 def rotated_canvas(height, width, angle, pil: bool):
@@ -225,7 +290,7 @@ def rotated_canvas(height, width, angle, pil: bool):
 
 @translates("RandomAffine")
 @refuses(warp_refusal)
-@uint8_only
+@uint8_or_float(float_refusal=float_warp_refusal)
 def random_affine(step, images: Images) -> None:
     """torchvision's get_params, drawn per sample: the translation in whole pixels."""
     from nvidia.dali import math as dmath

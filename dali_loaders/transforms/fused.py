@@ -262,13 +262,15 @@ def color_jitter(step, images: Images, active: Sequence[str]) -> None:
         pending.add_slot(row, Uniform() if ranged else 0.0)
 
 
-def rotation(step, images: Images) -> None:
+def rotation(step, images: Images, fill: Optional[List[float]] = None) -> None:
     """RandomRotation without expand or center: F.rotate about the centre by an angle uniform
     in `degrees` (the row's low end plus the slot's draw times the span), counter-clockwise,
-    in the twin's own warp (PIL's nearest in 16.16 fixed point, torch's grid in float32)."""
+    in the twin's own warp (PIL's nearest in 16.16 fixed point, torch's grid in float32).
+    `fill`: per channel in the data's levels, where not the step's own (a float image's)."""
     low, high = (float(d) for d in step.degrees)
     rotate = parameters(step, "Rotate", low, op.RESAMPLE[interp_type(step).name], images.kind, relative=False)
-    pending = images.pending_augment(kernels(step, images), warp_fill(step, images), warps=True)
+    pending = images.pending_augment(kernels(step, images), fill if fill is not None else warp_fill(step, images),
+                                     warps=True)
     first = pending.add_table(np.array([op.table_row("Rotate", rotate, span=high - low)], np.float64))
     pending.add_slot(first, Uniform() if high != low else 0.0)
 

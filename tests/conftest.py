@@ -123,3 +123,15 @@ def augment_path(request, monkeypatch):
     elif not plugin.augment_available():
         pytest.skip("the augmentation operator is not built here")
     return request.param
+
+
+@pytest.fixture(scope="module")
+def photo_classes(tmp_path_factory):
+    """An ImageFolder root of six photo-like PNGs, 40 pixels wide and 30 to 40 high, in two classes."""
+    from image_data import photo
+
+    root = tmp_path_factory.mktemp("photos")
+    for k in range(6):
+        os.makedirs(root / f"c{k % 2}", exist_ok=True)
+        photo(40, 30 + 2 * k, k).save(root / f"c{k % 2}" / f"{k}.png")
+    return str(root)

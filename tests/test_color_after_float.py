@@ -4,7 +4,6 @@ the float tensor (unrounded; blends clamped to 0 .. 1, after Normalize too). Bot
 graph runs ColorJitter there (our operator, and DALI's arithmetic, which GPU graphs use):
 pinned parameters against DataLoader's batches, the drawn order against each of
 torchvision's orders, drawn factors and coins by distribution."""
-import os
 from itertools import permutations
 
 import numpy as np
@@ -57,14 +56,6 @@ PINNED = {
 }
 
 
-@pytest.fixture(scope="module")
-def photos(tmp_path_factory):
-    root = tmp_path_factory.mktemp("photos")
-    for k in range(6):
-        os.makedirs(root / f"c{k % 2}", exist_ok=True)
-        photo(40, 30 + 2 * k, k).save(root / f"c{k % 2}" / f"{k}.png")
-    return str(root)
-
 
 def batches_apart(root, transform, **loader_args):
     """The largest difference between DaliLoader's batches and DataLoader's (labels equal)."""
@@ -84,12 +75,12 @@ def batches_apart(root, transform, **loader_args):
 
 
 @pytest.mark.parametrize("name", list(PINNED))
-def test_pinned_colour_steps_after_the_float_conversion_are_torchvisions(photos, name, augment_path):
-    assert batches_apart(photos, PINNED[name]) <= 2e-5   # float32 rounding (torch's sums and fused products)
+def test_pinned_colour_steps_after_the_float_conversion_are_torchvisions(photo_classes, name, augment_path):
+    assert batches_apart(photo_classes, PINNED[name]) <= 2e-5   # float32 rounding (torch's sums and fused products)
 
 
 @pytest.mark.parametrize("version", [v1, v2], ids=["v1", "v2"])
-def test_the_hue_of_values_outside_0_1_is_torchvisions(photos, version, augment_path):
+def test_the_hue_of_values_outside_0_1_is_torchvisions(photo_classes, version, augment_path):
     """After Normalize. torchvision clamps p, q and t but not v, so there its hue is
     discontinuous at the sectors' borders: an input a float32 step apart (torch's normalization
     and ours round differently) can land in the next sector. So torchvision's hue is applied to
@@ -98,18 +89,18 @@ def test_the_hue_of_values_outside_0_1_is_torchvisions(photos, version, augment_
 
     before = version.Compose([version.ToTensor() if version is v1 else v2.Compose(FLOAT), V1_NORM])
     after = version.Compose([*before.transforms, version.ColorJitter(hue=(0.1, 0.1))])
-    ours = [a for a, _ in DaliLoader(ImageFolder(photos, transform=after), batch_size=1)]
-    normalized = [a for a, _ in DaliLoader(ImageFolder(photos, transform=before), batch_size=1)]
+    ours = [a for a, _ in DaliLoader(ImageFolder(photo_classes, transform=after), batch_size=1)]
+    normalized = [a for a, _ in DaliLoader(ImageFolder(photo_classes, transform=before), batch_size=1)]
     theirs = [(F.adjust_hue if version is v2 else v1.functional.adjust_hue)(a, 0.1) for a in normalized]
     assert max((a.nan_to_num() - b.nan_to_num()).abs().max().item() for a, b in zip(ours, theirs)) <= 2e-5
     assert max(a.abs().max().item() for a in normalized) > 1.5   # values well outside 0 .. 1
 
 
-def test_half_precision_images_are_jittered_in_float32_and_stored_as_half(photos, augment_path):
+def test_half_precision_images_are_jittered_in_float32_and_stored_as_half(photo_classes, augment_path):
     """torch computes float16 images in float16; here in float32, then rounded to float16: a
     float16 step (1e-3 near 1.0) apart at most."""
     transform = v2.Compose([v2.ToImage(), v2.ToDtype(torch.float16, scale=True), v2.ColorJitter(contrast=(1.3, 1.3))])
-    assert batches_apart(photos, transform) <= 2e-3
+    assert batches_apart(photo_classes, transform) <= 2e-3
 
 
 # -- the order of the adjustments ------------------------------------------------------------
@@ -229,7 +220,7 @@ def test_a_random_apply_of_a_uint8_step_after_the_conversion_is_refused_by_name(
     assert transforms.plan(transform, python_fallback=True).python == transform.transforms[2:]
 
 
-def test_the_float_steps_gpu_graph_has_no_gpu_to_cpu_edge(photos):
+def test_the_float_steps_gpu_graph_has_no_gpu_to_cpu_edge(photo_classes):
     """The GPU graph runs ColorJitter in DALI's arithmetic: nothing it computes goes back to the CPU."""
     from test_gpu_graphs import gpu_to_cpu_edges
 
@@ -239,4 +230,4 @@ def test_the_float_steps_gpu_graph_has_no_gpu_to_cpu_edge(photos):
     transform = v2.Compose([*FLOAT, v2.RandomApply([v2.ColorJitter(0.4, 0.4, 0.4, 0.1)], p=0.8),
                             v2.RandomGrayscale(0.2), v2.GaussianBlur(5, (0.1, 2.0)), NORM])
     for variant in ("gpu", "cpu-decode"):
-        assert gpu_to_cpu_edges(serialized_gpu_graph(ImageFiles(photos), transform, variant=variant)) == []
+        assert gpu_to_cpu_edges(serialized_gpu_graph(ImageFiles(photo_classes), transform, variant=variant)) == []

@@ -3,12 +3,9 @@ as torchvision warps the float tensor: grid_sample with a mask channel, the fill
 image's units, unrounded. Pinned parameters against DataLoader's batches, on both ways a CPU
 graph turns the image (the augmentation operator, and DALI's warp); drawn angles and maps by
 distribution."""
-import os
-
 import numpy as np
 import pytest
 import torch
-from image_data import photo
 from test_transforms import affine_of, both, close, coordinate_image, rotation_of
 from torchvision import transforms as v1
 from torchvision.transforms import v2
@@ -49,22 +46,14 @@ PINNED = {
 }
 
 
-@pytest.fixture(scope="module")
-def photos(tmp_path_factory):
-    root = tmp_path_factory.mktemp("photos")
-    for k in range(6):
-        os.makedirs(root / f"c{k % 2}", exist_ok=True)
-        photo(40, 30 + 2 * k, k).save(root / f"c{k % 2}" / f"{k}.png")
-    return str(root)
-
 
 @pytest.mark.parametrize("name", list(PINNED))
-def test_pinned_warps_after_the_float_conversion_are_torchvisions(photos, name, augment_path):
+def test_pinned_warps_after_the_float_conversion_are_torchvisions(photo_classes, name, augment_path):
     from torchvision.datasets import ImageFolder
 
     transform, bound = PINNED[name]
     assert transforms.untranslatable_reason(transform) is None
-    dataset = ImageFolder(photos, transform=transform)
+    dataset = ImageFolder(photo_classes, transform=transform)
     ours = list(DaliLoader(dataset, batch_size=1))
     theirs = list(torch.utils.data.DataLoader(dataset, batch_size=1))
     assert len(ours) == len(theirs) == 6
@@ -104,7 +93,7 @@ def test_fill_none_after_the_float_conversion_is_refused_by_name():
     assert why and "fill=None after the conversion to float" in why, why
 
 
-def test_the_warps_gpu_graph_has_no_gpu_to_cpu_edge(photos):
+def test_the_warps_gpu_graph_has_no_gpu_to_cpu_edge(photo_classes):
     from test_gpu_graphs import gpu_to_cpu_edges
 
     from dali_loaders.loader.build import serialized_gpu_graph
@@ -113,4 +102,4 @@ def test_the_warps_gpu_graph_has_no_gpu_to_cpu_edge(photos):
     transform = v2.Compose([*FLOAT, NORM, v2.RandomRotation(10, fill=0.7),
                             v2.RandomAffine(5, interpolation=BILINEAR)])
     for variant in ("gpu", "cpu-decode"):
-        assert gpu_to_cpu_edges(serialized_gpu_graph(ImageFiles(photos), transform, variant=variant)) == []
+        assert gpu_to_cpu_edges(serialized_gpu_graph(ImageFiles(photo_classes), transform, variant=variant)) == []

@@ -43,8 +43,11 @@ PINNED = {
                                                                      v2.RandomRotation((10, 10), interpolation=BILINEAR,
                                                                                        fill=0.1), NORM]),
                                                          BILINEAR_BOUND),
+    "v1 RandomApply of a rotation, p=1": (v1.Compose([v1.ToTensor(), V1_NORM, v1.RandomApply(
+        [v1.RandomRotation((10, 10), fill=0.5)], p=1.0)]), NEAREST_BOUND),
+    "RandomApply of an affine and a jitter, p=0": (v2.Compose([*FLOAT, v2.RandomApply(
+        [v2.RandomAffine((5, 5)), v2.ColorJitter(brightness=(0.5, 0.5))], p=0.0)]), NEAREST_BOUND),
 }
-
 
 
 @pytest.mark.parametrize("name", list(PINNED))
@@ -87,10 +90,24 @@ def test_the_affine_drawn_after_the_float_conversion(name, step):
         assert abs(maps[0][:, k].std() - maps[1][:, k].std()) <= tolerance, (name, what)
 
 
-def test_fill_none_after_the_float_conversion_is_refused_by_name():
-    transform = v2.Compose([*FLOAT, v2.RandomRotation(10, fill=None)])
-    why = transforms.untranslatable_reason(transform)
+@pytest.mark.parametrize("step", [v2.RandomRotation(10, fill=None), v2.RandomApply([v2.RandomAffine(5, fill=None)])],
+                         ids=["alone", "in RandomApply"])
+def test_fill_none_after_the_float_conversion_is_refused_by_name(step):
+    why = transforms.untranslatable_reason(v2.Compose([*FLOAT, step]))
     assert why and "fill=None after the conversion to float" in why, why
+
+
+def test_an_expanded_rotation_in_random_apply_after_the_float_conversion_is_refused_by_name():
+    why = transforms.untranslatable_reason(v2.Compose([*FLOAT, v2.RandomApply([v2.RandomRotation(10, expand=True)])]))
+    assert why and "RandomRotation inside it expands the canvas" in why, why
+
+
+def test_a_rotation_in_random_apply_after_the_float_conversion_lands_at_torchvisions_rate(augment_path):
+    image = coordinate_image(32, 32)
+    transform = v2.Compose([*FLOAT, v2.RandomApply([v2.RandomRotation((30, 30))], p=0.3)])
+    rates = [np.mean([o[0, 0, 2] == 0 for o in levels(out)]) for out in both(image, transform)]   # a corner filled
+    close(*rates, 0.1, "rate turned")
+    assert abs(rates[0] - 0.3) <= 0.1, rates
 
 
 def test_the_warps_gpu_graph_has_no_gpu_to_cpu_edge(photo_classes):

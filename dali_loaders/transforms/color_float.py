@@ -1,5 +1,6 @@
 """Colour steps after the conversion to float (ToTensor, ToDtype, Normalize): ColorJitter,
-Grayscale, RandomGrayscale, GaussianBlur and RandomApply of them, on the float image the twin
+Grayscale, RandomGrayscale, GaussianBlur and RandomApply of them (and of the warps, affine.py's
+float_warped), on the float image the twin
 holds there (Images.materialize: converted and normalized as far as the recipe has gone), in
 torchvision's float32 tensor arithmetic: no rounding to levels, blends clamped to 0 .. 1.
 

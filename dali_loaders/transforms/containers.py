@@ -4,9 +4,12 @@ from functools import partial
 from itertools import permutations
 from typing import Any, List
 
+import torch
+
 from . import color_float, fused
 from ._args import coin, one_of
 from ._core import (
+    TRANSLATORS,
     Images,
     Untranslatable,
     apply,
@@ -49,16 +52,22 @@ def random_apply_refusal(step) -> str:
 
 
 # The steps a RandomApply takes after the conversion to float (color_float.random_apply)
-ON_FLOATS = {"ColorJitter", "GaussianBlur", "RandomGrayscale", "Grayscale"}
+# (each image the steps' result or itself, both made: the steps keep the size)
+ON_FLOATS = {"ColorJitter", "GaussianBlur", "RandomGrayscale", "Grayscale", "RandomRotation", "RandomAffine"}
 
 
 def float_apply_refusal(step) -> str:
-    inner = flatten(list(step.transforms))
-    others = [s for s in inner if type(s).__name__ not in ON_FLOATS]
-    if others:
-        return (f"{describe(step)} comes after the conversion to float, and {describe(others[0])} inside it is "
-                f"translated there on uint8 pixels only (after it: {', '.join(sorted(ON_FLOATS))}); move it before "
-                f"the conversion")
+    for inner in flatten(list(step.transforms)):
+        if type(inner).__name__ not in ON_FLOATS:
+            return (f"{describe(step)} comes after the conversion to float, and {describe(inner)} inside it is "
+                    f"translated there on uint8 pixels only (after it: {', '.join(sorted(ON_FLOATS))}); move it "
+                    f"before the conversion")
+        if getattr(inner, "expand", False):
+            return (f"{describe(step)} comes after the conversion to float, and {describe(inner)} inside it expands "
+                    f"the canvas, which is translated there on uint8 pixels only; move it before the conversion")
+        reason = getattr(TRANSLATORS.get(type(inner)), "refuse_on", lambda s, d: "")(inner, torch.float32)
+        if reason:
+            return reason
     return ""
 
 

@@ -49,10 +49,11 @@ def channels_cat(images: Images, *planes):
     return fn.cat(*planes, axis=images.layout.index("C"))
 
 
-def grey(data, images: Images, v1: bool):
-    """rgb_to_grayscale of float pixels, one channel: 0.2989 R + 0.587 G + 0.114 B unrounded."""
+def grey(data, images: Images):
+    """rgb_to_grayscale of float pixels, one channel: 0.2989 R + 0.587 G + 0.114 B unrounded (v1
+    and v2 alike here; v2's fused multiply-adds differ by a float32 step)."""
     r, g, b = (channel_of(data, k, images) for k in range(3))
-    return (r * 0.2989 + g * 0.587) + b * 0.114 if v1 else r * 0.2989 + g * 0.587 + b * 0.114
+    return r * 0.2989 + g * 0.587 + b * 0.114
 
 
 def check_channels(step, images: Images) -> None:
@@ -108,7 +109,7 @@ def masked_jitter(data, images: Images, factors, orders, pick, v1: bool):
             # the identity blend (factor 1) where the adjustment leaves the image as it is
             factor = sum(chose[name] * (1.0 if name in unchanged else factors[name]) for name in present)
             degenerate = 0.0
-            level = grey(data, images, v1) if images.channels == 3 else data
+            level = grey(data, images) if images.channels == 3 else data
             if "saturation" in present - unchanged:
                 degenerate = chose["saturation"] * level
             if "contrast" in present:
@@ -143,7 +144,7 @@ def greyed(step, images: Images, data, channels: int):
     """rgb_to_grayscale(num_output_channels=channels) of float pixels; a grey image as it is."""
     if images.channels == 1:
         return data if channels == 1 else channels_cat(images, data, data, data)
-    level = grey(data, images, is_v1(step))
+    level = grey(data, images)
     return level if channels == 1 else channels_cat(images, level, level, level)
 
 

@@ -78,8 +78,27 @@ class SkipAbove:
         return ImageOps.solarize(img, threshold=200)
 
 
+class SpreadBlur:
+    """The ends spread from the object's list, as the library's own PILGaussianBlur writes it."""
+
+    def __init__(self, sigma=(0.1, 2.0)):
+        self.sigma = sigma
+
+    def __call__(self, img):
+        return img.filter(ImageFilter.GaussianBlur(radius=random.uniform(*self.sigma)))
+
+
+class SizedDraw:
+    """NumPy's third argument is a size: an array of radii, which no step expresses."""
+
+    def __call__(self, img):
+        return img.filter(ImageFilter.GaussianBlur(radius=np.random.uniform(0.1, 2.0, 2)))
+
+
 @pytest.mark.parametrize("obj,expected", [
     (MocoBlur(), [PILGaussianBlur((0.1, 2.0))]),
+    (SpreadBlur(), [PILGaussianBlur((0.1, 2.0))]),
+    (SpreadBlur([0.5, 3.0]), [PILGaussianBlur((0.5, 3.0))]),
     (MocoBlur([0.5, 0.5]), [PILGaussianBlur(0.5)]),
     (DinoBlur(), [PILGaussianBlur((0.1, 2.0), p=0.5)]),
     (DinoBlur(p=0.1, radius_min=1.0, radius_max=3.0), [PILGaussianBlur((1.0, 3.0), p=0.1)]),
@@ -161,6 +180,9 @@ class RadiusProperty:
     (DoesMore(), "computes `img.convert('RGB')`"),
     (RadiusProperty(), "which is property"),
     (NegativeRadius(), "cannot be negative"),
+    (SpreadBlur((0.1, 2.0, 3.0)), "uniform(low, high) reads"),
+    (SpreadBlur(2.0), "not a list of numbers"),
+    (SizedDraw(), "uniform(low, high) reads"),
 ])
 def test_what_does_not_read_takes_the_python_path_and_says_why(obj, says):
     reason = transforms.untranslatable_reason(obj)

@@ -174,6 +174,26 @@ def test_grayscale_to_one_channel_inside_random_apply_is_refused_by_name():
     assert "Grayscale" in why and "num_output_channels=1" in why
 
 
+class Turn:
+    """A class of the user's that no reading takes (PIL's rotate is not among them)."""
+
+    def __call__(self, image):
+        return image.rotate(3)
+
+
+@pytest.mark.parametrize("container", [
+    lambda inner: v2.RandomApply([inner], p=0.5),
+    lambda inner: v2.RandomChoice([v2.RandomInvert(1.0), inner]),
+    lambda inner: v2.RandomOrder([v2.RandomInvert(1.0), inner]),
+    lambda inner: C(v2.ToImage(), v2.ToDtype(torch.float32, scale=True), v2.RandomApply([inner], p=0.5)),
+], ids=["RandomApply", "RandomChoice", "RandomOrder", "RandomApply on floats"])
+def test_a_users_class_inside_a_container_is_refused_with_its_own_reason(container):
+    """Its own reason, as at the top level: not a list of the steps that keep the type."""
+    why = transforms.untranslatable_reason(container(Turn()))
+    assert "Turn has no DALI translation" in why and "returns `image.rotate(3)`" in why, why
+    assert "only steps that keep" not in why and "uint8 pixels only" not in why, why
+
+
 def test_grayscale_to_three_channels_of_grey_images_on_some_images_only_is_refused_by_name():
     """A grey source: the images the step leaves alone keep one channel, so a batch would mix
     one and three (torchvision's default_collate cannot stack it either). Raised while the

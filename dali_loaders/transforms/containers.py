@@ -19,6 +19,7 @@ from ._core import (
     is_v1,
     refuses,
     translates,
+    translator_of,
     uint8_only,
     uint8_or_float,
 )
@@ -58,6 +59,8 @@ ON_FLOATS = {"ColorJitter", "GaussianBlur", "RandomGrayscale", "Grayscale", "Ran
 
 def float_apply_refusal(step) -> str:
     for inner in flatten(list(step.transforms)):
+        if translator_of(inner) is None:
+            return check(inner)
         if type(inner).__name__ not in ON_FLOATS:
             return (f"{describe(step)} comes after the conversion to float, and {describe(inner)} inside it is "
                     f"translated there on uint8 pixels only (after it: {', '.join(sorted(ON_FLOATS))}); move it "
@@ -73,6 +76,8 @@ def float_apply_refusal(step) -> str:
 
 def inner_refusal(steps) -> str:
     for inner in steps:
+        if translator_of(inner) is None:   # a step with no translation anywhere: its own reason
+            return check(inner)
         if type(inner).__name__ not in SHAPE_KEEPING | SIZE_CHANGING:
             return (f"{describe(inner)} inside it: only steps that keep the image's type are translated there "
                     f"({', '.join(sorted(SHAPE_KEEPING | SIZE_CHANGING))})")

@@ -15,7 +15,8 @@ as self-supervised recipes write their blur and solarization:
 
 The method is read from its source (inspect + ast), never run, as wrappers are (wrappers.py),
 and evaluated symbolically: numbers from the object's own attributes, uniform draws (Python's
-`random`, NumPy's, `torch.rand`) and their affine changes, coins compared with a draw, and the
+`random`, NumPy's, `torch.rand`; the ends may be a list spread, `uniform(*self.sigma)`) and
+their affine changes, coins compared with a draw, and the
 image through PIL's `ImageFilter.GaussianBlur` and `ImageOps` functions. What it reads becomes
 the steps it equals: the project's PILGaussianBlur, torchvision's RandomSolarize,
 RandomEqualize, RandomAutocontrast, RandomInvert, RandomPosterize and the flips (on PIL images
@@ -282,14 +283,29 @@ class Reader:
                 raise Unread(f"draws `{quote(node)}`: one number at a time reads")
             return Draw(0.0, 1.0, next(self.idents))
         keys = ("a", "b") if kind == "python" else ("low", "high")
-        values = dict(zip(keys, node.args))
+        positional = self.positional(node, names)
+        values = dict(zip(keys, positional))
         values.update({k.arg: k.value for k in node.keywords})
-        if set(values) - set(keys) or (kind == "python" and len(values) != 2):
+        if set(values) - set(keys) or (kind == "python" and len(values) != 2) or len(positional) > len(keys):
             raise Unread(f"draws `{quote(node)}`: uniform(low, high) reads")
         ends = [self.value(values[k], names) if k in values else float(k == "high") for k in keys]
         if not all(isinstance(e, float) for e in ends):
             raise Unread(f"draws `{quote(node)}` between values that are not numbers")
         return Draw(min(ends), max(ends), next(self.idents))
+
+    def positional(self, node: ast.Call, names: Dict[str, Any]) -> List[ast.expr]:
+        """The call's positional arguments, a starred list of the object's numbers
+        (`uniform(*self.sigma)`) spread into one constant each."""
+        spread = []
+        for argument in node.args:
+            if not isinstance(argument, ast.Starred):
+                spread.append(argument)
+                continue
+            held = self.value(argument.value, names)
+            if not isinstance(held, tuple):
+                raise Unread(f"spreads `{quote(argument)}`, not a list of numbers of its own")
+            spread.extend(ast.Constant(value) for value in held)
+        return spread
 
     # -- the image -------------------------------------------------------------------------
 

@@ -37,6 +37,8 @@ def recipes() -> dict:
         "+ ElasticTransform()": crop + [v2.ElasticTransform()] + to_float + [normalize],
         "+ RandomRotation(15)": crop + [v2.RandomRotation(15)] + to_float + [normalize],
         "+ RandomRotation(15) on floats": crop + to_float + [v2.RandomRotation(15), normalize],
+        "+ RandomPerspective(0.3)": crop + [v2.RandomPerspective(0.3)] + to_float + [normalize],
+        "+ RandomPerspective(0.3) on floats": crop + to_float + [v2.RandomPerspective(0.3), normalize],
         "+ RandomAffine(15, (0.1, 0.1), (0.9, 1.1), BILINEAR)": crop + [v2.RandomAffine(
             15, (0.1, 0.1), (0.9, 1.1), interpolation=v2.InterpolationMode.BILINEAR)] + to_float + [normalize],
         "+ RandomRotation(15, BILINEAR)": crop + [v2.RandomRotation(15, interpolation=v2.InterpolationMode.BILINEAR)]

@@ -9,13 +9,13 @@ from test_transforms import C
 from torchvision import transforms as v1
 from torchvision.transforms import v2
 
-from dali_loaders import DaliLoader, transforms
+from dali_loaders import DaliLoader, dali_compat, transforms
 from dali_loaders.loader import PythonPathNote
 
 pytest.importorskip("nvidia.dali")
 
 FLOAT = [v2.ToImage(), v2.ToDtype(torch.float32, scale=True)]
-ON_UINT8 = [v2.RandomPerspective(), v2.RandomApply([v2.RandomAutocontrast()]), v2.AutoAugment(),
+ON_UINT8 = [v2.RandomApply([v2.RandomAutocontrast()]), v2.AutoAugment(),
             v2.RandAugment(), v2.TrivialAugmentWide(), v2.AugMix(), v2.ElasticTransform(), v2.JPEG(50),
             v2.RandomEqualize(), v2.RandomOrder([v2.RandomInvert(), v2.RandomSolarize(9)])]
 try:   # timm's crop, which resizes as RandomResizedCrop does
@@ -34,6 +34,8 @@ ON_FLOAT = [v2.CenterCrop(24), v2.RandomCrop(24), v2.Pad(2), v2.RandomHorizontal
             v2.RandomApply([v2.ColorJitter(0.2), v2.GaussianBlur(3)]),
             # warps of the float tensor (tests/test_warps_after_float.py)
             v2.RandomRotation(10), v2.RandomAffine(5), v2.RandomRotation(10, expand=True)]
+if dali_compat.warp_perspective_on_cpu():   # (tests/test_perspective.py)
+    ON_FLOAT += [v2.RandomPerspective(), v1.RandomPerspective(), v2.RandomApply([v2.RandomPerspective(0.3)])]
 
 
 @pytest.mark.parametrize("step", ON_UINT8, ids=[type(s).__name__ for s in ON_UINT8])

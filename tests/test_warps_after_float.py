@@ -1,4 +1,4 @@
-"""RandomRotation and RandomAffine after the conversion to float (ToTensor, ToDtype, Normalize),
+"""RandomRotation and RandomAffine (RandomPerspective: tests/test_perspective.py) after the conversion to float (ToTensor, ToDtype, Normalize),
 as torchvision warps the float tensor: grid_sample with a mask channel, the fill in the float
 image's units, unrounded. Pinned parameters against DataLoader's batches, on both ways a CPU
 graph turns the image (the augmentation operator, and DALI's warp); drawn angles and maps by
@@ -117,6 +117,6 @@ def test_the_warps_gpu_graph_has_no_gpu_to_cpu_edge(photo_classes):
     from dali_loaders.sources.image_files import ImageFiles
 
     transform = v2.Compose([*FLOAT, NORM, v2.RandomRotation(10, fill=0.7),
-                            v2.RandomAffine(5, interpolation=BILINEAR)])
+                            v2.RandomAffine(5, interpolation=BILINEAR), v2.RandomPerspective(0.3, fill=0.2)])
     for variant in ("gpu", "cpu-decode"):
         assert gpu_to_cpu_edges(serialized_gpu_graph(ImageFiles(photo_classes), transform, variant=variant)) == []

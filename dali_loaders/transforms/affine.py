@@ -97,9 +97,9 @@ def warped(step, images: Images, warp) -> None:
     if interp_type(step) == types.INTERP_NN:
         images.data = warp(images.data, types.INTERP_NN, fill)
     elif images.kind == "pil":
-        images.data = pil_bilinear_warp(images.data, warp, fill)
+        images.data = pil_bilinear_warp(images.data, warp, fill, ones_like(images, images.data))
     else:
-        images.data = tensor_bilinear_warp(images.data, warp, fill, v1=is_v1(step))
+        images.data = tensor_bilinear_warp(images.data, warp, fill, ones_like(images, images.data), v1=is_v1(step))
 
 
 def float_warped(step, images: Images, warp) -> None:
@@ -109,6 +109,12 @@ def float_warped(step, images: Images, warp) -> None:
     image's units: the data's (the conversion pending) hold it as (fill - offset) / scale."""
     from nvidia.dali import fn, types
 
+    levels = _nearest_levels(step, images)
+    if levels is not None and len(set(levels)) == 1:
+        # picking pixels commutes with the pending conversion: the uint8 data warped, the fill
+        # as the level it converts from (ToTensor's 0), exactly; no mask, a third of the bytes
+        images.data = warp(images.data, types.INTERP_NN, levels[0])
+        return
     fill = fill_values(step, images.channels)
     if interp_type(step) != types.INTERP_NN and any(images.offset):
         # grid_sample's zeros outside are the float image's: an offset (Normalize's) moves them
@@ -123,10 +129,8 @@ def float_warped(step, images: Images, warp) -> None:
         scale, offset = images.scale or [1.0] * images.channels, images.offset or [0.0] * images.channels
         levels = [(f - o) / s for f, s, o in zip(fill, scale, offset)]
     data = fn.cast(data, dtype=types.FLOAT)
-    first = data[:, :, 0:1]
-    ones = fn.cast(first == first, dtype=types.FLOAT)   # 1 for any number (negative ones too, after Normalize)
-    moved = warp(fn.cat(data, ones, axis=2), interp_type(step), 0.0)
-    image, weight = moved[:, :, 0:-1], moved[:, :, -1:]
+    ones = ones_like(images, data, types.FLOAT)
+    image, weight = warp(data, interp_type(step), 0.0), warp(ones, interp_type(step), 0.0)
     level = types.Constant(np.array(levels, dtype=np.float32).reshape(1, 1, -1), device=data.device)
     # nearest: the pixel or the fill, exactly (torch.where); bilinear: each version's blend
     blends = is_v1(step) or interp_type(step) == types.INTERP_NN
@@ -146,35 +150,46 @@ def float_warp_refusal(step) -> str:
     return ""
 
 
-def ones_channel(data):
-    """An HW1 uint8 image of ones, the size of `data`."""
+def ones_channel(data, dtype=None):
+    """An HW1 image of ones the size of `data` (uint8 unless `dtype`), from the data: 1 for any
+    number, negative ones after Normalize too."""
     from nvidia.dali import fn, types
 
-    return fn.cast(data[:, :, 0:1] >= 0, dtype=types.UINT8)
+    first = data[:, :, 0:1]
+    return fn.cast(first == first, dtype=dtype or types.UINT8)
 
 
-def pil_bilinear_warp(data, warp, fill: float):
+def ones_like(images: Images, data, dtype=None):
+    """ones_channel of `data`, the images' size: on the CPU made by fn.ones, with no pass over
+    the data (fn.ones does not run on the GPU)."""
+    from nvidia.dali import fn, types
+
+    if data.device == "gpu":
+        return ones_channel(data, dtype)
+    return fn.ones(shape=stack(images.height, images.width, 1, integer=True), dtype=dtype or types.UINT8)
+
+
+def pil_bilinear_warp(data, warp, fill: float, ones):
     """PIL's bilinear transform: where the mapped pixel centre falls inside the image, the
     neighbours clamped to the border (never blended with the fill) and the result truncated;
     elsewhere the fill. The inside test is the nearest warp's, which is PIL's."""
     from nvidia.dali import fn, types
     from nvidia.dali import math as dmath
 
-    inside = warp(ones_channel(data), types.INTERP_NN, 0)
+    inside = warp(ones, types.INTERP_NN, 0)
     clamped = warp(data, types.INTERP_LINEAR, None)   # no fill: clamped to the border
     return fn.cast(where(mask(inside > 0), dmath.floor(clamped), fill), dtype=types.UINT8)
 
 
-def tensor_bilinear_warp(data, warp, fill: float, v1: bool):
-    """torchvision's grid_sample with zeros outside, and a channel of ones warped alongside
-    as the mask: out = mask * warped + (1 - mask) * fill (v2 groups it as
-    (warped - fill) * mask + fill), rounded half to even. A pixel partly outside is thus
-    blended twice: its outside neighbours count as 0, then the mask weighs it again."""
-    from nvidia.dali import fn, types
+def tensor_bilinear_warp(data, warp, fill: float, ones, v1: bool):
+    """torchvision's grid_sample with zeros outside, and `ones` (ones_like) warped as the mask:
+    out = mask * warped + (1 - mask) * fill (v2 groups it as (warped - fill) * mask + fill),
+    rounded half to even. A pixel partly outside is thus blended twice: its outside neighbours
+    count as 0, then the mask weighs it again. The mask is warped apart: a channel cut back out
+    of one warp costs more."""
+    from nvidia.dali import types
 
-    channels = fn.cat(data, ones_channel(data), axis=2)
-    moved = warp(channels, types.INTERP_LINEAR, 0)
-    return fill_blended(moved[:, :, 0:-1], moved[:, :, -1:], fill, v1)
+    return fill_blended(warp(data, types.INTERP_LINEAR, 0), warp(ones, types.INTERP_LINEAR, 0), fill, v1)
 
 
 def fill_blended(image, weight, fill, v1: bool):

@@ -54,7 +54,8 @@ def random_apply_refusal(step) -> str:
 
 # The steps a RandomApply takes after the conversion to float (color_float.random_apply)
 # (each image the steps' result or itself, both made: the steps keep the size)
-ON_FLOATS = {"ColorJitter", "GaussianBlur", "RandomGrayscale", "Grayscale", "RandomRotation", "RandomAffine"}
+ON_FLOATS = {"ColorJitter", "GaussianBlur", "RandomGrayscale", "Grayscale", "RandomRotation", "RandomAffine",
+             "RandomPerspective"}
 
 
 def float_apply_refusal(step) -> str:

@@ -1,13 +1,14 @@
 """RandomPerspective (v1 and v2): torchvision's four corners drawn per sample, the homography
 that maps the output onto the input computed from them in DALI's float64 arithmetic, and the
-image moved by DALI's perspective warp in each twin's border and rounding (affine.warped)."""
+image moved by DALI's perspective warp in each twin's border and rounding (affine.warped); after
+the conversion to float as torchvision warps the float tensor (affine.float_warped)."""
 import numpy as np
 
 from .. import dali_compat
 from ._args import as_float64, coin, is_number, random_offset, truncated
-from ._core import Images, refuses, translates, uint8_only
+from ._core import Images, refuses, translates, uint8_or_float
 from ._hsv import mask, where
-from .affine import warp_refusal, warped
+from .affine import float_warp_refusal, warp_refusal, warped
 
 
 def perspective_refusal(step) -> str:
@@ -78,7 +79,7 @@ def perspective_warp(matrix):
 
 @translates("RandomPerspective")
 @refuses(perspective_refusal)
-@uint8_only
+@uint8_or_float(float_refusal=float_warp_refusal)
 def random_perspective(step, images: Images) -> None:
     """With probability p; where not applied the identity matrix, which gives the pixels back."""
     from nvidia.dali import types

@@ -107,6 +107,14 @@ def test_the_rate_and_the_distortion_after_the_float_conversion_are_torchvisions
     close(ours[ours > 0], theirs[theirs > 0], 0.02, "fill fraction")
 
 
+def test_random_apply_of_it_after_the_float_conversion_lands_at_torchvisions_rate():
+    transform = C(v2.ToImage(), v2.ToDtype(torch.float32, scale=True),
+                  v2.RandomApply([v2.RandomPerspective(distortion_scale=0.7, p=1.0)], p=0.3))
+    ours, theirs = (fill_fraction(outputs) > 0 for outputs in both(coordinate_image(48, 40), transform))
+    close(ours, theirs, 0.1, "rate warped")
+    assert abs(ours.mean() - 0.3) <= 0.1, ours.mean()
+
+
 def test_fill_none_after_the_float_conversion_is_refused_by_name():
     why = transforms.untranslatable_reason(C(v2.ToImage(), v2.ToDtype(torch.float32, scale=True),
                                              v2.RandomPerspective(fill=None)))

@@ -130,3 +130,17 @@ def tensor_hsv_to_rgb(h, s, v, v1: bool):
         p, q, t = (1.0 - s) * v, (1.0 - s * f) * v, (s * f + (1.0 - s)) * v
     p, q, t = (dmath.clamp(c, 0.0, 1.0) for c in (p, q, t))
     return _sector_rgb(_sector_masks(i), v, p, q, t)
+
+
+def tensor_hue_shifted(r, g, b, factor, v1: bool):
+    """torchvision's tensor adjust_hue of float channels in 0 .. 1: to HSV, h + factor wrapped
+    as torch's remainder(h, 1.0) (h in [-0.5, 1.5) here), back to RGB."""
+    h, s, v = tensor_rgb_to_hsv(r, g, b, v1=v1)
+    h = h + factor
+    h = h - mask(h >= 1.0) + mask(h < 0.0)
+    return tensor_hsv_to_rgb(h, s, v, v1)
+
+
+def tensor_grey(r, g, b):
+    """rgb_to_grayscale's weighted sum of float channels, in torch's order, unrounded."""
+    return r * 0.2989 + g * 0.587 + b * 0.114

@@ -11,8 +11,8 @@ from ._hsv import (
     pil_hsv_to_rgb,
     pil_hue_levels,
     pil_rgb_to_hsv,
-    tensor_hsv_to_rgb,
-    tensor_rgb_to_hsv,
+    tensor_grey,
+    tensor_hue_shifted,
 )
 from .pil_blur import ONE, PASSES, PILGaussianBlur, fixed_point, kernel_width
 
@@ -57,7 +57,7 @@ def luma(data, images: Images):
         return dmath.floor(fn.coord_transform(rgb, M=weights, T=[0.5], dtype=types.FLOAT))
     pixels = as_float(rgb)   # floats: torch's order of additions, one channel at a time
     r, g, b = (pixels[:, :, k:k + 1] for k in range(3))
-    return dmath.floor(r * 0.2989 + g * 0.587 + b * 0.114)
+    return dmath.floor(tensor_grey(r, g, b))
 
 
 def blend(data, other, factor, images: Images):
@@ -105,10 +105,8 @@ def adjust_hue(data, factor, images: Images, v1: bool = False):
         h = h + pil_hue_levels(factor)
         rgb = pil_hsv_to_rgb(h - 256.0 * mask(h >= 256.0), s, v)
         return fn.cat(*(fn.cast(c, dtype=types.UINT8) for c in rgb), axis=2)
-    h, s, v = tensor_rgb_to_hsv(*(c / 255.0 if v1 else c * (1.0 / 255.0) for c in (r, g, b)), v1=v1)
-    h = h + factor
-    h = h - mask(h >= 1.0) + mask(h < 0.0)   # torch's remainder(h, 1.0), h in [-0.5, 1.5)
-    return fn.cat(*(to_uint8(c * 255.999) for c in tensor_hsv_to_rgb(h, s, v, v1)), axis=2)
+    shifted = tensor_hue_shifted(*(c / 255.0 if v1 else c * (1.0 / 255.0) for c in (r, g, b)), factor, v1)
+    return fn.cat(*(to_uint8(c * 255.999) for c in shifted), axis=2)
 
 
 JITTERS = {"brightness": adjust_brightness, "contrast": adjust_contrast, "saturation": adjust_saturation,

@@ -14,7 +14,7 @@ import numpy as np
 
 from ._args import coin, uniform
 from ._core import Images, Untranslatable, apply, dali_dtype, describe, flatten, is_v1
-from ._hsv import mask, tensor_hsv_to_rgb, tensor_rgb_to_hsv, where
+from ._hsv import mask, tensor_grey, tensor_hue_shifted, where
 
 JITTER_ORDER = ("brightness", "contrast", "saturation", "hue")   # ColorJitter's fn_idx numbers them so
 
@@ -52,8 +52,7 @@ def channels_cat(images: Images, *planes):
 def grey(data, images: Images):
     """rgb_to_grayscale of float pixels, one channel: 0.2989 R + 0.587 G + 0.114 B unrounded (v1
     and v2 alike here; v2's fused multiply-adds differ by a float32 step)."""
-    r, g, b = (channel_of(data, k, images) for k in range(3))
-    return r * 0.2989 + g * 0.587 + b * 0.114
+    return tensor_grey(*(channel_of(data, k, images) for k in range(3)))
 
 
 def check_channels(step, images: Images) -> None:
@@ -131,10 +130,7 @@ def _blend(data, degenerate, factor, v1: bool):
 
 
 def _hue_shift(data, images: Images, factor, v1: bool):
-    h, s, v = tensor_rgb_to_hsv(*(channel_of(data, k, images) for k in range(3)), v1=v1)
-    h = h + factor
-    h = h - mask(h >= 1.0) + mask(h < 0.0)   # torch's remainder(h, 1.0), h in [-0.5, 1.5)
-    return channels_cat(images, *tensor_hsv_to_rgb(h, s, v, v1))
+    return channels_cat(images, *tensor_hue_shifted(*(channel_of(data, k, images) for k in range(3)), factor, v1))
 
 
 # -- Grayscale, RandomGrayscale, GaussianBlur -------------------------------------------------------------

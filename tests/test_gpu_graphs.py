@@ -97,6 +97,9 @@ def test_steps_drawn_per_sample_have_no_gpu_to_cpu_edge(images, variant):
              v2.ElasticTransform(interpolation=v2.InterpolationMode.NEAREST, fill=5.0), v2.ToImage(),
              v2.GaussianNoise(0.0, 0.05), v2.JPEG((30, 90)), v2.ToDtype(torch.float32, scale=True), v2.GaussianNoise(),
              v2.RandomZoomOut(fill=0.5, side_range=(1.0, 1.5), p=0.5)]   # float: its fill in the float image's units
+    steps[10:10] = [v2.RandomRotation(20, fill=[1, 2, 3]),   # fills per channel, nearest and bilinear
+                    v2.RandomAffine(5, interpolation=v2.InterpolationMode.BILINEAR, fill=[4, 5, 6])]
+    steps[-1:-1] = [v2.RandomPerspective(0.3, fill=[0.1, 0.2, 0.3])]
     assert gpu_to_cpu_edges(serialized_gpu_graph(images, v2.Compose(steps), variant=variant)) == []
 
 

@@ -23,10 +23,22 @@ FIXED = {
     "tensor nearest": tensor_then(v2.RandomRotation((33, 33))),
     "tensor bilinear, fill": tensor_then(v2.RandomRotation((21, 21), interpolation=IM.BILINEAR, fill=7)),
     "v1 tensor bilinear": v1.Compose([v1.PILToTensor(), v1.RandomRotation((21, 21), interpolation=IM.BILINEAR)]),
+    # a fill per channel (DALI's warps fill with one value: the image's pixels kept by a mask)
+    "PIL nearest, fill per channel": pil_then(v2.RandomRotation((-71, -71), fill=(90, 20, 200))),
+    "PIL bilinear, fill per channel": pil_then(v2.RandomRotation((-17, -17), interpolation=IM.BILINEAR,
+                                                                 fill=(100, 0, 255))),
+    "tensor nearest, fill per channel": tensor_then(v2.RandomRotation((33, 33), fill=[5, 250, 60])),
+    "tensor bilinear, fill per channel": tensor_then(v2.RandomRotation((21, 21), interpolation=IM.BILINEAR,
+                                                                       fill=[7, 130, 255])),
+    "v1 tensor bilinear, fill per channel": v1.Compose([v1.PILToTensor(), v1.RandomRotation(
+        (21, 21), interpolation=IM.BILINEAR, fill=[7, 130, 255])]),
 }
 # worst |ours - torchvision's| in levels, mean over the photographs' pixels, each way
-BOUNDS = {"operator": {"v1 tensor bilinear": (0.001, 1.0)},   # v1's blend: a level at a pixel or two
-          "without": {"PIL nearest": (0.01, 160.0), "PIL nearest, fill": (0.01, 160.0), "tensor nearest": (0.01, 160.0)}}
+BOUNDS = {"operator": {"v1 tensor bilinear": (0.001, 1.0),   # v1's blend: a level at a pixel or two
+                       "v1 tensor bilinear, fill per channel": (0.001, 1.0)},
+          "without": {"PIL nearest": (0.01, 160.0), "PIL nearest, fill": (0.01, 160.0), "tensor nearest": (0.01, 160.0),
+                      # a tie falls to the fill or to the pixel: up to a whole fill's worth
+                      "PIL nearest, fill per channel": (0.01, 255.0), "tensor nearest, fill per channel": (0.01, 255.0)}}
 
 
 @pytest.mark.parametrize("name", list(FIXED))

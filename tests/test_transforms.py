@@ -699,7 +699,7 @@ def test_unknown_transform_is_named_with_the_supported_list(step, named):
     (v2.RandomRotation(10, expand=True, center=(3, 4)), "expand=True with a center"),
     (v2.RandomRotation((90, 90), expand=True), "expand=True at the fixed angle 90"),
     (v2.RandomRotation(10, interpolation=IM.BICUBIC), "interpolation"),
-    (v2.RandomAffine(10, fill=(1, 2, 3)), "fill"),
+    (v2.AutoAugment(fill=[1, 2, 3]), "fill"),
     (v1.Grayscale(2), "num_output_channels=2"),
     (v2.RandomApply([v2.ToDtype(torch.float32, scale=True)], p=0.5), "ToDtype inside it"),
     (v2.RandomApply([v2.ToImage()]), "ToImage inside it"),

@@ -6,7 +6,7 @@ import numpy as np
 
 from . import fused
 from ._args import fill_values, interp_type, pending_levels, stack, uniform
-from ._core import Images, dali_dtype, describe, is_v1, refuses, translates, uint8_or_float
+from ._core import Images, Untranslatable, dali_dtype, describe, is_v1, refuses, translates, uint8_or_float
 from ._hsv import mask, where
 from ._placement import augments_when
 
@@ -41,7 +41,9 @@ def _trig(name: str):
     return function
 
 
-def warp_refusal(step) -> str:
+def warp_refusal(step, per_channel_fill: bool = False) -> str:
+    """Why the warp's parameters are refused, or "". A fill per channel only where the
+    translator takes one (`per_channel_fill`: the rotations, affines and perspectives)."""
     from torchvision.transforms import InterpolationMode
 
     mode = step.interpolation
@@ -55,9 +57,24 @@ def warp_refusal(step) -> str:
             return (f"expand=True at the fixed angle {step.degrees[0]} is not supported (torchvision turns the "
                     f"image by a transpose there); use RandomRotation's range or a flip")
     fill = fill_values(step, 3)
-    if len(set(fill)) > 1:
+    if len(set(fill)) > 1 and not per_channel_fill:
         return f"fill={step.fill!r}: one value for every channel only"
     return ""
+
+
+def turn_refusal(step) -> str:
+    """warp_refusal of RandomRotation, RandomAffine and RandomPerspective: any fill."""
+    return warp_refusal(step, per_channel_fill=True)
+
+
+def warp_fill(step, images: Images):
+    """The step's fill for each of the images' channels; a fill of another length is refused
+    (torchvision refuses it too)."""
+    fill = fill_values(step, images.channels)
+    if len(fill) != images.channels:
+        raise Untranslatable(f"{describe(step)}: fill={step.fill!r} has {len(fill)} values for images of "
+                             f"{images.channels} channel(s); give one value, or one a channel")
+    return fill
 
 
 def warp(step, images: Images, angle, translate=(0, 0), scale=1.0, shear=(0.0, 0.0)) -> None:
@@ -90,12 +107,22 @@ def warped(step, images: Images, warp) -> None:
     where the source pixel is outside); bilinear as below."""
     from nvidia.dali import types
 
+    from nvidia.dali import fn
+
     if images.is_float:
         float_warped(step, images, warp)
         return
-    fill = fill_values(step, 1)[0]
-    if interp_type(step) == types.INTERP_NN:
+    fill = warp_fill(step, images)
+    if len(set(fill)) == 1:
+        fill = fill[0]
+    else:   # one level a channel, broadcast over the pixels
+        fill = types.Constant(np.array(fill, dtype=np.float32).reshape(1, 1, -1), device=images.data.device)
+    if interp_type(step) == types.INTERP_NN and isinstance(fill, float):
         images.data = warp(images.data, types.INTERP_NN, fill)
+    elif interp_type(step) == types.INTERP_NN:   # DALI's warps fill with one value: zeros, then the fill
+        inside = warp(ones_like(images, images.data), types.INTERP_NN, 0)
+        moved = warp(images.data, types.INTERP_NN, 0)
+        images.data = fn.cast(moved + (1.0 - fn.cast(inside, dtype=types.FLOAT)) * fill, dtype=types.UINT8)
     elif images.kind == "pil":
         images.data = pil_bilinear_warp(images.data, warp, fill, ones_like(images, images.data))
     else:
@@ -115,7 +142,7 @@ def float_warped(step, images: Images, warp) -> None:
         # as the level it converts from (ToTensor's 0), exactly; no mask, a third of the bytes
         images.data = warp(images.data, types.INTERP_NN, levels[0])
         return
-    fill = fill_values(step, images.channels)
+    fill = warp_fill(step, images)
     if interp_type(step) != types.INTERP_NN and any(images.offset):
         # grid_sample's zeros outside are the float image's: an offset (Normalize's) moves them
         # in the data's units, so a bilinear warp needs the float image made first
@@ -219,7 +246,7 @@ def fused_rotation(step) -> bool:
 
 
 @translates("RandomRotation")
-@refuses(warp_refusal)
+@refuses(turn_refusal)
 @augments_when(fused_rotation)
 @uint8_or_float(float_refusal=float_warp_refusal)
 def random_rotation(step, images: Images) -> None:
@@ -228,6 +255,7 @@ def random_rotation(step, images: Images) -> None:
     CPU graphs the augmentation operator turns it about its centre, in each twin's warp (after
     the conversion to float too, where a nearest turn of the uint8 data fills whole levels:
     picking pixels commutes with the pending conversion)."""
+    warp_fill(step, images)   # its length checked where every path sees it
     if fused.usable(images) and fused_rotation(step):
         if not images.is_float:
             images.decode()
@@ -258,7 +286,7 @@ def _nearest_levels(step, images: Images):
 
     if interp_type(step) != types.INTERP_NN or images.materialized or images.float_pixels:
         return None
-    return pending_levels(images, fill_values(step, images.channels))
+    return pending_levels(images, warp_fill(step, images))
 
 
 def rotated_canvas(height, width, angle, pil: bool):
@@ -304,7 +332,7 @@ def rotated_canvas(height, width, angle, pil: bool):
 
 
 @translates("RandomAffine")
-@refuses(warp_refusal)
+@refuses(turn_refusal)
 @uint8_or_float(float_refusal=float_warp_refusal)
 def random_affine(step, images: Images) -> None:
     """torchvision's get_params, drawn per sample: the translation in whole pixels."""

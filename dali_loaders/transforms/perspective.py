@@ -8,13 +8,13 @@ from .. import dali_compat
 from ._args import as_float64, coin, is_number, random_offset, truncated
 from ._core import Images, refuses, translates, uint8_or_float
 from ._hsv import mask, where
-from .affine import float_warp_refusal, warp_refusal, warped
+from .affine import float_warp_refusal, turn_refusal, warped
 
 
 def perspective_refusal(step) -> str:
     if not dali_compat.warp_perspective_on_cpu():
         return "needs DALI >= 2.4 (its perspective warp on the CPU)"
-    return warp_refusal(step)
+    return turn_refusal(step)
 
 
 def corners(step, height, width):

@@ -83,6 +83,10 @@ def transform_cases() -> List[tuple]:
         ("RandomRotation 10 deg, expanded canvas", v2.RandomRotation((10, 10), expand=True, **pin), 2),
         ("RandomAffine pinned", v2.RandomAffine((5, 5), translate=None, scale=(1.1, 1.1), shear=(2, 2, 3, 3), **pin),
          2),
+        # the GPU's warps keep the image by a warped mask where the fill differs by channel
+        ("Fills per channel, pinned: a turn, an affine",
+         v2.Compose([v2.RandomRotation((10, 10), fill=(124, 16, 230), **pin),
+                     v2.RandomAffine((5, 5), scale=(1.1, 1.1), fill=[1, 120, 250], **pin)]), 2),
         ("ColorJitter pinned", v2.ColorJitter((1.2, 1.2), (0.8, 0.8), (1.3, 1.3), (0.1, 0.1)), 2),
         ("RandomGrayscale p=1 + Grayscale", v2.Compose([v2.RandomGrayscale(1), v2.Grayscale(3)]), 1),
         ("Grayscale 1 + RGB + Identity", v2.Compose([v2.Grayscale(1), v2.RGB(), v2.Identity()]), 1),

@@ -27,7 +27,7 @@ def warped_by_dali(images, kind, step, **floats):
     """The translator's warp of each image to the fixed corners, on a CPU graph. `floats`:
     Images' fields for images after the conversion to float (dtype, scale, offset pending;
     or the float image itself, materialized, HWC)."""
-    from nvidia.dali import fn, pipeline_def
+    from nvidia.dali import fn, pipeline_def, types
 
     from dali_loaders.transforms import Images, perspective
     from dali_loaders.transforms.affine import warped
@@ -37,6 +37,8 @@ def warped_by_dali(images, kind, step, **floats):
         data = fn.external_source(source=lambda: images, batch=True, layout="HWC")
         height, width = data.shape()[0], data.shape()[1]
         points = [(7, 3), (width - 12, 5), (width - 3, height - 10), (4, height - 7)]
+        points = fn.reshape(fn.cast(fn.stack(*(fn.cast(v, dtype=types.INT32) if not isinstance(v, int) else v
+                                               for point in points for v in point)), dtype=types.FLOAT64), shape=[4, 2])
         moved = Images(data, height, width, 3, "cpu", kind=kind, **floats)
         warped(step, moved, perspective.perspective_warp(perspective.output_to_input(points, height, width)))
         if floats:

@@ -5,7 +5,7 @@ the conversion to float as torchvision warps the float tensor (affine.float_warp
 import numpy as np
 
 from .. import dali_compat
-from ._args import as_float64, coin, is_number, random_offset, truncated
+from ._args import as_float64, coin, is_number
 from ._core import Images, refuses, translates, uint8_or_float
 from ._hsv import mask, where
 from .affine import float_warp_refusal, turn_refusal, warped
@@ -17,37 +17,42 @@ def perspective_refusal(step) -> str:
     return turn_refusal(step)
 
 
+# Which coordinates of the output's corners (top left, top right, bottom right, bottom left;
+# x, y) lie at the far side: there torchvision draws randint(size - bound, size), else randint(0, bound)
+FAR = np.array([[0, 0], [1, 0], [1, 1], [0, 1]], dtype=np.float64)
+
+
 def corners(step, height, width):
-    """torchvision's get_params: the output's corners (top left, top right, bottom right,
-    bottom left) as (x, y), each uniform within `distortion_scale` of half the side from its
-    own corner; ints or int32 DataNodes."""
-    def bound(side):   # int(distortion_scale * (side // 2)) + 1, in double
-        if is_number(side):
-            return int(float(step.distortion_scale) * (side // 2)) + 1
-        return truncated(as_float64(side // 2) * as_float64(float(step.distortion_scale))) + 1
-    bound_height, bound_width = bound(height), bound(width)
+    """torchvision's get_params: the output's corners as a float64 (4, 2) DataNode of (x, y)
+    per sample, each uniform within `distortion_scale` of half the side from its own corner,
+    whole pixels. Drawn as one (4, 2) tensor: each DALI operator costs the executor a
+    scheduling round a batch, and eight corners drawn one number at a time took ninety."""
+    from nvidia.dali import fn, types
+    from nvidia.dali import math as dmath
 
-    def near(extent):   # randint(0, bound)
-        return random_offset(extent - 1)
-
-    def far(size, extent):   # randint(size - bound, size)
-        return size - extent + random_offset(extent - 1)
-    return [(near(bound_width), near(bound_height)), (far(width, bound_width), near(bound_height)),
-            (far(width, bound_width), far(height, bound_height)), (near(bound_width), far(height, bound_height))]
+    if is_number(height) and is_number(width):
+        sides = types.Constant(np.array([width, height], dtype=np.float64))
+    else:
+        sides = fn.cast(fn.stack(*(fn.cast(side, dtype=types.INT32) if not is_number(side) else int(side)
+                                   for side in (width, height))), dtype=types.FLOAT64)
+    # int(distortion_scale * (side // 2)) + 1, in double: (bound_x, bound_y)
+    bound = dmath.floor(dmath.floor(sides * 0.5) * float(step.distortion_scale)) + 1.0
+    drawn = fn.cast(fn.random.uniform(range=[0.0, 1.0], shape=[4, 2]), dtype=types.FLOAT64)
+    # randint(0, bound): u * bound can round up to bound in float: clamped
+    offsets = dmath.min(dmath.floor(drawn * bound), bound - 1.0)
+    return offsets + types.Constant(FAR) * (sides - bound)
 
 
 def output_to_input(points, height, width):
-    """The 3 x 3 homography (float32, last entry 1) that maps the quadrilateral `points` (ints or
-    int DataNodes) onto
-    the image's corners (0, 0), (w - 1, 0), (w - 1, h - 1), (0, h - 1), as torchvision's
-    perspective coefficients do: the unit square's map onto the quadrilateral (Heckbert's
-    closed form), inverted by its adjugate, then scaled onto the image, in float64."""
+    """The 3 x 3 homography (float32, last entry 1) that maps the quadrilateral `points` (a
+    float64 (4, 2) DataNode of (x, y)) onto the image's corners (0, 0), (w - 1, 0),
+    (w - 1, h - 1), (0, h - 1), as torchvision's perspective coefficients do: the unit
+    square's map onto the quadrilateral (Heckbert's closed form), inverted by its adjugate, then
+    scaled onto the image, in float64 (inverted in float32 by DALI instead, nearest picks
+    another pixel at ties)."""
     from nvidia.dali import fn, types
 
-    def node(value):   # float64 DataNodes: arithmetic between two constants has no DALI operator
-        return fn.cast(types.Constant(int(value)) if is_number(value) else value, dtype=types.FLOAT64)
-
-    (x0, y0), (x1, y1), (x2, y2), (x3, y3) = [(node(x), node(y)) for x, y in points]
+    (x0, y0), (x1, y1), (x2, y2), (x3, y3) = [(points[k, 0], points[k, 1]) for k in range(4)]
     dx1, dx2, dx3 = x1 - x2, x3 - x2, x0 - x1 + x2 - x3
     dy1, dy2, dy3 = y1 - y2, y3 - y2, y0 - y1 + y2 - y3
     determinant = dx1 * dy2 - dx2 * dy1
@@ -57,7 +62,7 @@ def output_to_input(points, height, width):
     adjugate = [e - f * h, c * h - b, b * f - c * e,
                 f * g - d, a - c * g, c * d - a * f,
                 d * h - e * g, b * g - a * h, a * e - b * d]
-    scale = [node(width - 1)] * 3 + [node(height - 1)] * 3
+    scale = [as_float64(width - 1)] * 3 + [as_float64(height - 1)] * 3
     rows = [value * s for value, s in zip(adjugate[:6], scale)] + adjugate[6:]
     rows = [value / adjugate[8] for value in rows]
     return fn.reshape(fn.cast(fn.stack(*rows), dtype=types.FLOAT), shape=[3, 3])

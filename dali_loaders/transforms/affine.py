@@ -105,9 +105,7 @@ def warped(step, images: Images, warp) -> None:
     """The images through `warp` (see affine_warp) with the step's interpolation and fill, in
     each twin's border and rounding: nearest is DALI's (pixel centres mapped back, the fill
     where the source pixel is outside); bilinear as below."""
-    from nvidia.dali import types
-
-    from nvidia.dali import fn
+    from nvidia.dali import fn, types
 
     if images.is_float:
         float_warped(step, images, warp)

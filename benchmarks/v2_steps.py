@@ -41,6 +41,8 @@ def recipes() -> dict:
         "+ RandomPerspective(0.3) on floats": crop + to_float + [v2.RandomPerspective(0.3), normalize],
         "+ RandomAffine(15, (0.1, 0.1), (0.9, 1.1), BILINEAR)": crop + [v2.RandomAffine(
             15, (0.1, 0.1), (0.9, 1.1), interpolation=v2.InterpolationMode.BILINEAR)] + to_float + [normalize],
+        "+ RandomAffine(15, (0.1, 0.1), (0.9, 1.1), BILINEAR) on uint8 tensors": crop + [v2.ToImage(), v2.RandomAffine(
+            15, (0.1, 0.1), (0.9, 1.1), interpolation=v2.InterpolationMode.BILINEAR)] + to_float + [normalize],
         "+ RandomRotation(15, BILINEAR)": crop + [v2.RandomRotation(15, interpolation=v2.InterpolationMode.BILINEAR)]
         + to_float + [normalize],
         "Resize(256), TenCrop(224) (test-time crops)": [v2.Resize(256), v2.TenCrop(224)] + to_float + [normalize],

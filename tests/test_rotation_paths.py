@@ -56,3 +56,24 @@ def test_the_drawn_angle_against_torchvisions(augment_path, interpolation):
     ours, theirs = [[rotation_of(o, (32, 27)) for o in outputs] for outputs in both(image, transform)]
     close(ours, theirs, 1.5, "rotation angle")    # the sign too: -25 if turned the other way
     assert 5 <= min(ours) and max(ours) <= 45 and np.std(ours) > 6   # read to a pixel; a fixed angle has no spread
+
+
+def test_the_tensor_warps_round_their_blend_as_torch_round():
+    """fill_blended's rounding (DALI's warps with a mask, torchvision's tensor kernels): halves
+    to even, as torch.round, on random values, every half and its float32 neighbours."""
+    from nvidia.dali import fn, pipeline_def
+
+    from dali_loaders.transforms.affine import _uint8_half_even
+
+    halves = np.arange(255) + 0.5
+    x = np.concatenate([np.random.default_rng(0).uniform(0, 255, 20000), halves, np.arange(256.0),
+                        np.nextafter(halves, 0), np.nextafter(halves, 300)]).astype(np.float32)
+
+    @pipeline_def(batch_size=1, num_threads=1, device_id=None)
+    def graph():
+        return _uint8_half_even(fn.external_source(source=lambda: [x], batch=True))
+    pipe = graph()
+    pipe.build()
+    ours = np.array(pipe.run()[0][0])
+    assert ours.dtype == np.uint8
+    assert np.array_equal(ours.astype(int), torch.round(torch.from_numpy(x)).numpy().astype(int))

@@ -297,7 +297,7 @@ CHILD = """
 import json, os, sys
 from dali_loaders.bench import storage
 cpus = os.sched_getaffinity(0)
-result = storage.run("tiny", threads=1, rounds=1)
+result = storage.run("tiny", threads=1, rounds=1, cache_dir=sys.argv[1])
 result["cpus_kept"] = all(os.sched_getaffinity(int(t)) == cpus for t in os.listdir("/proc/self/task"))
 result["cpus"], result["table"] = sorted(cpus), storage.table(result)
 print(json.dumps(result))
@@ -306,7 +306,7 @@ print(json.dumps(result))
 
 @pytest.mark.slow
 @pytest.mark.subprocess
-def test_the_storage_bench_counts_one_get_an_image_and_leaves_the_cpus_as_they_were():
+def test_the_storage_bench_counts_one_get_an_image_and_leaves_the_cpus_as_they_were(tmp_path):
     """bench --storage s3 --tiny (its own process: DALI keeps the S3 endpoint it first reads):
     five rows of the same images; the server's own counts say one GET an image through the
     library and more through DALI's reader (a size, then the bytes)."""
@@ -317,8 +317,8 @@ def test_the_storage_bench_counts_one_get_an_image_and_leaves_the_cpus_as_they_w
 
     from subprocess_env import subprocess_env
 
-    done = subprocess.run([sys.executable, "-c", CHILD], env=subprocess_env(), capture_output=True, text=True,
-                          timeout=600)
+    done = subprocess.run([sys.executable, "-c", CHILD, str(tmp_path)], env=subprocess_env(), capture_output=True,
+                          text=True, timeout=600)   # its images in tmp_path, not the user's cache
     assert done.returncode == 0, done.stderr[-3000:]
     result = json.loads(done.stdout.strip().splitlines()[-1])
     assert result["cpus_kept"]

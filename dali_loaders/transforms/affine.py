@@ -67,7 +67,7 @@ def turn_refusal(step) -> str:
     return warp_refusal(step, per_channel_fill=True)
 
 
-def warp_fill(step, images: Images):
+def checked_fill(step, images: Images):
     """The step's fill for each of the images' channels; a fill of another length is refused
     (torchvision refuses it too)."""
     fill = fill_values(step, images.channels)
@@ -110,7 +110,7 @@ def warped(step, images: Images, warp) -> None:
     if images.is_float:
         float_warped(step, images, warp)
         return
-    fill = warp_fill(step, images)
+    fill = checked_fill(step, images)
     if len(set(fill)) == 1:
         fill = fill[0]
     else:   # one level a channel, broadcast over the pixels
@@ -140,7 +140,7 @@ def float_warped(step, images: Images, warp) -> None:
         # as the level it converts from (ToTensor's 0), exactly; no mask, a third of the bytes
         images.data = warp(images.data, types.INTERP_NN, levels[0])
         return
-    fill = warp_fill(step, images)
+    fill = checked_fill(step, images)
     if interp_type(step) != types.INTERP_NN and any(images.offset):
         # grid_sample's zeros outside are the float image's: an offset (Normalize's) moves them
         # in the data's units, so a bilinear warp needs the float image made first
@@ -258,7 +258,7 @@ def random_rotation(step, images: Images) -> None:
     CPU graphs the augmentation operator turns it about its centre, in each twin's warp (after
     the conversion to float too, where a nearest turn of the uint8 data fills whole levels:
     picking pixels commutes with the pending conversion)."""
-    warp_fill(step, images)   # its length checked where every path sees it
+    checked_fill(step, images)   # the fill's length checked before any path uses it
     if fused.usable(images) and fused_rotation(step):
         if not images.is_float:
             images.decode()
@@ -289,7 +289,7 @@ def _nearest_levels(step, images: Images):
 
     if interp_type(step) != types.INTERP_NN or images.materialized or images.float_pixels:
         return None
-    return pending_levels(images, warp_fill(step, images))
+    return pending_levels(images, checked_fill(step, images))
 
 
 def rotated_canvas(height, width, angle, pil: bool):
